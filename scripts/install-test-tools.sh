@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the system tools the test suites need, from Debian's repositories, if they are missing:
+# bats-core with bats-support, bats-assert and bats-file (loaded with bats_load_library), shellcheck.
+set -Eeuo pipefail
+
+need=()
+command -v bats >/dev/null 2>&1 || need+=(bats)
+for lib in bats-support bats-assert bats-file; do
+  [[ -d /usr/lib/bats/$lib ]] || need+=("$lib")
+done
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+
+if ((${#need[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-test-tools: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  echo "install-test-tools: apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
