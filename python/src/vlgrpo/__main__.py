@@ -14,6 +14,7 @@ COMMANDS = {
     "preflight": ("vlgrpo.preflight.cli", "check a launch argv against the pinned verl, the model and the data"),
     "data": ("vlgrpo.data.cli", "dataset converters (geo3k -> verl parquet)"),
     "doctor": ("vlgrpo.doctor", "check this node/image: versions, devices, mounts, patches"),
+    "cluster": ("vlgrpo.cluster", "Ray cluster readiness wait and per-node device-visibility probe"),
 }
 
 
