@@ -23,6 +23,15 @@ $(STAMP): requirements/dev.txt requirements/dev-nodeps.txt python/pyproject.toml
 	$(PY) -m pip install --no-input --quiet --no-deps --no-build-isolation -e python
 	touch $@
 
+# verl 0.7.1 (has the NPU train-routing bug) in its own --target dir, imported only by the patch tests.
+VERL071 := .cache/verl-0.7.1
+$(VERL071)/.installed: $(STAMP)
+	$(PY) -m pip install --no-input --quiet --no-deps --target $(VERL071) verl==0.7.1
+	touch $@
+
+.PHONY: verl-0.7.1
+verl-0.7.1: $(VERL071)/.installed ## verl 0.7.1 --no-deps into .cache/verl-0.7.1 (NPU-bug patch tests)
+
 .PHONY: tools
 tools: ## install the system test tools (bats-core + helpers, shellcheck) from Debian
 	scripts/install-test-tools.sh
@@ -32,7 +41,7 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck) from D
 test: venv tools lint test-python test-bats ## run every suite (what CI runs)
 
 .PHONY: test-python
-test-python: venv ## pytest suites of the vlgrpo package (CPU, strict patch mode)
+test-python: venv verl-0.7.1 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
 	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
 
 .PHONY: test-bats

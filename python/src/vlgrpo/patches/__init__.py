@@ -1,0 +1,45 @@
+"""Runtime patches for known Qwen3-VL bugs in the pinned transformers/verl, loaded in every interpreter.
+
+Start-up path (standard library only): ``sitecustomize`` -> :func:`vlgrpo.patches.bootstrap.install`, which
+registers post-import hooks for the target modules. The checks and fixes live in :mod:`vlgrpo.patches.engine`
+and the per-fix modules, imported only when a target module is imported.
+
+Public API (what doctor/preflight/tests call)::
+
+    import vlgrpo.patches
+    vlgrpo.patches.install()                 # idempotent; sitecustomize already did it in the images
+    rows = vlgrpo.patches.status(verify=True)  # list of dicts, see status()
+
+CLI: ``python -m vlgrpo patches status [--verify] [--json]``, ``python -m vlgrpo patches table``,
+``python -m vlgrpo patches install-sitecustomize [--site-packages DIR]``.
+"""
+
+STATUSES = ("applied", "not needed", "target absent", "disabled", "failed")
+
+
+def install(via: str = "api"):
+    """Install the post-import hooks (see :func:`vlgrpo.patches.bootstrap.install`); returns the state dict."""
+    from vlgrpo.patches import bootstrap
+
+    return bootstrap.install(via=via)
+
+
+def status(verify: bool = False, import_targets: bool = True) -> list:
+    """Status of every registered patch in this interpreter.
+
+    Args:
+        verify: also run each patch's ``verify()`` (tiny CPU inputs against a reference; imports torch).
+        import_targets: import each target module first (so the answer covers the installed code, not only what
+            this process happened to import). Import errors are reported as ``target absent`` with the error.
+
+    Returns:
+        One dict per patch, in registry order, with keys ``id``, ``status`` (one of :data:`STATUSES`, or
+        ``"pending"`` when ``import_targets=False`` and no target module is imported yet), ``reason``,
+        ``summary``, ``upstream``, ``targets`` (list of dicts: ``target``, ``status``, ``reason``, ``original``)
+        and ``verify`` (``None`` if not asked; else ``"ok"`` or ``"failed: <error>"``).
+
+    Never raises for a patch failure (it is reported); raises only in strict mode (``VLGRPO_PATCHES_STRICT=1``).
+    """
+    from vlgrpo.patches import report
+
+    return report.status(verify=verify, import_targets=import_targets)

@@ -1,0 +1,180 @@
+"""Check and apply the registered patches (imported lazily, on the first post-import hook or status call).
+
+For every target of every enabled record (see :mod:`vlgrpo.patches.registry`), :func:`ensure_all` looks at the
+attribute bound *now* (the final bound function after verl's monkey patch, its NPU layer and ours ran) and
+decides one of:
+
+- ``applied``: the bound function is our replacement (installed now or earlier; applying twice is a no-op);
+- ``not needed``: the detector found the installed code already fixed;
+- ``target absent``: the module is not importable / does not define the attribute (nothing is created);
+- ``disabled``: switched off through ``VLGRPO_PATCHES`` / ``VLGRPO_PATCHES_DISABLED``;
+- ``failed``: detection, replacement or verification raised (reason recorded, logged once);
+- ``pending``: only without ``import_targets``: the target module has not been imported in this process.
+
+Nothing here raises into the host program unless ``VLGRPO_PATCHES_STRICT=1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import threading
+import types
+
+from vlgrpo.patches import bootstrap, registry
+
+APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED, PENDING = (
+    "applied", "not needed", "target absent", "disabled", "failed", "pending")
+
+#: (patch id, module, attribute path) -> {"status", "reason", "target", "original"}
+RESULTS: dict = {}
+_LOCK = threading.RLock()
+_DETECT_CACHE: dict = {}
+
+
+def resolve(ref: str):
+    """Import ``"package.module:attr.sub"`` and return the object."""
+    mod_name, _, attr = ref.partition(":")
+    obj = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _enabled(patch_id: str) -> bool:
+    return bootstrap.STATE["enabled"] and patch_id not in bootstrap.STATE["disabled_ids"]
+
+
+def _clone(func, patch_id: str, original, target: str):
+    """A per-target copy of ``func`` carrying ``__wrapped__`` (the original) and ``__vlgrpo_patch__``."""
+    new = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    new.__kwdefaults__ = func.__kwdefaults__
+    new.__dict__.update(func.__dict__)
+    new.__qualname__ = func.__qualname__
+    new.__doc__ = func.__doc__
+    new.__module__ = func.__module__
+    new.__annotations__ = dict(getattr(func, "__annotations__", {}))
+    new.__wrapped__ = original
+    new.__vlgrpo_patch__ = patch_id
+    new.__vlgrpo_target__ = target
+    return new
+
+
+def _detect(record: dict, func):
+    code = getattr(func, "__code__", None)
+    key = (record["id"], code if code is not None else id(func))
+    if key not in _DETECT_CACHE:
+        _DETECT_CACHE[key] = tuple(resolve(record["detector"])(func))
+    return _DETECT_CACHE[key]
+
+
+def _record(record, module_name, path, status, reason, original=None, fresh=False):
+    target = f"{module_name}.{path}"
+    RESULTS[(record["id"], module_name, path)] = {
+        "status": status, "reason": reason, "target": target, "original": original, "fresh": fresh}
+    return status
+
+
+def _fail(record, module_name, path, exc):
+    reason = f"{type(exc).__name__}: {exc}"
+    _record(record, module_name, path, FAILED, reason)
+    bootstrap.log_once(("fail", record["id"], module_name, path), 40,
+                       f"patch {record['id']} failed on {module_name}.{path}: {reason} "
+                       f"(left unpatched; set VLGRPO_PATCHES_STRICT=1 to raise)")
+    if bootstrap.strict():
+        raise
+
+
+def check_target(record: dict, module_name: str, path: str, apply: bool = True) -> str:
+    """Check one target (only if its module is already imported) and apply the replacement if faulty."""
+    if not _enabled(record["id"]):
+        return _record(record, module_name, path, DISABLED, "switched off by VLGRPO_PATCHES/VLGRPO_PATCHES_DISABLED")
+    module = sys.modules.get(module_name)
+    if module is None:
+        return _record(record, module_name, path, PENDING, "module not imported in this process")
+    try:
+        owner, attr = module, path
+        parts = path.split(".")
+        for part in parts[:-1]:
+            if not hasattr(owner, part):
+                return _record(record, module_name, path, ABSENT, f"{module_name} has no attribute {part!r}")
+            owner = getattr(owner, part)
+        attr = parts[-1]
+        current = getattr(owner, attr, None)
+        if current is None:
+            return _record(record, module_name, path, ABSENT,
+                           f"{'.'.join([module_name] + parts[:-1])} has no attribute {attr!r}")
+        original = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', attr)}"
+        if getattr(current, "__vlgrpo_patch__", None) == record["id"]:
+            wrapped = getattr(current, "__wrapped__", None)
+            orig = f"{getattr(wrapped, '__module__', '?')}.{getattr(wrapped, '__qualname__', '?')}"
+            earlier = RESULTS.get((record["id"], module_name, path), {})
+            reason = (earlier["reason"] if earlier.get("status") == APPLIED
+                      else f"replaced {orig} by {record['replacement']}")
+            return _record(record, module_name, path, APPLIED, reason, orig)
+        if getattr(current, "__vlgrpo_patch__", None) is not None:
+            return _record(record, module_name, path, NOT_NEEDED,
+                           f"bound to vlgrpo patch {current.__vlgrpo_patch__}, which does not have this fault", original)
+        faulty, reason = _detect(record, current)
+        if not faulty:
+            return _record(record, module_name, path, NOT_NEEDED, reason, original)
+        if not apply:
+            return _record(record, module_name, path, PENDING, f"faulty, not applied yet: {reason}", original)
+        replacement = resolve(record["replacement"])
+        new = _clone(replacement, record["id"], current, f"{module_name}.{path}")
+        setattr(owner, attr, new)
+        if getattr(owner, attr) is not new:
+            raise RuntimeError(f"setattr on {module_name}.{path} did not take effect")
+        return _record(record, module_name, path, APPLIED, f"{reason}; replaced {original} by {record['replacement']}",
+                       original, fresh=True)
+    except Exception as exc:
+        _fail(record, module_name, path, exc)
+        return FAILED
+
+
+def _wrap_recheck(module_name: str, func_name: str) -> None:
+    module = sys.modules.get(module_name)
+    fn = getattr(module, func_name, None) if module is not None else None
+    if fn is None or getattr(fn, "__vlgrpo_recheck__", False):
+        return
+
+    @functools.wraps(fn)
+    def recheck_after(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ensure_all(event=f"after {module_name}.{func_name}")
+
+    recheck_after.__vlgrpo_recheck__ = True
+    setattr(module, func_name, recheck_after)
+
+
+def ensure_all(event: str = "") -> list:
+    """Check every target of every enabled record among the imported modules; apply where faulty.
+
+    Returns the list of ``"id -> module.attr"`` strings newly applied by this call; logs them as one line.
+    """
+    newly = []
+    with _LOCK:
+        for record in registry.PATCHES:
+            if not _enabled(record["id"]):
+                continue
+            for module_name, func_name in record["recheck_after"]:
+                try:
+                    _wrap_recheck(module_name, func_name)
+                except Exception as exc:
+                    _fail(record, module_name, func_name, exc)
+            for module_name, path in record["targets"]:
+                key = (record["id"], module_name, path)
+                if check_target(record, module_name, path) == APPLIED and RESULTS[key]["fresh"]:
+                    newly.append(f"{record['id']} -> {module_name}.{path}")
+    if newly:
+        bootstrap.log_once(("applied", event, tuple(newly)), 20,
+                           f"applied {', '.join(newly)}" + (f" ({event})" if event else ""))
+    return newly
+
+
+def on_import(module_name: str) -> None:
+    """Post-import hook entry point (see :func:`vlgrpo.patches.bootstrap.install`)."""
+    ensure_all(event=f"import {module_name}")

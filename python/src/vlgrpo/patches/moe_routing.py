@@ -1,0 +1,147 @@
+"""Replacement forwards for the Qwen3-VL-MoE sparse MoE block (patches ``qwen3_vl_moe.router_dtype`` and
+``npu.qwen3_vl_moe.train_routing``), and their self-checks.
+
+Both replacements compute the routing the way the model defines it (transformers 4.57.6,
+``transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py``, ``Qwen3VLMoeTextSparseMoeBlock``):
+
+- ``router_logits = gate(x)``, shape (tokens, num_experts), dtype of the gate output;
+- softmax over experts in float32, top-``k`` (``num_experts_per_tok``), renormalised to sum 1 per token;
+- a dense (tokens, num_experts) routing matrix, zero except the chosen experts, **in the router-logits dtype**
+  (the cast to the hidden-state dtype is the B03 bug), built in train *and* eval mode (the eval-only build is
+  the B04 bug of verl 0.7.x's NPU block);
+- ``experts(hidden_states (batch, seq, hidden), routing_weights (tokens, num_experts), router_indices (tokens, k))``.
+
+Imported only when a target module is imported (it imports torch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _dense_routing(self, flat_hidden: torch.Tensor):
+    """Return ``(router_logits, routing_weights, router_indices)`` for ``flat_hidden`` (tokens, hidden)."""
+    router_logits = self.gate(flat_hidden)
+    probs = torch.softmax(router_logits, dim=-1, dtype=torch.float32)
+    top_weights, router_indices = torch.topk(probs, self.top_k, dim=-1)
+    top_weights = top_weights / top_weights.sum(dim=-1, keepdim=True)
+    routing_weights = torch.zeros_like(router_logits).scatter_(
+        1, router_indices, top_weights.to(router_logits.dtype))
+    return router_logits, routing_weights, router_indices
+
+
+def sparse_moe_block_forward(self, hidden_states: torch.Tensor):
+    """Drop-in ``Qwen3VLMoeTextSparseMoeBlock.forward`` (transformers 4.57.x) without the scatter dtype error.
+
+    Args:
+        hidden_states: (batch, seq, hidden) in any float dtype.
+
+    Returns:
+        ``(routed_out, router_logits)`` like the original: routed_out (batch, seq, hidden) as the experts return
+        it, router_logits (batch*seq, num_experts). Bitwise equal to the original whenever the router-logits
+        and hidden-state dtypes agree.
+    """
+    batch_size = hidden_states.shape[0]
+    flat = hidden_states.reshape(-1, self.hidden_size)
+    router_logits, routing_weights, router_indices = _dense_routing(self, flat)
+    routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
+    return routed_out, router_logits
+
+
+def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
+    """Drop-in ``NPUQwen3VLMoeTextSparseMoeBlock.forward`` (verl 0.7.x ``npu_patch.py``), dense in both modes.
+
+    Args:
+        hidden_states: (batch, seq, hidden).
+
+    Returns:
+        routed_out (batch, seq, hidden), like verl's NPU block (which returns no router logits). The experts
+        always receive the dense (tokens, num_experts) routing matrix (verl fix: PR #6131).
+    """
+    batch_size = hidden_states.shape[0]
+    flat = hidden_states.reshape(-1, self.hidden_size)
+    _, routing_weights, router_indices = _dense_routing(self, flat)
+    return self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
+
+
+# --- self-checks (python -m vlgrpo patches status --verify) ------------------------------------------------------
+
+def reference_moe(hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj: torch.Tensor,
+                  down_proj: torch.Tensor, top_k: int) -> torch.Tensor:
+    """Plain per-token float64 reference of the Qwen3-VL-MoE routed MLP.
+
+    Args:
+        hidden: (tokens, hidden); gate_weight: (num_experts, hidden); gate_up_proj: (num_experts, hidden,
+            2*inter) with the gate half first; down_proj: (num_experts, inter, hidden).
+
+    Returns:
+        (tokens, hidden) float64.
+    """
+    x = hidden.double()
+    logits = x @ gate_weight.double().T
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        p = torch.softmax(logits[t], dim=-1)
+        w, e = torch.topk(p, top_k)
+        w = w / w.sum()
+        for weight, expert in zip(w.tolist(), e.tolist()):
+            gu = x[t] @ gate_up_proj[expert].double()
+            g, u = gu[: gu.shape[0] // 2], gu[gu.shape[0] // 2:]
+            out[t] += weight * ((torch.nn.functional.silu(g) * u) @ down_proj[expert].double())
+    return out
+
+
+def _tiny_block(seed: int = 0):
+    from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
+    from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
+
+    cfg = Qwen3VLMoeTextConfig(hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2,
+                               hidden_act="silu")
+    torch.manual_seed(seed)
+    block = torch.nn.Module()
+    block.hidden_size, block.num_experts, block.top_k = 16, 8, 2
+    block.gate = torch.nn.Linear(16, 8, bias=False)
+    block.experts = m.Qwen3VLMoeTextExperts(cfg)
+    with torch.no_grad():
+        block.experts.gate_up_proj.normal_(0, 0.3)
+        block.experts.down_proj.normal_(0, 0.3)
+    return block
+
+
+def verify_router_dtype() -> None:
+    """B03 input (4 tokens, 8 experts, top-2, router logits bf16, hidden states fp32 via CPU autocast): the
+    replacement runs, its dense routing rows sum to 1 over the chosen experts, and its output matches a float64
+    reference. Raises ``AssertionError`` on mismatch."""
+    block = _tiny_block()
+    x = torch.randn(1, 4, 16)
+    ref = reference_moe(x[0], block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj, 2)
+    for training in (True, False):
+        block.train(training)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = block.gate(x.reshape(-1, 16))
+            assert logits.dtype == torch.bfloat16 and x.dtype == torch.float32, "autocast did not mix dtypes"
+            _, dense, idx = _dense_routing(block, x.reshape(-1, 16))
+            out, _ = sparse_moe_block_forward(block, x)
+        sums = dense.float().sum(-1)
+        assert torch.allclose(sums, torch.ones_like(sums), atol=1e-2), f"routing rows sum to {sums.tolist()}"
+        assert int((dense != 0).sum()) == 4 * 2, "dense routing matrix must hold exactly top_k entries per token"
+        err = (out.reshape(4, 16).double() - ref).abs().max().item()
+        assert err < 0.05 * max(1.0, ref.abs().max().item()), f"bf16 output off the reference by {err}"
+        block.train(True)
+    out, _ = sparse_moe_block_forward(block.train(False), x)
+    err = (out.reshape(4, 16).double() - ref).abs().max().item()
+    assert err < 1e-5, f"fp32 output off the float64 reference by {err}"
+
+
+def verify_train_routing() -> None:
+    """B04 input (hidden 16, moe_intermediate 8, 8 experts, top-2, 4 tokens, fixed seed): the replacement gives
+    the same output in ``train()`` and ``eval()``, equal to a float64 reference (transformers' experts consume the
+    dense matrix in both modes). Raises ``AssertionError`` on mismatch."""
+    block = _tiny_block(seed=1)
+    x = torch.randn(1, 4, 16)
+    ref = reference_moe(x[0], block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj, 2)
+    train_out = npu_sparse_moe_block_forward(block.train(True), x)
+    eval_out = npu_sparse_moe_block_forward(block.train(False), x)
+    assert torch.allclose(train_out, eval_out, atol=1e-6), "train and eval outputs differ"
+    err = (train_out.reshape(4, 16).double() - ref).abs().max().item()
+    assert err < 1e-5, f"output off the float64 reference by {err}"

@@ -1,0 +1,129 @@
+"""The patch registry: one declared record per runtime patch.
+
+This module is imported at interpreter start (through ``sitecustomize`` → :mod:`vlgrpo.patches.bootstrap`),
+so it holds plain data only: no torch, no transformers, no verl, no ``dataclasses``/``inspect``/``logging``.
+Everything a record names (detector, replacement, verify) is a ``"module:attribute"`` string that
+:mod:`vlgrpo.patches.engine` imports only when a target module has been imported.
+
+Record fields
+-------------
+id            stable patch id (used by ``VLGRPO_PATCHES_DISABLED`` and ``python -m vlgrpo patches status``)
+summary       one line: what goes wrong without the patch
+upstream      upstream references (issues/PRs) for the fault and for the fix it mirrors
+applies_when  one line: the code condition under which the patch is applied (never a version number)
+targets       ``(module, attribute path)`` pairs. The path is resolved at check time, so
+              ``"Qwen3VLMoeTextSparseMoeBlock.forward"`` means "the forward of whatever class that module
+              attribute names *now*" (verl's NPU layer rebinds the class name; see field case B04).
+detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: str)`` inspects the installed
+              code itself (its source, parsed with :mod:`ast`).
+replacement   ``"module:function"``; installed in place of a faulty target (a per-target copy carrying
+              ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id).
+verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an
+              independent reference and raises ``AssertionError`` on mismatch.
+recheck_after ``(module, function)`` pairs of upstream functions that may rebind the targets (verl's monkey
+              patch); they are wrapped so that every record is re-checked right after they return.
+"""
+
+from __future__ import annotations
+
+_P = "vlgrpo.patches."
+
+_QWEN3_VL = "transformers.models.qwen3_vl.modeling_qwen3_vl"
+_QWEN3_VL_MOE = "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe"
+_VERL_QWEN3_VL = "verl.models.transformers.qwen3_vl"
+_VERL_QWEN3_5 = "verl.models.transformers.qwen3_5"
+_VERL_NPU = "verl.models.transformers.npu_patch"
+_VERL_MONKEY = "verl.models.transformers.monkey_patch"
+
+PATCHES = (
+    {
+        "id": "qwen3_vl.vision_pos_embed",
+        "summary": (
+            "Qwen3-VL vision tower `fast_pos_embed_interpolate` builds its index/weight tensors on "
+            "`pos_embed.weight.device` (the CPU under FSDP2 cpu_offload -> device-mismatch error) and iterates "
+            "device tensors element by element; replaced by a version that computes on `grid_thw.device`."
+        ),
+        "upstream": (
+            "verl-project/verl#5571 (fix: verl PR #6131, moved by PR #6332); "
+            "huggingface/transformers#45859 (same family, text M-RoPE)"
+        ),
+        "applies_when": (
+            "the bound `fast_pos_embed_interpolate` takes its device from `pos_embed.weight` "
+            "(transformers 4.57.x-5.5.x); verl's module-level copies are replaced too so its monkey patch "
+            "cannot undo the fix"
+        ),
+        "targets": (
+            (_QWEN3_VL, "Qwen3VLVisionModel.fast_pos_embed_interpolate"),
+            (_QWEN3_VL_MOE, "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate"),
+            (_VERL_QWEN3_VL, "fast_pos_embed_interpolate"),
+            (_VERL_QWEN3_5, "fast_pos_embed_interpolate"),
+        ),
+        "detector": _P + "qwen3_vl_pos_embed:is_faulty",
+        "replacement": _P + "qwen3_vl_pos_embed:fast_pos_embed_interpolate",
+        "verify": _P + "qwen3_vl_pos_embed:verify",
+        "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+    },
+    {
+        "id": "qwen3_vl_moe.router_dtype",
+        "summary": (
+            "Qwen3-VL-MoE sparse MoE block casts the top-k routing weights to the hidden-state dtype and scatters "
+            "them into a tensor of the router-logits dtype: 'scatter(): Expected self.dtype to be equal to "
+            "src.dtype' under mixed precision; replaced by a forward that casts to the router-logits dtype."
+        ),
+        "upstream": "verl-project/verl#4401 (fix: verl PR #4402, gated there at transformers<=4.57.3); "
+        "huggingface/transformers#41418",
+        "applies_when": (
+            "the bound `Qwen3VLMoeTextSparseMoeBlock.forward` casts routing weights to another tensor's dtype "
+            "before scattering them into `zeros_like(router_logits)` (every transformers 4.57.x; not 5.x)"
+        ),
+        "targets": ((_QWEN3_VL_MOE, "Qwen3VLMoeTextSparseMoeBlock.forward"),),
+        "detector": _P + "detect:scatter_dtype_mismatch",
+        "replacement": _P + "moe_routing:sparse_moe_block_forward",
+        "verify": _P + "moe_routing:verify_router_dtype",
+        "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+    },
+    {
+        "id": "npu.qwen3_vl_moe.train_routing",
+        "summary": (
+            "verl's Ascend `NPUQwen3VLMoeTextSparseMoeBlock.forward` builds the dense (tokens x num_experts) "
+            "routing matrix only in eval mode; in training the NPU experts index a (tokens x top_k) tensor by "
+            "expert id (silently wrong routing, flat reward, tiny ppo_kl); replaced by a forward that is dense "
+            "in both modes."
+        ),
+        "upstream": "verl-project/verl PR #6131 ('Bug1'; history: PR #4406, PR #4888)",
+        "applies_when": (
+            "the final bound forward of the Qwen3-VL-MoE sparse MoE block (verl's NPU class, whatever name "
+            "transformers' module binds) builds the dense routing scatter under a `self.training` test "
+            "(verl 0.7.x)"
+        ),
+        "targets": (
+            (_VERL_NPU, "NPUQwen3VLMoeTextSparseMoeBlock.forward"),
+            (_QWEN3_VL_MOE, "Qwen3VLMoeTextSparseMoeBlock.forward"),
+        ),
+        "detector": _P + "detect:routing_scatter_guarded_by_training",
+        "replacement": _P + "moe_routing:npu_sparse_moe_block_forward",
+        "verify": _P + "moe_routing:verify_train_routing",
+        "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+    },
+)
+
+IDS = tuple(p["id"] for p in PATCHES)
+
+
+def target_modules() -> dict:
+    """Map each module name that a patch (or a recheck trigger) targets to the ids interested in it."""
+    out: dict = {}
+    for p in PATCHES:
+        for mod, _ in p["targets"] + p["recheck_after"]:
+            out.setdefault(mod, [])
+            if p["id"] not in out[mod]:
+                out[mod].append(p["id"])
+    return out
+
+
+def get(patch_id: str) -> dict:
+    """Return the record of ``patch_id``; ``KeyError`` naming the known ids otherwise."""
+    for p in PATCHES:
+        if p["id"] == patch_id:
+            return p
+    raise KeyError(f"unknown patch id {patch_id!r}; known: {', '.join(IDS)}")

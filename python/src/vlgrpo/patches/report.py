@@ -1,0 +1,93 @@
+"""Status rows and the README patch table (backs :func:`vlgrpo.patches.status` and the CLI)."""
+
+from __future__ import annotations
+
+import importlib
+
+from vlgrpo.patches import bootstrap, engine, registry
+
+_ORDER = (engine.FAILED, engine.APPLIED, engine.NOT_NEEDED, engine.ABSENT, engine.PENDING)
+
+
+def bootstrap_state() -> dict:
+    """Copy of the bootstrap state: how it was installed (``via``), switches, chained sitecustomize."""
+    state = dict(bootstrap.STATE)
+    state["hook_errors"] = list(state["hook_errors"])
+    return state
+
+
+def _import_targets() -> dict:
+    errors = {}
+    for record in registry.PATCHES:
+        if not engine._enabled(record["id"]):
+            continue
+        for module_name, _ in record["targets"] + record["recheck_after"]:
+            if module_name in errors:
+                continue
+            try:
+                importlib.import_module(module_name)
+            except Exception as exc:  # ImportError, or anything the module body raises
+                errors[module_name] = f"{type(exc).__name__}: {exc}"
+    return errors
+
+
+def status(verify: bool = False, import_targets: bool = True) -> list:
+    """See :func:`vlgrpo.patches.status`."""
+    if not bootstrap.STATE["installed"]:
+        bootstrap.install(via="status")
+    import_errors = _import_targets() if import_targets and bootstrap.STATE["enabled"] else {}
+    if bootstrap.STATE["enabled"]:
+        engine.ensure_all(event="status")
+    rows = []
+    for record in registry.PATCHES:
+        targets = []
+        for module_name, path in record["targets"]:
+            if not engine._enabled(record["id"]):
+                why = ("VLGRPO_PATCHES=off" if not bootstrap.STATE["enabled"]
+                       else f"{record['id']} listed in VLGRPO_PATCHES_DISABLED")
+                res = {"status": engine.DISABLED, "reason": why, "original": None}
+            elif module_name in import_errors:
+                res = {"status": engine.ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
+                       "original": None}
+            else:
+                res = engine.RESULTS.get((record["id"], module_name, path),
+                                         {"status": engine.PENDING, "reason": "module not imported", "original": None})
+            targets.append({"target": f"{module_name}.{path}", "status": res["status"], "reason": res["reason"],
+                            "original": res.get("original")})
+        if not engine._enabled(record["id"]):
+            overall, reason = engine.DISABLED, targets[0]["reason"]
+        else:
+            overall = next(s for s in _ORDER + (engine.PENDING,) if any(t["status"] == s for t in targets))
+            reason = "; ".join(f"{t['target']}: {t['reason']}" for t in targets if t["status"] == overall)
+            others = [f"{t['target']}: {t['status']} ({t['reason']})" for t in targets if t["status"] != overall]
+            if others:
+                reason += " | other targets: " + "; ".join(others)
+        row = {"id": record["id"], "status": overall, "reason": reason, "summary": record["summary"],
+               "upstream": record["upstream"], "targets": targets, "verify": None}
+        if verify and engine._enabled(record["id"]):
+            try:
+                engine.resolve(record["verify"])()
+                row["verify"] = "ok"
+            except Exception as exc:
+                row["verify"] = f"failed: {type(exc).__name__}: {exc}"
+                if overall == engine.APPLIED:
+                    row["status"], row["reason"] = engine.FAILED, f"verify failed: {type(exc).__name__}: {exc}"
+        rows.append(row)
+    return rows
+
+
+def markdown_table() -> str:
+    """The README's patch table (id, what it fixes, upstream reference, when it applies), from the registry."""
+    def cell(text: str) -> str:
+        return " ".join(text.split()).replace("|", "\\|")
+
+    lines = ["| id | what it fixes | upstream | applies when |", "|---|---|---|---|"]
+    for r in registry.PATCHES:
+        targets = "<br>".join(f"`{m}.{p}`" for m, p in r["targets"])
+        lines.append(f"| `{r['id']}` | {cell(r['summary'])}<br>targets: {targets} | {cell(r['upstream'])} "
+                     f"| {cell(r['applies_when'])} |")
+    lines.append("")
+    lines.append("Switches: `VLGRPO_PATCHES=off` (all), `VLGRPO_PATCHES_DISABLED=<id>,<id>`, "
+                 "`VLGRPO_PATCHES_STRICT=1` (raise instead of log). Check a process: "
+                 "`python -m vlgrpo patches status --verify`.")
+    return "\n".join(lines)
