@@ -17,7 +17,7 @@ def logger() -> logging.Logger:
     log = logging.getLogger(_NAME)
     if not log.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(name)s %(levelname)s [pid %(process)d] %(message)s"))
+        handler.setFormatter(logging.Formatter("%(levelname)s [pid %(process)d] %(message)s"))
         log.addHandler(handler)
         log.propagate = False
     if log.level == logging.NOTSET:

@@ -59,7 +59,8 @@ def log_once(key, level, message):
     try:
         from vlgrpo.patches import _log
 
-        _log.logger().log(level, message)
+        prefix = "" if message.startswith("vlgrpo.patches") else "vlgrpo.patches: "
+        _log.logger().log(level, prefix + message)
     except Exception:  # logging itself must not break the host
         pass
 
