@@ -1,0 +1,616 @@
+"""Fixed ``fast_pos_embed_interpolate`` for the Qwen3-VL vision tower (patch ``qwen3_vl.vision_pos_embed``).
+
+Upstream method mirrored (same arguments, same output values and row order):
+transformers 4.57.6, ``transformers/models/qwen3_vl/modeling_qwen3_vl.py``,
+``Qwen3VLVisionModel.fast_pos_embed_interpolate`` (``Qwen3VLMoeVisionModel`` in ``qwen3_vl_moe`` inherits the
+same code). It bilinearly resamples the learned ``n x n`` position-embedding grid (``pos_embed``, an
+``nn.Embedding`` with ``n*n`` rows; ``n = num_grid_per_side`` = 48 for Qwen3-VL) to each image's ``h x w`` patch
+grid (``align_corners=True``: grid point ``i`` of an axis of length ``L`` sits at ``i*(n-1)/(L-1)``), repeats it
+for the ``t`` frames, and emits the rows in spatial-merge-block order: within a frame, row
+``((by*(w/m) + bx)*m + jy)*m + jx`` holds patch ``(y, x) = (by*m + jy, bx*m + jx)``, ``m = spatial_merge_size``.
+
+What the upstream method (transformers 4.57.x-5.5.x, field case B01) gets wrong, and what this one does instead:
+
+- it builds its index/weight tensors on ``pos_embed.weight.device``; under FSDP2 ``cpu_offload`` that is the CPU
+  while ``grid_thw`` and the activations are on the accelerator ("Expected all tensors to be on the same
+  device"). Here everything is computed on ``grid_thw.device``; a weight found elsewhere is moved there (the
+  table only, with autograd), and module hooks on ``pos_embed`` (FSDP unshard) still run;
+- it iterates ``grid_thw`` tensor elements (4.57.x: one device sync per element) and rebuilds every image's
+  indices in Python lists. Here ``grid_thw`` is read once (``tolist()``: one device-to-host copy, none on the
+  CPU), indices/weights are built once per distinct ``(h, w)`` with vectorised tensor ops and kept in a bounded
+  LRU cache on the target device, repeated images and video frames reuse them, and the merge-order permutation
+  is folded into the index order so one fused gather + weighted sum (``F.embedding_bag``) writes the output.
+
+Imported only when a target module is imported (it imports torch).
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import inspect
+import math
+import os
+import textwrap
+import threading
+from collections import OrderedDict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "fast_pos_embed_interpolate",
+    "interpolate_pos_embed",
+    "is_faulty",
+    "verify",
+    "clear_cache",
+    "cache_info",
+    "configure_cache",
+]
+
+# Devices whose F.embedding_bag supports per_sample_weights with autograd; others (e.g. Ascend "npu") take a
+# chunked gather + weighted-sum path that uses only embedding/mul/sum.
+_EMBEDDING_BAG_DEVICES = ("cpu", "cuda")
+_FALLBACK_CHUNK_ROWS = 8192
+# If the distinct (h, w) grids of a call cover at most this share of its output rows, their embeddings are
+# computed once and copied per image/frame (cheaper than a gather per output row).
+_REUSE_SHARE = 0.25
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Cache of per-(h, w) index/weight tensors
+# --------------------------------------------------------------------------------------------------------------
+class _Cache:
+    """Bounded LRU of ``(indices, weights)`` per ``(h, w, n, merge, device, dtype)``.
+
+    Entries built in one batch are views of one buffer; the byte count is that of the live buffers, so the
+    bound holds for the memory actually kept. Thread-safe.
+    """
+
+    def __init__(self, max_bytes: int, max_entries: int):
+        self.max_bytes = int(max_bytes)
+        self.max_entries = int(max_entries)
+        self._entries: OrderedDict = OrderedDict()  # key -> (idx, wts, group)
+        self._groups: dict = {}  # id(group) -> [nbytes, refcount]
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self.rows_built = 0
+
+    def get(self, key):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return hit[0], hit[1]
+
+    def put_group(self, items, nbytes: int, rows: int) -> None:
+        """Insert ``items`` = [(key, idx, wts)] that share one buffer of ``nbytes``."""
+        with self._lock:
+            self.rows_built += rows
+            if self.max_entries <= 0 or self.max_bytes <= 0 or nbytes > self.max_bytes:
+                return
+            group = object()
+            self._groups[id(group)] = [nbytes, 0, group]
+            self._bytes += nbytes
+            for key, idx, wts in items:
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._release(old[2])
+                self._entries[key] = (idx, wts, group)
+                self._groups[id(group)][1] += 1
+            while self._entries and (len(self._entries) > self.max_entries or self._bytes > self.max_bytes):
+                _, (_, _, g) = self._entries.popitem(last=False)
+                self._release(g)
+
+    def _release(self, group) -> None:
+        rec = self._groups[id(group)]
+        rec[1] -= 1
+        if rec[1] == 0:
+            self._bytes -= rec[0]
+            del self._groups[id(group)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._groups.clear()
+            self._bytes = 0
+            self.hits = self.misses = self.rows_built = 0
+
+    def info(self) -> dict:
+        with self._lock:
+            return {"entries": len(self._entries), "bytes": self._bytes, "max_bytes": self.max_bytes,
+                    "max_entries": self.max_entries, "hits": self.hits, "misses": self.misses,
+                    "rows_built": self.rows_built}
+
+
+def _env_cache_bytes() -> int:
+    raw = os.environ.get("VLGRPO_POS_EMBED_CACHE_MB", "64")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"VLGRPO_POS_EMBED_CACHE_MB={raw!r} is not a number; set it to the cache size in MiB "
+                         f"(default 64, 0 disables the cache)") from None
+    if value < 0:
+        raise ValueError(f"VLGRPO_POS_EMBED_CACHE_MB={raw!r} is negative; use 0 to disable the cache")
+    return int(value * (1 << 20))
+
+
+_CACHE = _Cache(max_bytes=_env_cache_bytes(), max_entries=4096)
+
+
+def clear_cache() -> None:
+    """Drop every cached index/weight tensor (on all devices) and reset the counters."""
+    _CACHE.clear()
+
+
+def cache_info() -> dict:
+    """Counters of the module cache: ``entries``, ``bytes`` (held, int), ``max_bytes``, ``max_entries``,
+    ``hits``/``misses`` (per distinct (h, w) looked up), ``rows_built`` (index rows computed so far)."""
+    return _CACHE.info()
+
+
+def configure_cache(max_bytes: int | None = None, max_entries: int | None = None) -> None:
+    """Change the cache bounds (bytes of device memory, number of (h, w) entries; 0 disables caching).
+
+    The default byte bound is ``VLGRPO_POS_EMBED_CACHE_MB`` MiB (64) read at import. Existing entries are
+    dropped. Raises ``ValueError`` for negative bounds.
+    """
+    for name, value in (("max_bytes", max_bytes), ("max_entries", max_entries)):
+        if value is not None and int(value) < 0:
+            raise ValueError(f"configure_cache({name}={value}): must be >= 0 (0 disables the cache)")
+    with _CACHE._lock:
+        if max_bytes is not None:
+            _CACHE.max_bytes = int(max_bytes)
+        if max_entries is not None:
+            _CACHE.max_entries = int(max_entries)
+    _CACHE.clear()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Index/weight construction
+# --------------------------------------------------------------------------------------------------------------
+def _axis_taps(lengths, n: int):
+    """Per-axis taps for every length in ``lengths`` (CPU, exactly as the upstream method computes them:
+    ``torch.linspace(0, n-1, L)`` in float32, floor by ``int()``, ceil = floor+1 clipped to n-1,
+    fraction = position - floor in float32).
+
+    Returns ``(offsets, table)``: ``offsets[L]`` = start of length ``L`` in ``table``, a float64 tensor of shape
+    (3, sum(lengths)) holding floor, ceil (exact integers) and fraction (float32 values).
+    """
+    offsets, cols, start = {}, [], 0
+    for length in lengths:
+        pos = torch.linspace(0, n - 1, length, dtype=torch.float32)
+        floor = pos.int()
+        ceil = (floor + 1).clip(max=n - 1)
+        frac = pos - floor
+        cols.append(torch.stack([floor.double(), ceil.double(), frac.double()]))
+        offsets[length] = start
+        start += length
+    return offsets, torch.cat(cols, dim=1)
+
+
+def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
+    """Index/weight tensors for the distinct grids ``keys`` = [(h, w)], in merge-block row order.
+
+    Vectorised over all rows of all keys (a fixed number of kernels whatever the number of keys).
+    Returns ``(idx (S, 4) int64, wts (S, 4) dtype, sizes [h*w])`` on ``device``, S = sum(h*w). Column ``k`` of
+    ``idx``/``wts`` is the (floor_h, floor_w), (floor_h, ceil_w), (ceil_h, floor_w), (ceil_h, ceil_w) tap.
+    """
+    lengths = sorted({v for key in keys for v in key})
+    offsets, taps = _axis_taps(lengths, n)
+    taps = taps.to(device)
+    floors, ceils, fracs = taps[0].long(), taps[1].long(), taps[2].float()
+    sizes = [h * w for h, w in keys]
+    total = sum(sizes)
+    meta = torch.tensor([[h * w, w // merge, offsets[h], offsets[w]] for h, w in keys], dtype=torch.long)
+    starts = torch.cumsum(meta[:, 0], 0) - meta[:, 0]
+    per_key = torch.cat([meta[:, 1:], starts[:, None]], dim=1).to(device)
+    rep = torch.repeat_interleave(per_key, meta[:, 0].to(device), dim=0, output_size=total)
+    blocks_w, h_off, w_off, start = rep.unbind(1)
+    row = torch.arange(total, device=device) - start
+    block, inner = torch.div(row, merge * merge, rounding_mode="floor"), row % (merge * merge)
+    y = torch.div(block, blocks_w, rounding_mode="floor") * merge + torch.div(inner, merge, rounding_mode="floor")
+    x = (block % blocks_w) * merge + inner % merge
+    gy, gx = h_off + y, w_off + x
+    fh, ch, dh = floors[gy] * n, ceils[gy] * n, fracs[gy]
+    fw, cw, dw = floors[gx], ceils[gx], fracs[gx]
+    idx = torch.stack([fh + fw, fh + cw, ch + fw, ch + cw], dim=1)
+    eh, ew = 1 - dh, 1 - dw
+    wts = torch.stack([eh * ew, eh * dw, dh * ew, dh * dw], dim=1).to(dtype)
+    return idx, wts, sizes
+
+
+def _pieces(keys, n, merge, device, dtype, cache):
+    """``{(h, w): (idx, wts)}`` for ``keys``, from ``cache`` or built in one batch (and cached)."""
+    dev = str(device)
+    out, missing = {}, []
+    for key in keys:
+        hit = cache.get((key[0], key[1], n, merge, dev, dtype)) if cache is not None else None
+        if hit is None:
+            missing.append(key)
+        else:
+            out[key] = hit
+    if missing:
+        # Cached tensors must be usable later under autograd, even if first built under inference_mode.
+        with torch.inference_mode(False), torch.no_grad():
+            idx, wts, sizes = _build(missing, n, merge, device, dtype)
+        items, start = [], 0
+        for key, size in zip(missing, sizes):
+            pair = (idx[start:start + size], wts[start:start + size])
+            out[key] = pair
+            items.append(((key[0], key[1], n, merge, dev, dtype), pair[0], pair[1]))
+            start += size
+        if cache is not None:
+            nbytes = idx.numel() * idx.element_size() + wts.numel() * wts.element_size()
+            cache.put_group(items, nbytes, start)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Embedding table and weighted gather
+# --------------------------------------------------------------------------------------------------------------
+def _global_hooks() -> bool:
+    mod = torch.nn.modules.module
+    return bool(getattr(mod, "_global_forward_pre_hooks", None) or getattr(mod, "_global_forward_hooks", None))
+
+
+def _is_plain_embedding(emb) -> bool:
+    """True if reading ``emb.weight`` directly is what calling ``emb`` would do (no hooks, no renorm, ...)."""
+    return (isinstance(emb, nn.Embedding) and type(emb).forward is nn.Embedding.forward
+            and not emb._forward_pre_hooks and not emb._forward_hooks and not _global_hooks()
+            and emb.max_norm is None and emb.padding_idx is None)
+
+
+def _move_input_to_weight(module, args):
+    """Forward pre-hook registered last for one call: send the row ids where the (hooked) weight now is."""
+    weight = getattr(module, "weight", None)
+    if weight is not None and args and args[0].device != weight.device:
+        return (args[0].to(weight.device),) + tuple(args[1:])
+    return None
+
+
+def _table(emb, num_rows: int, device: torch.device) -> torch.Tensor:
+    """The (num_rows, hidden) embedding table on ``device``, differentiable w.r.t. ``emb.weight``.
+
+    A plain ``nn.Embedding`` gives its weight (moved to ``device`` if it lives elsewhere, e.g. offloaded to the
+    CPU). Otherwise ``emb`` is called on all row ids so its hooks run (FSDP unshard / a pre-hook that moves the
+    weight, field case B01) and custom forwards are honoured; the ids follow the weight wherever the hooks put it.
+    """
+    if _is_plain_embedding(emb):
+        table = emb.weight
+    else:
+        handle = emb.register_forward_pre_hook(_move_input_to_weight)
+        try:
+            table = emb(torch.arange(num_rows, device=device))
+        finally:
+            handle.remove()
+    if table.device != device:
+        table = table.to(device)
+    return table
+
+
+def _weighted_gather(idx, wts, table, sparse: bool = False, fused: bool | None = None):
+    """``out[r] = sum_k table[idx[r, k]] * wts[r, k]``: (R, 4) int64, (R, 4) table dtype -> (R, hidden).
+
+    ``fused`` (default: by device type) selects ``F.embedding_bag``; else a chunked gather + float32 sum.
+    """
+    if idx.shape[0] == 0:
+        return table.new_zeros((0, table.shape[1]))
+    if fused is None:
+        fused = table.device.type in _EMBEDDING_BAG_DEVICES
+    if fused:
+        return F.embedding_bag(idx, table, mode="sum", per_sample_weights=wts, sparse=sparse)
+    # Fallback (no fused embedding_bag assumed): chunked gather, weighted sum in float32. Nothing large is saved
+    # for backward (the embedding saves its indices; the weights need no grad).
+    out = table.new_empty((idx.shape[0], table.shape[1]))
+    for lo in range(0, idx.shape[0], _FALLBACK_CHUNK_ROWS):
+        hi = min(lo + _FALLBACK_CHUNK_ROWS, idx.shape[0])
+        rows = F.embedding(idx[lo:hi], table).float() * wts[lo:hi, :, None].float()
+        out[lo:hi] = rows.sum(1).to(table.dtype)
+    return out
+
+
+def _read_grid(grid_thw, merge: int):
+    if not isinstance(grid_thw, torch.Tensor):
+        raise TypeError(f"grid_thw must be a torch.Tensor of shape (num_images_or_videos, 3), got "
+                        f"{type(grid_thw).__name__}")
+    if grid_thw.dim() != 2 or grid_thw.shape[1] != 3 or grid_thw.is_floating_point() or grid_thw.is_complex():
+        raise ValueError(f"grid_thw must be an integer tensor of shape (num_images_or_videos, 3) holding (t, h, w) "
+                         f"in patches, got dtype {grid_thw.dtype} and shape {tuple(grid_thw.shape)}")
+    rows = grid_thw.tolist()  # the one device-to-host read (none when grid_thw is on the CPU)
+    for i, (t, h, w) in enumerate(rows):
+        if t < 1 or h < 1 or w < 1 or h % merge or w % merge:
+            raise ValueError(f"grid_thw[{i}] = {[t, h, w]}: t, h, w must be >= 1 and h, w multiples of "
+                             f"spatial_merge_size={merge}; fix the image processor output (patch counts per "
+                             f"image/video)")
+    return rows
+
+
+def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: int, spatial_merge_size: int,
+                          cache=_CACHE, fused: bool | None = None) -> torch.Tensor:
+    """Bilinear position embeddings for the images/videos of ``grid_thw``, in Qwen3-VL merge order.
+
+    Args:
+        pos_embed: the ``nn.Embedding`` (or a module called like one) with ``num_grid_per_side**2`` rows of
+            width ``hidden``; any device, any floating dtype.
+        grid_thw: integer tensor (num_images_or_videos, 3) of (t, h, w) in patches; ``h`` and ``w`` multiples
+            of ``spatial_merge_size``. Its device is where the result is computed.
+        num_grid_per_side: ``n`` (48 for Qwen3-VL: 2304 positions).
+        spatial_merge_size: ``m`` (2 for Qwen3-VL).
+        cache: a ``_Cache`` (default: this module's) or ``None`` to build without caching.
+        fused: use ``F.embedding_bag`` (default: on CPU and CUDA) or the chunked gather path (other devices).
+
+    Returns:
+        (sum t*h*w, hidden) tensor on ``grid_thw.device`` in the dtype of the table, differentiable w.r.t.
+        ``pos_embed.weight``. The same values and rows as transformers 4.57.6 (fp32: within rounding, ~1 ulp;
+        low precision: the weights are rounded to the table dtype as upstream does, the 4-tap sum accumulates in
+        float32).
+
+    Raises:
+        TypeError / ValueError: ``grid_thw`` not an integer (k, 3) tensor, a non-positive size, or h/w not a
+        multiple of ``spatial_merge_size``; ``pos_embed`` with fewer than ``n*n`` rows.
+    """
+    n, merge = int(num_grid_per_side), int(spatial_merge_size)
+    if n < 1 or merge < 1:
+        raise ValueError(f"num_grid_per_side={n} and spatial_merge_size={merge} must be >= 1 (vision config)")
+    rows = _read_grid(grid_thw, merge)
+    device = grid_thw.device
+    num_rows = getattr(pos_embed, "num_embeddings", n * n)
+    if num_rows < n * n:
+        raise ValueError(f"pos_embed has {num_rows} rows but num_grid_per_side={n} needs {n * n} "
+                         f"(vision_config.num_position_embeddings must be a square >= {n * n})")
+    table = _table(pos_embed, num_rows, device)
+    if not table.is_floating_point():
+        raise TypeError(f"pos_embed table dtype {table.dtype} is not floating point")
+    sparse = bool(getattr(pos_embed, "sparse", False)) and table is getattr(pos_embed, "weight", None)
+    if not rows:
+        return table.new_zeros((0, table.shape[1]))
+
+    keys = list(dict.fromkeys((h, w) for _, h, w in rows))
+    pieces = _pieces(keys, n, merge, device, table.dtype, cache)
+    total = sum(t * h * w for t, h, w in rows)
+    distinct_rows = sum(h * w for h, w in keys)
+
+    if len(rows) == 1 and rows[0][0] == 1:
+        idx, wts = pieces[keys[0]]
+        return _weighted_gather(idx, wts, table, sparse, fused)
+    if distinct_rows <= _REUSE_SHARE * total:
+        # Few distinct grids, many copies (repeated image sizes, video frames): embed each grid once, copy.
+        if len(keys) == 1:
+            idx, wts = pieces[keys[0]]
+        else:
+            idx = torch.cat([pieces[k][0] for k in keys])
+            wts = torch.cat([pieces[k][1] for k in keys])
+        embedded = _weighted_gather(idx, wts, table, sparse, fused)
+        if len(keys) == 1:  # one grid size: a broadcast copy (backward: a sum over the copies)
+            frames = sum(t for t, _, _ in rows)
+            return embedded.expand(frames, *embedded.shape).reshape(total, embedded.shape[1])
+        spans, start = {}, 0
+        for key in keys:
+            spans[key] = torch.arange(start, start + key[0] * key[1], device=device)
+            start += key[0] * key[1]
+        return embedded.index_select(0, torch.cat([spans[(h, w)] for t, h, w in rows for _ in range(t)]))
+    # Mostly distinct grids: one fused gather over the full index (output written once, no copies).
+    parts = [pieces[(h, w)] for t, h, w in rows for _ in range(t)]
+    idx = torch.cat([p[0] for p in parts])
+    wts = torch.cat([p[1] for p in parts])
+    return _weighted_gather(idx, wts, table, sparse, fused)
+
+
+def _merge_size(self) -> int:
+    merge = getattr(self, "spatial_merge_size", None)
+    if merge is None:
+        merge = self.config.spatial_merge_size
+    return int(merge)
+
+
+def fast_pos_embed_interpolate(self, grid_thw: torch.Tensor) -> torch.Tensor:
+    """Drop-in replacement for ``Qwen3VLVisionModel.fast_pos_embed_interpolate`` and
+    ``Qwen3VLMoeVisionModel.fast_pos_embed_interpolate`` (transformers 4.57.6, ``modeling_qwen3_vl.py``).
+
+    Uses ``self.pos_embed`` (``nn.Embedding``, ``num_grid_per_side**2`` rows x vision ``hidden_size``),
+    ``self.num_grid_per_side`` and ``self.spatial_merge_size`` (else ``self.config.spatial_merge_size``).
+
+    Args:
+        grid_thw: integer tensor (num_images_or_videos, 3) of (t, h, w) in patches (``h``, ``w`` multiples of
+            the merge size), on any device.
+
+    Returns:
+        (sum t*h*w, hidden) position embeddings on ``grid_thw.device``, dtype of ``pos_embed``'s weight (as
+        seen after its hooks), rows in merge-block order exactly as upstream; gradients reach
+        ``pos_embed.weight`` wherever it lives. One device-to-host read of ``grid_thw`` (none on the CPU).
+
+    Raises:
+        TypeError / ValueError: see :func:`interpolate_pos_embed`.
+    """
+    return interpolate_pos_embed(self.pos_embed, grid_thw, int(self.num_grid_per_side), _merge_size(self))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Detection of the faulty upstream code
+# --------------------------------------------------------------------------------------------------------------
+def _chain(node) -> list:
+    """``a.b.c`` -> ["a", "b", "c"]; anything else -> []."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return []
+
+
+def _is_weight_device(node) -> bool:
+    parts = _chain(node)
+    return len(parts) >= 3 and parts[-3:] == ["pos_embed", "weight", "device"]
+
+
+def _function_node(func):
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return func
+    code = getattr(func, "__code__", None)
+    if code is None:
+        raise TypeError(f"cannot inspect {func!r}: not a Python function")
+    tree = ast.parse(textwrap.dedent("".join(inspect.getsourcelines(code)[0])))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    raise TypeError(f"source of {func!r} holds no function definition")
+
+
+def _faulty_from_ast(fn) -> tuple[bool, str]:
+    args = [a.arg for a in fn.args.args]
+    grid = args[1] if len(args) > 1 else "grid_thw"
+    # Names holding pos_embed.weight.device, and names holding slices of the grid tensor.
+    device_names, grid_slices = set(), set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and _is_weight_device(value):
+                device_names.add(target.id)
+            targets = target.elts if isinstance(target, ast.Tuple) else [target]
+            values = value.elts if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) else [value]
+            for tgt, val in zip(targets, values if len(values) == len(targets) else [value] * len(targets)):
+                if (isinstance(tgt, ast.Name) and isinstance(val, ast.Subscript) and isinstance(val.value, ast.Name)
+                        and val.value.id == grid):
+                    grid_slices.add(tgt.id)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.keyword) and node.arg == "device":
+            if _is_weight_device(node.value) or (isinstance(node.value, ast.Name) and node.value.id in device_names):
+                return True, (f"line {node.value.lineno} of {fn.name}: tensors are created on "
+                              f"pos_embed.weight.device (the CPU under FSDP2 cpu_offload) instead of grid_thw.device")
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.comprehension)):
+            it = node.iter
+            sources = it.args if isinstance(it, ast.Call) and _chain(it.func) in (["zip"], ["enumerate"]) else [it]
+            for src in sources:
+                base = src.value if isinstance(src, ast.Subscript) else src
+                if isinstance(base, ast.Name) and (base.id == grid or base.id in grid_slices):
+                    return True, (f"line {it.lineno} of {fn.name}: iterates the {grid} tensor element by element "
+                                  f"(a device sync per element)")
+    return False, f"{fn.name} takes no device from pos_embed.weight and does not iterate {grid} element by element"
+
+
+def _faulty_from_bytecode(func) -> tuple[bool, str]:
+    names = [ins.argval for ins in dis.get_instructions(func) if ins.opname in ("LOAD_ATTR", "LOAD_METHOD")]
+    for i in range(len(names) - 2):
+        if names[i:i + 3] == ["pos_embed", "weight", "device"]:
+            return True, f"{func.__qualname__} (bytecode, no source) reads pos_embed.weight.device"
+    return False, f"{func.__qualname__} (bytecode, no source) never reads pos_embed.weight.device"
+
+
+def is_faulty(func) -> tuple[bool, str]:
+    """Decide from the code of ``func`` whether it is the faulty upstream ``fast_pos_embed_interpolate``.
+
+    Faulty (transformers 4.57.x-5.5.x, ``modeling_qwen3_vl.py``; field case B01) means either
+    (a) it creates tensors with ``device=...pos_embed.weight.device`` (directly or through a variable), or
+    (b) it loops over the ``grid_thw`` tensor, or over slices of it such as ``grid_thw[:, 0]``, element by element.
+    verl 0.8.0's copy (``verl/models/transformers/qwen3_vl.py``: device from ``grid_thw``, one ``tolist()``) and
+    this module's function are not faulty.
+
+    Args:
+        func: a function (its source is parsed with :mod:`ast`; without source its bytecode is scanned for
+            ``pos_embed.weight.device``) or an ``ast.FunctionDef``.
+
+    Returns:
+        ``(faulty, reason)``; the reason names the line and the construct.
+
+    Raises:
+        TypeError: ``func`` is neither a Python function nor a ``FunctionDef``.
+    """
+    if getattr(func, "__code__", None) is fast_pos_embed_interpolate.__code__:
+        return False, "already the vlgrpo replacement"
+    try:
+        fn = _function_node(func)
+    except (OSError, IndentationError, SyntaxError):
+        return _faulty_from_bytecode(func)
+    return _faulty_from_ast(fn)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Self-check
+# --------------------------------------------------------------------------------------------------------------
+def _reference_matrix(rows, n: int, merge: int) -> torch.Tensor:
+    """Dense (sum t*h*w, n*n) float64 interpolation matrix written from the definition (slow, tiny inputs only):
+    output row r = sum_p A[r, p] * table[p]."""
+    out = []
+    for t, h, w in rows:
+        frame = []
+        for by in range(h // merge):
+            for bx in range(w // merge):
+                for jy in range(merge):
+                    for jx in range(merge):
+                        y, x = by * merge + jy, bx * merge + jx
+                        py = y * (n - 1) / (h - 1) if h > 1 else 0.0
+                        px = x * (n - 1) / (w - 1) if w > 1 else 0.0
+                        y0, x0 = min(math.floor(py), n - 1), min(math.floor(px), n - 1)
+                        y1, x1 = min(y0 + 1, n - 1), min(x0 + 1, n - 1)
+                        fy, fx = py - y0, px - x0
+                        line = [0.0] * (n * n)
+                        line[y0 * n + x0] += (1 - fy) * (1 - fx)
+                        line[y0 * n + x1] += (1 - fy) * fx
+                        line[y1 * n + x0] += fy * (1 - fx)
+                        line[y1 * n + x1] += fy * fx
+                        frame.append(line)
+        out.extend(frame * t)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def verify() -> None:
+    """Run the replacement on tiny CPU inputs against :func:`_reference_matrix` (a from-the-definition bilinear
+    evaluation), for the plain, hooked-module and fallback gather paths, values and gradients.
+
+    Raises:
+        AssertionError: on any mismatch (atol 1e-5 in float32).
+    """
+    n, merge, hidden = 5, 2, 3
+    rows = [[1, 2, 2], [2, 4, 6], [1, 6, 2], [1, 2, 8], [1, 4, 6]]
+    gen = torch.Generator().manual_seed(0)
+
+    class _Tower(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos_embed = nn.Embedding(n * n, hidden)
+            with torch.no_grad():
+                self.pos_embed.weight.copy_(torch.randn(n * n, hidden, generator=gen))
+            self.num_grid_per_side, self.spatial_merge_size = n, merge
+
+    tower = _Tower()
+    grid = torch.tensor(rows)
+    matrix = _reference_matrix(rows, n, merge)
+    upstream_grad = torch.randn(matrix.shape[0], hidden, generator=gen, dtype=torch.float64)
+    expected = matrix @ tower.pos_embed.weight.detach().double()
+    expected_grad = matrix.T @ upstream_grad
+
+    def check(label, fn):
+        tower.pos_embed.weight.grad = None
+        got = fn()
+        assert got.shape == expected.shape, f"{label}: shape {tuple(got.shape)} != {tuple(expected.shape)}"
+        err = (got.double() - expected).abs().max().item()
+        assert err < 1e-5, f"{label}: max |out - reference| = {err:.3g}"
+        (got.double() * upstream_grad).sum().backward()
+        gerr = (tower.pos_embed.weight.grad.double() - expected_grad).abs().max().item()
+        assert gerr < 1e-5, f"{label}: max |grad - reference grad| = {gerr:.3g}"
+
+    cache = _Cache(1 << 20, 64)
+    check("plain", lambda: fast_pos_embed_interpolate(tower, grid))
+    check("cached", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, cache))
+    check("cached again", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, cache))
+    check("gather fallback", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, None, fused=False))
+    handle = tower.pos_embed.register_forward_pre_hook(lambda module, args: None)
+    try:
+        check("hooked module", lambda: fast_pos_embed_interpolate(tower, grid))
+    finally:
+        handle.remove()
+    for single in ([1, 4, 6], [3, 4, 6], [1, 2, 2]):  # one image; one video (frames copied)
+        want = _reference_matrix([single], n, merge) @ tower.pos_embed.weight.detach().double()
+        got = interpolate_pos_embed(tower.pos_embed, torch.tensor([single]), n, merge, cache)
+        err = (got.double() - want).abs().max().item()
+        assert got.shape == want.shape and err < 1e-5, f"grid_thw {[single]}: max |out - reference| = {err:.3g}"
