@@ -61,11 +61,11 @@ def _clone(func, patch_id: str, original, target: str):
     return new
 
 
-def _detect(record: dict, func):
+def _detect(detector: str, patch_id: str, func):
     code = getattr(func, "__code__", None)
-    key = (record["id"], code if code is not None else id(func))
+    key = (detector, patch_id, code if code is not None else id(func))
     if key not in _DETECT_CACHE:
-        _DETECT_CACHE[key] = tuple(resolve(record["detector"])(func))
+        _DETECT_CACHE[key] = tuple(resolve(detector)(func))
     return _DETECT_CACHE[key]
 
 
@@ -86,7 +86,7 @@ def _fail(record, module_name, path, exc):
         raise
 
 
-def check_target(record: dict, module_name: str, path: str, apply: bool = True) -> str:
+def check_target(record: dict, module_name: str, path: str, apply: bool = True, detector: str | None = None) -> str:
     """Check one target (only if its module is already imported) and apply the replacement if faulty."""
     if not _enabled(record["id"]):
         return _record(record, module_name, path, DISABLED, "switched off by VLGRPO_PATCHES/VLGRPO_PATCHES_DISABLED")
@@ -116,7 +116,7 @@ def check_target(record: dict, module_name: str, path: str, apply: bool = True) 
         if getattr(current, "__vlgrpo_patch__", None) is not None:
             return _record(record, module_name, path, NOT_NEEDED,
                            f"bound to vlgrpo patch {current.__vlgrpo_patch__}, which does not have this fault", original)
-        faulty, reason = _detect(record, current)
+        faulty, reason = _detect(detector or record["detector"], record["id"], current)
         if not faulty:
             return _record(record, module_name, path, NOT_NEEDED, reason, original)
         if not apply:
@@ -165,9 +165,9 @@ def ensure_all(event: str = "") -> list:
                     _wrap_recheck(module_name, func_name)
                 except Exception as exc:
                     _fail(record, module_name, func_name, exc)
-            for module_name, path in record["targets"]:
+            for module_name, path, *detector in record["targets"]:
                 key = (record["id"], module_name, path)
-                if check_target(record, module_name, path) == APPLIED and RESULTS[key]["fresh"]:
+                if check_target(record, module_name, path, detector=detector[0] if detector else None) == APPLIED and RESULTS[key]["fresh"]:
                     newly.append(f"{record['id']} -> {module_name}.{path}")
     if newly:
         bootstrap.log_once(("applied", event, tuple(newly)), 20,

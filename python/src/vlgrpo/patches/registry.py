@@ -11,9 +11,10 @@ id            stable patch id (used by ``VLGRPO_PATCHES_DISABLED`` and ``python 
 summary       one line: what goes wrong without the patch
 upstream      upstream references (issues/PRs) for the fault and for the fix it mirrors
 applies_when  one line: the code condition under which the patch is applied (never a version number)
-targets       ``(module, attribute path)`` pairs. The path is resolved at check time, so
+targets       ``(module, attribute path[, detector])``. The path is resolved at check time, so
               ``"Qwen3VLMoeTextSparseMoeBlock.forward"`` means "the forward of whatever class that module
-              attribute names *now*" (verl's NPU layer rebinds the class name; see field case B04).
+              attribute names *now*" (verl's NPU layer rebinds the class name; see field case B04). A third
+              element overrides the record's detector for that target.
 detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: str)`` inspects the installed
               code itself (its source, parsed with :mod:`ast`).
 replacement   ``"module:function"``; installed in place of a faulty target (a per-target copy carrying
@@ -55,8 +56,8 @@ PATCHES = (
         "targets": (
             (_QWEN3_VL, "Qwen3VLVisionModel.fast_pos_embed_interpolate"),
             (_QWEN3_VL_MOE, "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate"),
-            (_VERL_QWEN3_VL, "fast_pos_embed_interpolate"),
-            (_VERL_QWEN3_5, "fast_pos_embed_interpolate"),
+            (_VERL_QWEN3_VL, "fast_pos_embed_interpolate", _P + "pos_embed_targets:verl_copy_is_faulty"),
+            (_VERL_QWEN3_5, "fast_pos_embed_interpolate", _P + "pos_embed_targets:verl_copy_is_faulty"),
         ),
         "detector": _P + "qwen3_vl_pos_embed:is_faulty",
         "replacement": _P + "qwen3_vl_pos_embed:fast_pos_embed_interpolate",
@@ -114,7 +115,7 @@ def target_modules() -> dict:
     """Map each module name that a patch (or a recheck trigger) targets to the ids interested in it."""
     out: dict = {}
     for p in PATCHES:
-        for mod, _ in p["targets"] + p["recheck_after"]:
+        for mod, *_ in p["targets"] + p["recheck_after"]:
             out.setdefault(mod, [])
             if p["id"] not in out[mod]:
                 out[mod].append(p["id"])

@@ -21,7 +21,7 @@ def _import_targets() -> dict:
     for record in registry.PATCHES:
         if not engine._enabled(record["id"]):
             continue
-        for module_name, _ in record["targets"] + record["recheck_after"]:
+        for module_name, *_ in record["targets"] + record["recheck_after"]:
             if module_name in errors:
                 continue
             try:
@@ -41,7 +41,7 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
     rows = []
     for record in registry.PATCHES:
         targets = []
-        for module_name, path in record["targets"]:
+        for module_name, path, *_ in record["targets"]:
             if not engine._enabled(record["id"]):
                 why = ("VLGRPO_PATCHES=off" if not bootstrap.STATE["enabled"]
                        else f"{record['id']} listed in VLGRPO_PATCHES_DISABLED")
@@ -83,7 +83,7 @@ def markdown_table() -> str:
 
     lines = ["| id | what it fixes | upstream | applies when |", "|---|---|---|---|"]
     for r in registry.PATCHES:
-        targets = "<br>".join(f"`{m}.{p}`" for m, p in r["targets"])
+        targets = "<br>".join(f"`{m}.{p}`" for m, p, *_ in r["targets"])
         lines.append(f"| `{r['id']}` | {cell(r['summary'])}<br>targets: {targets} | {cell(r['upstream'])} "
                      f"| {cell(r['applies_when'])} |")
     lines.append("")
