@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# vlgrpo entrypoint mechanics: loads the library and declares the settings every recipe shares.
+# A recipe sources this file (it sources the rest), declares its own settings, then calls
+# vg_common_settings so the shared ones follow its own in --help.
+
+VG_LIB_DIR=$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")
+# shellcheck source=entrypoints/lib/settings.sh
+source "$VG_LIB_DIR/settings.sh"
+# shellcheck source=entrypoints/lib/node.sh
+source "$VG_LIB_DIR/node.sh"
+# shellcheck source=entrypoints/lib/checks.sh
+source "$VG_LIB_DIR/checks.sh"
+# shellcheck source=entrypoints/lib/launch.sh
+source "$VG_LIB_DIR/launch.sh"
+
+# Derived default of the per-node device counts: what this node offers.
+vg_default_node_devices() { printf '%s' "$VG_NODE_DEVICES"; }
+
+vg_common_settings() {
+  vg_setting DRY_RUN bool "" false \
+    "validate everything, run the preflight, print the plan and the exact command (one argument per line), start nothing (same as --dry-run)"
+  vg_setting PLATFORM enum "npu gpu" "@:detected (/dev/davinci* or npu-smi: npu; nvidia-smi: gpu)" \
+    "accelerator platform; set it to plan on a machine without accelerators"
+  vg_setting PLAN_DEVICES_PER_NODE int "1..64" "" \
+    "planning override of the node's device count, dry run only (refused for a real launch)"
+  vg_setting RAY_ADDRESS addr "" "" \
+    "cluster mode: Ray head GCS address; the launch first waits for the nodes and probes device visibility (python3 -m vlgrpo cluster wait/probe), then exports RAY_ADDRESS"
+  vg_setting RAY_WAIT_TIMEOUT int "1..86400" 600 \
+    "cluster mode: seconds to wait for all nodes to join with their devices"
+  vg_setting PREFLIGHT enum "enforce warn" enforce \
+    "preflight findings (python3 -m vlgrpo preflight) stop the launch (enforce) or are reported and passed over (warn); the preflight always runs"
+  vg_setting PATCHES enum "on off" "" \
+    "read by the vlgrpo patch package in every Python process: off disables all runtime patches (default on)"
+  vg_setting PATCHES_DISABLED ids "" "" \
+    "read by the vlgrpo patch package: patch ids to leave out"
+  vg_setting PATCHES_STRICT bool "" "" \
+    "read by the vlgrpo patch package: a patch that fails to apply is an error instead of a warning"
+}

@@ -1,0 +1,277 @@
+# shellcheck shell=bash disable=SC2016,SC2034,SC2153 # (Markdown backticks in single quotes; globals from settings.sh)
+# vlgrpo entrypoint mechanics: from validated settings to the exec of verl.
+#
+# A recipe file provides:
+#   VG_PROG        its file name (messages, --help)
+#   VG_SUMMARY     one line saying what it launches
+#   VG_PROGRAM     the fixed program and module, e.g. (python3 -m verl.trainer.main_ppo)
+#   VG_TEMPLATE    the Hydra overrides, one element each; "{NAME}" is replaced by the validated value of
+#                  setting NAME, "{name}" (lower case) by an internal value the recipe derived and
+#                  declared with vg_derived. An element whose placeholder value is empty is left out.
+#   VG_EXPORTS     environment the recipe sets for verl (NAME=value, fixed strings)
+#   <recipe>_check a function that adds cross-field problems (vg_problem) and derives internal values
+#   VG_RECIPE_CHECK the name of that function
+# and calls vg_entry with its command-line words (see the bottom of a recipe file).
+
+VG_DRY_RUN=0
+VG_HELP=0
+VG_ARGV=()
+VG_DERIVED_NAMES=()
+declare -gA VG_DERIVED_TEXT=()
+
+# vg_derived NAME DESCRIPTION — an internal template value (lower-case NAME) for the --help table.
+vg_derived() {
+  VG_DERIVED_NAMES+=("$1")
+  VG_DERIVED_TEXT[$1]=$2
+}
+
+# vg_cli WORD — one command-line word. Only --help/-h and --dry-run exist; everything else is refused
+# (settings come from VLGRPO_* variables, never from arguments).
+vg_cli() {
+  case $1 in
+    -h | --help) VG_HELP=1 ;;
+    --dry-run) VG_DRY_RUN=1 ;;
+    *)
+      vg_problem "argument $(vg_show "$1")" "this entrypoint takes no arguments or Hydra overrides" \
+        "use only --help or --dry-run, and set VLGRPO_* variables for settings ($VG_PROG --help lists them)"
+      ;;
+  esac
+}
+
+# _vg_key ELEMENT — the Hydra key an override sets: the text before the first '=', without a leading
+# '++', '+' or '~'.
+_vg_key() {
+  local k=${1%%=*}
+  k=${k#++}
+  k=${k#+}
+  k=${k#\~}
+  printf '%s' "$k"
+}
+
+# vg_template_keys NAME — the Hydra keys whose template element uses {NAME}, comma-separated.
+vg_template_keys() {
+  local el out=""
+  for el in "${VG_TEMPLATE[@]}"; do
+    [[ $el == *"{$1}"* ]] || continue
+    out+="${out:+, }\`${el%%=*}\`"
+  done
+  printf '%s' "$out"
+}
+
+# vg_build_argv — VG_ARGV = VG_PROGRAM + the template with every placeholder replaced.
+vg_build_argv() {
+  local el ph val keep
+  VG_ARGV=("${VG_PROGRAM[@]}")
+  for el in "${VG_TEMPLATE[@]}"; do
+    keep=1
+    while [[ $el =~ \{([A-Za-z][A-Za-z0-9_]*)\} ]]; do
+      ph=${BASH_REMATCH[1]}
+      if [[ -z ${VG_VAL[$ph]+set} ]]; then vg_die_internal "template placeholder {$ph} has no value"; fi
+      val=${VG_VAL[$ph]}
+      if [[ -z $val ]]; then keep=0; break; fi
+      el=${el//"{$ph}"/$val}
+    done
+    ((keep)) && VG_ARGV+=("$el")
+  done
+  return 0
+}
+
+# vg_check_duplicates ARRAY_NAME [FIRST] — field case B11: Hydra keeps the last of two overrides of the
+# same key without a word, so two elements that set the same key (after stripping '+'/'++'/'~') are an
+# error, whatever their values. Positions are 1-based argv positions. Elements before FIRST (the
+# program words) are skipped.
+vg_check_duplicates() {
+  local -n _arr=$1
+  local first=${2:-0} i key
+  local -A seen=()
+  for ((i = first; i < ${#_arr[@]}; i++)); do
+    [[ ${_arr[i]} == *=* ]] || continue
+    key=$(_vg_key "${_arr[i]}")
+    if [[ -n ${seen[$key]+set} ]]; then
+      vg_problem "override $key" "set twice, at argv positions ${seen[$key]} and $((i + 1)) (Hydra would silently keep the last)" \
+        "set it once"
+    else
+      seen[$key]=$((i + 1))
+    fi
+  done
+  return 0
+}
+
+# vg_secrets — WANDB_API_KEY may come from WANDB_API_KEY_FILE (docker secrets). The key is exported
+# for verl and never printed. A logger list with wandb needs a key (or WANDB_MODE=offline/disabled);
+# a dry run only warns, since secrets are usually mounted on the cluster alone.
+vg_secrets() {
+  local key f=${WANDB_API_KEY_FILE-}
+  if [[ -n $f ]]; then
+    if [[ -n ${WANDB_API_KEY-} ]]; then
+      vg_problem WANDB_API_KEY_FILE "both WANDB_API_KEY and WANDB_API_KEY_FILE are set" "set only one of them"
+      return 0
+    fi
+    if [[ ! -f $f || ! -r $f ]]; then
+      vg_problem WANDB_API_KEY_FILE "$(vg_show "$f") is not a readable file" "mount the secret file and point WANDB_API_KEY_FILE at it"
+      return 0
+    fi
+    key=$(head -c 4096 -- "$f" | tr -d '\r\n')
+    if ! [[ $key =~ ^[A-Za-z0-9_.-]{20,400}$ ]]; then
+      vg_problem WANDB_API_KEY_FILE "the file does not hold one W&B API key (contents not shown)" \
+        "put only the key in the file (one line)"
+      return 0
+    fi
+    export WANDB_API_KEY=$key
+  fi
+  if [[ ${VG_VAL[LOGGER]-} == *wandb* && -z ${WANDB_API_KEY-} && ${WANDB_MODE-} != offline && ${WANDB_MODE-} != disabled ]]; then
+    if ((VG_DRY_RUN)); then
+      VG_NOTES+=("warning: VLGRPO_LOGGER has wandb but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set; a real launch is refused until one is (or WANDB_MODE=offline)")
+    else
+      vg_problem VLGRPO_LOGGER "includes wandb, but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set" \
+        "provide the key (WANDB_API_KEY_FILE=/run/secrets/wandb), set WANDB_MODE=offline, or drop wandb from VLGRPO_LOGGER"
+    fi
+  fi
+  return 0
+}
+
+VG_NOTES=()
+
+# _vg_python ARGS... — run a vlgrpo helper module with the fixed interpreter; returns its status.
+_vg_run_status() {
+  local rc=0
+  "$@" || rc=$?
+  printf '%s' "$rc"
+}
+
+# vg_cluster — cluster mode (VLGRPO_RAY_ADDRESS): bounded wait for the nodes, then the visibility probe,
+# then RAY_ADDRESS for verl. Exit 2 when the cluster is not ready, 1 when the check itself failed.
+vg_cluster() {
+  local addr=${VG_VAL[RAY_ADDRESS]-} res rc
+  [[ -n $addr ]] || return 0
+  res=${VG_PLATFORM^^}
+  printf '%s: cluster %s: waiting for %s node(s) with %s %s each (timeout %ss)\n' \
+    "$VG_PROG" "$addr" "$VG_CLUSTER_NODES" "$VG_CLUSTER_PER_NODE" "$res" "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2
+  rc=$(_vg_run_status python3 -m vlgrpo cluster wait --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}")
+  if ((rc != 0)); then
+    printf '%s: cluster %s is not ready (vlgrpo cluster wait exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
+    exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
+  fi
+  rc=$(_vg_run_status python3 -m vlgrpo cluster probe --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE")
+  if ((rc != 0)); then
+    printf '%s: device probe on cluster %s failed (vlgrpo cluster probe exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
+    exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
+  fi
+  export RAY_ADDRESS=$addr
+}
+
+# vg_preflight — `python3 -m vlgrpo preflight --argv-file FILE` on the final argv (one element per
+# line). Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else
+# is a failure of the check itself -> exit 1.
+VG_PREFLIGHT_RESULT="not run"
+vg_preflight() {
+  local f rc
+  f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX")
+  printf '%s\n' "${VG_ARGV[@]}" >"$f"
+  rc=$(_vg_run_status python3 -m vlgrpo preflight --argv-file "$f")
+  rm -f -- "$f"
+  case $rc in
+    0) VG_PREFLIGHT_RESULT="clean" ;;
+    2)
+      if [[ ${VG_VAL[PREFLIGHT]} == warn ]]; then
+        VG_PREFLIGHT_RESULT="findings (VLGRPO_PREFLIGHT=warn: continuing)"
+        printf '%s: warning: preflight reported findings; continuing because VLGRPO_PREFLIGHT=warn\n' "$VG_PROG" >&2
+      else
+        printf '%s: preflight found problems in the configuration (above); nothing was started\n' "$VG_PROG" >&2
+        exit "$VG_EXIT_CONFIG"
+      fi
+      ;;
+    *)
+      printf '%s: preflight could not run (python3 -m vlgrpo preflight exit %s); nothing was started\n' "$VG_PROG" "$rc" >&2
+      exit "$VG_EXIT_FAILURE"
+      ;;
+  esac
+}
+
+# vg_help — usage and the settings table (Markdown). The README's settings section is this output.
+vg_help() {
+  local name def keys d
+  printf '#### `entrypoints/%s`\n\n' "$VG_PROG"
+  printf '%s\n\n' "$VG_SUMMARY"
+  printf 'Usage: `%s [--dry-run]` or `%s --help`. Settings come only from these environment variables\n' "$VG_PROG" "$VG_PROG"
+  printf '(an empty value counts as unset); arguments, Hydra overrides and unknown `VLGRPO_*` variables are\n'
+  printf 'refused. Exit status: 0 started (or, in a dry run, planned), 2 invalid configuration or preflight\n'
+  printf 'findings, 1 any other failure.\n\n'
+  printf '| Variable | Type | Allowed | Default | Hydra key(s) | Meaning |\n'
+  printf '|---|---|---|---|---|---|\n'
+  for name in "${VG_NAMES[@]}"; do
+    def=${VG_DEFAULT[$name]}
+    if [[ $def == @* ]]; then
+      def="derived: ${def#*:}"
+    elif [[ -z $def ]]; then
+      def="unset"
+    else
+      def="\`$def\`"
+    fi
+    keys=$(vg_template_keys "$name")
+    printf '| `VLGRPO_%s` | %s | %s | %s | %s | %s |\n' "$name" "${VG_TYPE[$name]}" "$(vg_allowed_text "$name")" \
+      "$def" "${keys:-—}" "${VG_MEANING[$name]}"
+  done
+  if ((${#VG_DERIVED_NAMES[@]})); then
+    printf '\nDerived (not settable):\n\n| Hydra key(s) | Value |\n|---|---|\n'
+    for d in "${VG_DERIVED_NAMES[@]}"; do
+      printf '| %s | %s |\n' "$(vg_template_keys "$d")" "${VG_DERIVED_TEXT[$d]}"
+    done
+  fi
+  printf '\nFixed for every launch (no variable reaches them): %s\n' "$VG_FIXED_NOTE"
+}
+
+# vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
+# element per line.
+vg_plan() {
+  local n e
+  printf '# %s dry run: configuration valid, nothing started\n' "$VG_PROG"
+  printf '# platform: %s; devices per node on this node: %s (%s)\n' "$VG_PLATFORM" "$VG_NODE_DEVICES" "$VG_NODE_DEVICES_FROM"
+  printf '# topology: %s\n' "$VG_TOPOLOGY"
+  if [[ -n ${VG_VAL[RAY_ADDRESS]-} ]]; then printf '# cluster: %s ready and probed\n' "${VG_VAL[RAY_ADDRESS]}"; fi
+  for e in "${VG_EXPORTS[@]}"; do printf '# environment: %s\n' "$e"; done
+  if [[ -n ${WANDB_API_KEY-} ]]; then printf '# environment: WANDB_API_KEY (set, not shown)\n'; fi
+  for n in "${VG_NOTES[@]}"; do printf '# %s\n' "$n"; done
+  printf '# preflight: %s\n' "$VG_PREFLIGHT_RESULT"
+  printf '# command (%d arguments, one per line):\n' "${#VG_ARGV[@]}"
+  printf '%s\n' "${VG_ARGV[@]}"
+}
+
+# vg_entry — the whole launch. Called by a recipe after vg_cli has seen every command-line word.
+vg_entry() {
+  local e
+  if ((VG_HELP)); then
+    VG_PROBLEMS=()
+    vg_help
+    exit 0
+  fi
+  vg_read_settings
+  if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
+  vg_check_unknown_vars
+  vg_flush_problems
+
+  vg_detect_node
+  vg_flush_problems
+  vg_resolve_derived
+  vg_flush_problems
+
+  "$VG_RECIPE_CHECK"
+  if [[ -n ${VG_VAL[CHECKPOINT_DIR]-} ]]; then vg_check_checkpoint_dir VLGRPO_CHECKPOINT_DIR "${VG_VAL[CHECKPOINT_DIR]}"; fi
+  vg_secrets
+  vg_build_argv
+  vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
+  vg_flush_problems
+
+  vg_cluster
+  for e in "${VG_EXPORTS[@]}"; do export "${e?}"; done
+  vg_preflight
+
+  if ((VG_DRY_RUN)); then
+    vg_plan
+    exit 0
+  fi
+  printf '%s: launching %s (%s; preflight %s)\n' "$VG_PROG" "${VG_PROGRAM[2]}" "$VG_TOPOLOGY" "$VG_PREFLIGHT_RESULT" >&2
+  exec "${VG_ARGV[@]}"
+}

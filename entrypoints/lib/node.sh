@@ -1,0 +1,183 @@
+# shellcheck shell=bash
+# vlgrpo entrypoint mechanics: what this node is (platform, accelerators per node, container) and
+# whether the checkpoint directory is safe to write a long run into.
+#
+# Test hooks: the three globals below are plain shell variables assigned when this file is sourced.
+# The environment cannot change them (they are not read from it), so a real run always inspects the
+# real /dev, /proc/self/mountinfo and container markers. Tests source the entrypoint, reassign them
+# and call the main function (tests/bats/helpers/with-hooks.sh).
+VG_DEV_DIR=/dev
+VG_MOUNTINFO=/proc/self/mountinfo
+VG_CONTAINER_MARKERS=(/.dockerenv /run/.containerenv)
+
+VG_PLATFORM=""          # npu | gpu
+VG_NODE_DEVICES=0       # accelerators this node offers (or the planning override)
+VG_NODE_DEVICES_FROM="" # how VG_NODE_DEVICES was found, for messages and the plan
+
+# _vg_count_davinci — number of /dev/davinci<N> device files (Ascend NPUs; the control devices
+# davinci_manager etc. do not match).
+_vg_count_davinci() {
+  local -a devs=()
+  local f
+  for f in "$VG_DEV_DIR"/davinci[0-9]*; do
+    [[ -e $f && ${f##*/} =~ ^davinci[0-9]+$ ]] && devs+=("$f")
+  done
+  printf '%s' "${#devs[@]}"
+}
+
+# _vg_count_npu_smi — NPUs from `npu-smi info -l`: the sum of "Chip Count" per NPU when present
+# (Atlas A3 boards carry 2 chips per NPU id), else "Total Count". Prints 0 on any failure.
+_vg_count_npu_smi() {
+  local out
+  out=$(npu-smi info -l 2>/dev/null) || { printf 0; return 0; }
+  awk -F: '
+    /Chip Count/  { gsub(/[^0-9]/, "", $2); if ($2 != "") { chips += $2; seen = 1 } }
+    /Total Count/ { gsub(/[^0-9]/, "", $2); if ($2 != "") total = $2 }
+    END { if (seen) print chips + 0; else print total + 0 }' <<<"$out"
+}
+
+# _vg_count_nvidia_smi — GPUs listed by `nvidia-smi -L` (lines "GPU <n>: ..."; MIG lines not counted).
+_vg_count_nvidia_smi() {
+  local out
+  out=$(nvidia-smi -L 2>/dev/null) || { printf 0; return 0; }
+  awk '/^GPU [0-9]+:/ { n++ } END { print n + 0 }' <<<"$out"
+}
+
+# _vg_visible_limit VAR — number of entries in a device-visibility list (CUDA_VISIBLE_DEVICES,
+# ASCEND_RT_VISIBLE_DEVICES), or empty when the variable is unset or empty.
+_vg_visible_limit() {
+  local v=${!1-}
+  [[ -n $v ]] || return 0
+  local -a parts
+  IFS=, read -r -a parts <<<"$v"
+  printf '%s' "${#parts[@]}"
+}
+
+# vg_detect_node — sets VG_PLATFORM and VG_NODE_DEVICES from VLGRPO_PLATFORM, the node's devices and
+# (dry run only) VLGRPO_PLAN_DEVICES_PER_NODE. Records problems instead of failing.
+vg_detect_node() {
+  local n=0 from="" vis visvar
+  VG_PLATFORM=${VG_VAL[PLATFORM]-}
+  if [[ -z $VG_PLATFORM ]]; then
+    if [[ $(_vg_count_davinci) -gt 0 ]] || command -v npu-smi >/dev/null 2>&1; then
+      VG_PLATFORM=npu
+    elif command -v nvidia-smi >/dev/null 2>&1; then
+      VG_PLATFORM=gpu
+    fi
+  fi
+  if [[ -z $VG_PLATFORM ]]; then
+    vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found on this node" \
+      "run on an accelerator node, or plan elsewhere with VLGRPO_DRY_RUN=1 VLGRPO_PLATFORM=npu|gpu VLGRPO_PLAN_DEVICES_PER_NODE=N"
+    return 0
+  fi
+  if [[ $VG_PLATFORM == npu ]]; then
+    n=$(_vg_count_davinci) from="$VG_DEV_DIR/davinci[0-9]*"
+    if ((n == 0)); then n=$(_vg_count_npu_smi) from="npu-smi info -l"; fi
+    visvar=ASCEND_RT_VISIBLE_DEVICES
+  else
+    n=$(_vg_count_nvidia_smi) from="nvidia-smi -L"
+    visvar=CUDA_VISIBLE_DEVICES
+  fi
+  vis=$(_vg_visible_limit "$visvar")
+  if [[ -n $vis ]] && ((vis < n)); then
+    n=$vis from="$visvar"
+  fi
+  if [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
+    if ((VG_DRY_RUN)); then
+      n=${VG_VAL[PLAN_DEVICES_PER_NODE]} from="planning override VLGRPO_PLAN_DEVICES_PER_NODE"
+    else
+      vg_problem VLGRPO_PLAN_DEVICES_PER_NODE "a planning override, refused for a real launch (it would hide the node's real device count)" \
+        "unset it, or add VLGRPO_DRY_RUN=1 to plan without starting"
+    fi
+  fi
+  VG_NODE_DEVICES=$n VG_NODE_DEVICES_FROM=$from
+  if ((n == 0)) && [[ -z ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
+    vg_problem VLGRPO_PLATFORM "platform $VG_PLATFORM but no device found ($from)" \
+      "check the device mounts of the container, or plan with VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=N"
+  fi
+}
+
+# vg_check_per_node VAR VALUE — a per-node device count must not exceed what the node offers; a
+# placement group asking for more than a node has waits forever instead of failing.
+vg_check_per_node() {
+  local var=$1 v=$2
+  ((VG_NODE_DEVICES > 0)) || return 0
+  if ((v > VG_NODE_DEVICES)); then
+    vg_problem "$var" "$v devices per node, but this node has $VG_NODE_DEVICES ($VG_NODE_DEVICES_FROM)" \
+      "set $var to at most $VG_NODE_DEVICES (or leave it unset to use the node's count)"
+  fi
+}
+
+# vg_in_container — true inside Docker/Podman (marker files), see the hook note above.
+vg_in_container() {
+  local m
+  for m in "${VG_CONTAINER_MARKERS[@]}"; do
+    [[ -e $m ]] && return 0
+  done
+  return 1
+}
+
+# vg_mount_of PATH — prints "MOUNTPOINT FSTYPE" of the deepest mount containing PATH, from
+# VG_MOUNTINFO (proc(5) mountinfo: field 5 is the mount point with octal escapes, the field after
+# " - " is the file-system type).
+vg_mount_of() {
+  local path=$1
+  awk -v p="$path" '
+    function unescape(s,   out, i, c) {
+      out = ""
+      for (i = 1; i <= length(s); i++) {
+        c = substr(s, i, 1)
+        if (c == "\\" && substr(s, i + 1, 3) ~ /^[0-7][0-7][0-7]$/) {
+          out = out sprintf("%c", (substr(s, i + 1, 1) * 64) + (substr(s, i + 2, 1) * 8) + substr(s, i + 3, 1))
+          i += 3
+        } else out = out c
+      }
+      return out
+    }
+    {
+      mp = unescape($5); fs = ""
+      for (i = 6; i <= NF; i++) if ($i == "-") { fs = $(i + 1); break }
+      inside = (mp == "/") || (p == mp) || (index(p, mp "/") == 1)
+      if (inside && length(mp) >= length(best)) { best = mp; bestfs = fs }
+    }
+    END { if (best != "") print best, bestfs }' "$VG_MOUNTINFO"
+}
+
+# vg_check_checkpoint_dir VAR DIR — DIR (already validated as an existing directory) must take a
+# real write, and inside a container it must be a mount of its own that outlives the container.
+vg_check_checkpoint_dir() {
+  local var=$1 dir=$2 probe mount mp fs real
+  if ! probe=$(mktemp "$dir/.vlgrpo-write-test.XXXXXX" 2>/dev/null); then
+    vg_problem "$var" "$dir is not writable by uid $(id -u)" \
+      "mount it read-write and make it writable for this user (checkpoints go there)"
+    return 0
+  fi
+  rm -f -- "$probe"
+  vg_in_container || return 0
+  if [[ ! -r $VG_MOUNTINFO ]]; then
+    vg_problem "$var" "inside a container, and $VG_MOUNTINFO is unreadable, so $dir cannot be shown to be a mount" \
+      "run with /proc mounted (the default for docker and podman)"
+    return 0
+  fi
+  # mountinfo lists real paths: resolve symlinks (a symlink into a mount is fine).
+  real=$(realpath -e -- "$dir")
+  mount=$(vg_mount_of "$real")
+  mp=${mount% *} fs=${mount##* }
+  if [[ -z $mount || $mp == / ]]; then
+    _vg_storage_problem "$var" "$dir is inside the container's own file system, so checkpoints vanish with the container" \
+      "mount a host or shared volume there (docker run -v HOST_DIR:$dir, or a compose volume)"
+  elif [[ $fs == tmpfs || $fs == ramfs || $fs == overlay ]]; then
+    _vg_storage_problem "$var" "$dir is on a $fs mount ($mp) that does not outlive the container" \
+      "mount a persistent host or shared volume at $dir"
+  fi
+}
+
+# A planning dry run (VLGRPO_PLAN_DEVICES_PER_NODE) describes another machine, so this container's
+# storage only earns a warning in the plan; every other run refuses.
+_vg_storage_problem() {
+  if ((VG_DRY_RUN)) && [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
+    VG_NOTES+=("warning: $1: $2 (planning dry run: not refused here; a launch on this machine would be)")
+  else
+    vg_problem "$1" "$2" "$3"
+  fi
+}

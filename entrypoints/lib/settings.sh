@@ -1,0 +1,349 @@
+# shellcheck shell=bash disable=SC2034 # (arrays here are read by launch.sh and the recipes)
+# vlgrpo entrypoint mechanics: the settings allowlist.
+#
+# A recipe declares each setting once with `vg_setting NAME TYPE ALLOWED DEFAULT MEANING`; the environment
+# variable is VLGRPO_<NAME>. The Hydra keys a setting reaches are read from the recipe's argv template
+# (`{NAME}` placeholders, see launch.sh), so the declaration, the template, --help and the README table
+# cannot disagree. Values are validated here before anything else touches them: no value is ever used in
+# arithmetic, a path test or an argv element before it matched its type's pattern.
+#
+# Types (ALLOWED column):
+#   int    "LO..HI" or alternatives "-1|1..64"      decimal, no sign except a literal -1, no leading zeros
+#   float  "LO..HI"                                  1e-6, 0.6, 10 (no sign); bounds checked with awk
+#   bool   ""                                        true/false/True/False/1/0 -> True/False
+#   enum   "a b c"                                   one of the words
+#   list   "a b c"                                   comma-separated subset of the words, no repeats -> [a,b]
+#   path   "file" | "dir" | "dirw" | "any"           existing file / directory / writable directory / any;
+#                                                    relative paths are made absolute against $PWD
+#   name   ""                                        [A-Za-z][A-Za-z0-9._-]*, not a Hydra keyword
+#   addr   ""                                        HOST:PORT (hostname or IPv4, port 1-65535)
+#   ids    ""                                        comma-separated identifiers [a-z0-9_.-]
+# DEFAULT: a literal (formatted like a value), "" for "unset" (the template lines that use it are left
+# out), or "@function:description" for a value the recipe derives after all settings are read.
+
+# Every problem found is collected, then reported together (one line each) before exit status 2.
+VG_PROBLEMS=()
+VG_NAMES=()
+declare -gA VG_TYPE=() VG_ALLOWED=() VG_DEFAULT=() VG_MEANING=() VG_VAL=() VG_RAW=() VG_SRC=()
+
+readonly VG_EXIT_CONFIG=2 VG_EXIT_FAILURE=1
+readonly VG_MAX_LEN=1024
+
+# vg_setting NAME TYPE ALLOWED DEFAULT MEANING
+vg_setting() {
+  local name=$1
+  if [[ -n ${VG_TYPE[$name]+set} ]]; then
+    vg_die_internal "setting $name declared twice"
+  fi
+  VG_NAMES+=("$name")
+  VG_TYPE[$name]=$2
+  VG_ALLOWED[$name]=$3
+  VG_DEFAULT[$name]=$4
+  VG_MEANING[$name]=$5
+}
+
+# vg_problem VAR FAULT FIX — one configuration problem; VAR is the full variable name.
+vg_problem() {
+  VG_PROBLEMS+=("$1: $2; fix: $3")
+}
+
+vg_die_internal() {
+  printf '%s: internal error: %s (this is a bug in the entrypoint)\n' "${VG_PROG:-vlgrpo}" "$1" >&2
+  exit "$VG_EXIT_FAILURE"
+}
+
+# Print all collected problems and exit 2 if there are any.
+vg_flush_problems() {
+  local p
+  ((${#VG_PROBLEMS[@]} == 0)) && return 0
+  for p in "${VG_PROBLEMS[@]}"; do
+    printf '%s: error: %s\n' "${VG_PROG:-vlgrpo}" "$p" >&2
+  done
+  printf '%s: %d configuration problem(s); nothing was started (see --help)\n' \
+    "${VG_PROG:-vlgrpo}" "${#VG_PROBLEMS[@]}" >&2
+  exit "$VG_EXIT_CONFIG"
+}
+
+# vg_show VALUE — a value made safe to print in a message: shell-quoted, at most 40 characters.
+vg_show() {
+  local v=$1 q
+  if ((${#v} > 40)); then
+    printf -v q '%q' "${v:0:40}"
+    printf '%s... (%d characters)' "$q" "${#v}"
+  else
+    printf -v q '%q' "$v"
+    printf '%s' "$q"
+  fi
+}
+
+# vg_allowed_text NAME — the ALLOWED column in words (used by --help and by error messages).
+vg_allowed_text() {
+  local name=$1 t=${VG_TYPE[$1]} a=${VG_ALLOWED[$1]}
+  case $t in
+    int | float) printf '%s' "${a//|/ or }" ;;
+    bool) printf 'true, false' ;;
+    enum) printf '%s' "${a// /, }" ;;
+    list) printf 'comma list of: %s' "${a// /, }" ;;
+    path)
+      case $a in
+        file) printf 'existing file' ;;
+        dir) printf 'existing directory' ;;
+        dirw) printf 'writable directory' ;;
+        *) printf 'path' ;;
+      esac
+      ;;
+    name) printf 'letters, digits, . _ - (not a number)' ;;
+    addr) printf 'HOST:PORT' ;;
+    ids) printf 'comma list of ids' ;;
+  esac
+}
+
+# Generic shape check shared by every type: printable ASCII without spaces, bounded length.
+_vg_plain_ascii() {
+  local v=$1 LC_ALL=C
+  ((${#v} <= VG_MAX_LEN)) || return 1
+  [[ $v != *[![:graph:]]* ]]
+}
+
+# _vg_int_in RANGE VALUE — VALUE (already matched the int pattern) lies in one of the alternatives.
+_vg_int_in() {
+  local spec=$1 v=$2 alt lo hi
+  local -a alts
+  IFS='|' read -r -a alts <<<"$spec"
+  for alt in "${alts[@]}"; do
+    if [[ $alt == *..* ]]; then
+      lo=${alt%%..*} hi=${alt##*..}
+      if ((v >= lo && v <= hi)); then return 0; fi
+    elif [[ $v == "$alt" ]]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+_vg_float_in() {
+  local lo=${1%%..*} hi=${1##*..}
+  awk -v x="$2" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !((x + 0) >= (lo + 0) && (x + 0) <= (hi + 0)) }'
+}
+
+# vg_validate NAME RAW — sets VG_VAL[NAME] to the formatted value, or records a problem.
+vg_validate() {
+  local name=$1 raw=$2 var="VLGRPO_$1" t=${VG_TYPE[$1]} a=${VG_ALLOWED[$1]} LC_ALL=C
+  local allowed
+  allowed=$(vg_allowed_text "$name")
+  if ! _vg_plain_ascii "$raw"; then
+    vg_problem "$var" "value $(vg_show "$raw") contains spaces, control or non-ASCII characters, or is longer than $VG_MAX_LEN" \
+      "use a plain value ($allowed)"
+    return 0
+  fi
+  case $t in
+    int)
+      if [[ $raw =~ ^(-1|0|[1-9][0-9]{0,8})$ ]] && _vg_int_in "$a" "$raw"; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not an integer in $allowed" "set a decimal integer in $allowed (no sign, no leading zeros)"
+      fi
+      ;;
+    float)
+      if [[ $raw =~ ^(0|[1-9][0-9]{0,8})(\.[0-9]{1,9})?([eE]-?[0-9]{1,2})?$ ]] && _vg_float_in "$a" "$raw"; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not a number in $allowed" "set a decimal number such as 0.5 or 1e-6 in $allowed"
+      fi
+      ;;
+    bool)
+      case $raw in
+        true | True | 1) VG_VAL[$name]=True ;;
+        false | False | 0) VG_VAL[$name]=False ;;
+        *) vg_problem "$var" "$(vg_show "$raw") is not a boolean" "set true or false" ;;
+      esac
+      ;;
+    enum)
+      if [[ $raw =~ ^[a-z0-9_]+$ && " $a " == *" $raw "* ]]; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not one of $allowed" "set one of: $allowed"
+      fi
+      ;;
+    list)
+      local -a items
+      local item seen=" " ok=1
+      if [[ $raw =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]]; then
+        IFS=, read -r -a items <<<"$raw"
+        for item in "${items[@]}"; do
+          if [[ " $a " != *" $item "* || $seen == *" $item "* ]]; then ok=0; fi
+          seen+="$item "
+        done
+      else
+        ok=0
+      fi
+      if ((ok)); then
+        VG_VAL[$name]="[$raw]"
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not a comma list of distinct values from: ${a// /, }" \
+          "set e.g. ${a%% *} or ${a%% *},${a#* }; no brackets, quotes or spaces"
+        VG_VAL[$name]=${VG_VAL[$name]-}
+      fi
+      ;;
+    path) _vg_validate_path "$name" "$raw" ;;
+    name)
+      # Hydra would turn a number-like word or true/false/null/nan/inf into a non-string.
+      if [[ $raw =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ && ! $raw =~ ^[0-9._eE-]+$ && ! ${raw,,} =~ ^(true|false|null|nan|inf)$ ]]; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not a plain name" \
+          "use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit, not a number, not true/false/null)"
+      fi
+      ;;
+    addr)
+      local host port
+      if [[ $raw =~ ^([A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([1-9][0-9]{0,4})$ ]]; then
+        host=${BASH_REMATCH[1]} port=${BASH_REMATCH[3]}
+      fi
+      if [[ -n ${port-} ]] && ((port <= 65535)); then
+        VG_VAL[$name]="$host:$port"
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not HOST:PORT" "set the Ray head's GCS address, e.g. 10.0.0.1:6379"
+      fi
+      ;;
+    ids)
+      if [[ $raw =~ ^[a-z0-9][a-z0-9_.-]{0,63}(,[a-z0-9][a-z0-9_.-]{0,63}){0,31}$ ]]; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not a comma list of ids" "use ids of lower-case letters, digits, '_', '.', '-' separated by commas"
+      fi
+      ;;
+    *) vg_die_internal "setting $name has unknown type $t" ;;
+  esac
+}
+
+# Paths: plain characters only (Hydra reads ',' as a sweep, '=' and quotes as syntax, '$' as
+# interpolation, a leading '~' or '+' or '-' as something else), then made absolute without resolving
+# symlinks, then the kind checked.
+_vg_validate_path() {
+  local name=$1 raw=$2 var="VLGRPO_$1" kind=${VG_ALLOWED[$1]} abs
+  if ! [[ $raw =~ ^[A-Za-z0-9._/][A-Za-z0-9._/-]*$ ]]; then
+    vg_problem "$var" "path $(vg_show "$raw") has characters the launch cannot pass safely" \
+      "use a path of letters, digits, '/', '.', '_' and '-' only (no spaces, commas, '=', quotes, '~', '\$')"
+    return 0
+  fi
+  if [[ $raw == /* ]]; then abs=$raw; else abs=$PWD/$raw; fi
+  abs=$(realpath -s -m -- "$abs")
+  if ! [[ $abs =~ ^/[A-Za-z0-9._/-]*$ ]]; then
+    vg_problem "$var" "relative path $(vg_show "$raw") resolves to $(vg_show "$abs"), which has characters Hydra cannot take" \
+      "give an absolute path of plain characters"
+    return 0
+  fi
+  case $kind in
+    file)
+      if [[ ! -f $abs || ! -r $abs ]]; then
+        vg_problem "$var" "$abs is not a readable file" "point it at an existing file (mount it into the container)"
+        return 0
+      fi
+      ;;
+    dir | dirw)
+      if [[ ! -d $abs || ! -r $abs ]]; then
+        vg_problem "$var" "$abs is not a readable directory" "create it or mount it (e.g. docker -v HOST_DIR:$abs)"
+        return 0
+      fi
+      ;;
+  esac
+  VG_VAL[$name]=$abs
+}
+
+# vg_read_settings — read every declared VLGRPO_<NAME> from the environment (empty counts as unset),
+# validate it, and fill in literal defaults. Derived defaults ("@fn:...") are resolved by
+# vg_resolve_derived after the recipe has the other values.
+vg_read_settings() {
+  local name var raw def
+  for name in "${VG_NAMES[@]}"; do
+    var="VLGRPO_$name"
+    raw=${!var-}
+    def=${VG_DEFAULT[$name]}
+    if [[ -n $raw ]]; then
+      VG_RAW[$name]=$raw
+      VG_SRC[$name]="env"
+      vg_validate "$name" "$raw"
+    elif [[ $def == @* ]]; then
+      VG_SRC[$name]=derived
+      VG_VAL[$name]=""
+    elif [[ -n $def ]]; then
+      VG_SRC[$name]=default
+      VG_RAW[$name]=$def
+      vg_validate "$name" "$def"
+    else
+      VG_SRC[$name]="unset"
+      VG_VAL[$name]=""
+    fi
+  done
+}
+
+# vg_resolve_derived — for each setting left to a derived default, call its function; the function
+# prints the raw value (it may use VG_VAL of other settings), which is then validated like user input.
+vg_resolve_derived() {
+  local name def fn raw
+  for name in "${VG_NAMES[@]}"; do
+    [[ ${VG_SRC[$name]} == derived ]] || continue
+    def=${VG_DEFAULT[$name]}
+    fn=${def#@}
+    fn=${fn%%:*}
+    [[ -n $fn ]] || continue # determined by the entrypoint itself (e.g. PLATFORM)
+    raw=$("$fn")
+    if [[ -z $raw ]]; then
+      VG_VAL[$name]=""
+      continue
+    fi
+    VG_RAW[$name]=$raw
+    vg_validate "$name" "$raw"
+  done
+}
+
+# Known VLGRPO_ variables that belong to other parts of the image (read by the patch package in every
+# Python process). They are declared as settings in lib/common.sh so they are validated here too.
+
+# vg_check_unknown_vars — every exported VLGRPO_* must be a declared setting; otherwise name the
+# nearest declared one.
+vg_check_unknown_vars() {
+  local v short best
+  while IFS= read -r v; do
+    [[ $v == VLGRPO_* ]] || continue
+    short=${v#VLGRPO_}
+    [[ -n ${VG_TYPE[$short]+set} ]] && continue
+    best=$(vg_nearest "$short")
+    vg_problem "$v" "not a setting of $VG_PROG (unknown VLGRPO_ variable)" \
+      "unset it${best:+, or did you mean VLGRPO_$best?} (--help lists the settings)"
+  done < <(compgen -e)
+}
+
+# vg_nearest WORD — the declared setting name with the smallest edit distance to WORD (Levenshtein,
+# computed on the names without the VLGRPO_ prefix); empty when nothing is close.
+vg_nearest() {
+  local w=$1 cand best="" d bestd=999
+  ((${#w} <= 64)) || return 0
+  for cand in "${VG_NAMES[@]}"; do
+    d=$(_vg_levenshtein "$w" "$cand")
+    if ((d < bestd)); then bestd=$d best=$cand; fi
+  done
+  # Suggest only when at most about a third of the name differs.
+  if ((bestd * 3 <= ${#w} + 2)); then printf '%s' "$best"; fi
+}
+
+_vg_levenshtein() {
+  local a=$1 b=$2 i j cost ins del sub
+  local -a prev cur
+  local la=${#a} lb=${#b}
+  for ((j = 0; j <= lb; j++)); do prev[j]=$j; done
+  for ((i = 1; i <= la; i++)); do
+    cur=("$i")
+    for ((j = 1; j <= lb; j++)); do
+      cost=1
+      [[ ${a:i-1:1} == "${b:j-1:1}" ]] && cost=0
+      del=$((prev[j] + 1)) ins=$((cur[j - 1] + 1)) sub=$((prev[j - 1] + cost))
+      cur[j]=$del
+      ((ins < cur[j])) && cur[j]=$ins
+      ((sub < cur[j])) && cur[j]=$sub
+    done
+    prev=("${cur[@]}")
+  done
+  printf '%s' "${prev[lb]}"
+}

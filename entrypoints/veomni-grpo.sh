@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# GRPO of Qwen3-VL-30B-A3B on Geometry3K with verl's VeOmni engine (hardened entrypoint).
+#
+# Mirrors verl v0.8.0 (commit 7aed6b2) examples/grpo_trainer/run_qwen3_vl_30b_moe_veomni.sh: same
+# module, same overrides in the same order, same values, except where docs/recipes.md lists a
+# difference (devices per node from the node instead of a fixed 8, fsdp_size following the topology,
+# checkpoint folder set, trust_remote_code pinned False, paths for a container). No argument
+# passthrough: settings come only from the VLGRPO_* variables declared below; lib/ holds the
+# mechanics. `veomni-grpo.sh --help` prints the table.
+set -Eeuo pipefail
+
+# shellcheck source=entrypoints/lib/common.sh
+source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
+
+VG_PROG=veomni-grpo.sh
+VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer\`, \`model_engine=veomni\`, colocated vLLM rollout) of Qwen3-VL-30B-A3B on Geometry3K."
+VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
+VG_EXPORTS=()
+VG_RECIPE_CHECK=vo_check
+VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
+
+# ---- settings: NAME TYPE ALLOWED DEFAULT MEANING ------------------------------------------------
+vg_setting MODEL_PATH path dir /models/Qwen3-VL-30B-A3B-Instruct "Hugging Face model folder (no remote code)"
+vg_setting TRAIN_FILE path file /data/geo3k/train.parquet "training parquet in verl's format (python3 -m vlgrpo data geo3k)"
+vg_setting VAL_FILE path file /data/geo3k/test.parquet "validation parquet"
+vg_setting CHECKPOINT_DIR path dirw /checkpoints "checkpoint folder; must be writable and, in a container, a mount"
+vg_setting RESUME_MODE enum "auto disable resume_path" auto "resume from the latest checkpoint (auto), start fresh (disable), or from VLGRPO_RESUME_FROM_PATH"
+vg_setting RESUME_FROM_PATH path dir "" "a global_step_N checkpoint folder; only with VLGRPO_RESUME_MODE=resume_path"
+vg_setting TRAINER_NNODES int "1..512" 2 "nodes (trainer and rollout share them)"
+vg_setting TRAINER_DEVICES_PER_NODE int "1..64" "@vg_default_node_devices:this node's device count" "devices per node (at most what the node has)"
+vg_setting MAX_PROMPT_LENGTH int "1..1048576" 1024 "prompt token budget, image tokens included (longer prompts are filtered out)"
+vg_setting MAX_RESPONSE_LENGTH int "1..1048576" 2048 "response token budget"
+vg_setting MAX_MODEL_LEN int "1..1048576" 4096 "vLLM context length, set for verl and for the vLLM engine alike; must be >= prompt + response"
+vg_setting MAX_NUM_BATCHED_TOKENS int "1..4194304" 5120 "vLLM tokens per scheduler step; must be >= max_model_len (chunked prefill is off)"
+vg_setting TRAIN_BATCH_SIZE int "1..65536" 64 "prompts per training step"
+vg_setting ROLLOUT_N int "1..1024" 8 "responses per prompt (GRPO group size)"
+vg_setting PPO_MINI_BATCH_SIZE int "1..65536" 32 "prompts per PPO mini-batch"
+vg_setting LR float "1e-12..1" 1e-6 "actor learning rate"
+vg_setting SP_SIZE int "1..64" 1 "VeOmni Ulysses sequence-parallel size"
+vg_setting FSDP_SIZE int "-1|1..32768" "@vo_default_fsdp:nodes x devices per node / SP size" "VeOmni FSDP size; fsdp_size x SP size must equal the world size (or -1)"
+vg_setting EP_SIZE int "1..128" 1 "VeOmni expert-parallel size of the actor; must divide the world size"
+vg_setting ROLLOUT_TP int "1..64" 4 "vLLM tensor-parallel size"
+vg_setting ROLLOUT_DP int "1..64" 1 "vLLM data-parallel size"
+vg_setting ROLLOUT_EP int "1..128" 1 "vLLM expert-parallel size (1 or TP x DP)"
+vg_setting GPU_MEMORY_UTILIZATION float "0.05..0.98" 0.6 "share of device memory vLLM may take"
+vg_setting ACTOR_OFFLOAD bool "" true "offload actor parameters and optimizer state to CPU"
+vg_setting REF_OFFLOAD bool "" false "offload reference-model parameters to CPU"
+vg_setting LOGGER list "console wandb tensorboard mlflow swanlab file" console,wandb "experiment trackers (wandb needs WANDB_API_KEY or WANDB_API_KEY_FILE)"
+vg_setting PROJECT_NAME name "" Qwen3_VL-30B-MOE-veomni "tracker project name"
+vg_setting EXPERIMENT_NAME name "" "@vo_default_experiment:grpo-<devices per node>gpu" "tracker experiment name"
+vg_setting TEST_FREQ int "-1|1..1000000" 5 "validate every N steps (-1: never)"
+vg_setting SAVE_FREQ int "-1|1..1000000" 40 "checkpoint every N steps (-1: never)"
+vg_setting TOTAL_EPOCHS int "1..100000" 20 "epochs over the training data (the run stops at whichever limit comes first)"
+vg_setting TOTAL_TRAINING_STEPS int "1..100000000" 200 "training steps"
+vg_common_settings
+
+vo_default_fsdp() { printf '%s' $((VG_VAL[TRAINER_NNODES] * VG_VAL[TRAINER_DEVICES_PER_NODE] / VG_VAL[SP_SIZE])); }
+vo_default_experiment() { printf 'grpo-%sgpu' "${VG_VAL[TRAINER_DEVICES_PER_NODE]}"; }
+
+# ---- the command: verl's override list, upstream order -------------------------------------------
+VG_TEMPLATE=(
+  # algorithm and data
+  "algorithm.adv_estimator=grpo"
+  "algorithm.use_kl_in_reward=False"
+  "algorithm.kl_ctrl.kl_coef=0.001"
+  "data.train_files={TRAIN_FILE}"
+  "data.val_files={VAL_FILE}"
+  "data.train_batch_size={TRAIN_BATCH_SIZE}"
+  "data.max_prompt_length={MAX_PROMPT_LENGTH}"
+  "data.max_response_length={MAX_RESPONSE_LENGTH}"
+  "data.filter_overlong_prompts=True"
+  "data.shuffle=False"
+  "data.truncation=error"
+  "data.image_key=images"
+  "data.trust_remote_code=False"
+  # trainer
+  "trainer.resume_mode={RESUME_MODE}"
+  "trainer.resume_from_path={RESUME_FROM_PATH}"
+  "trainer.default_local_dir={CHECKPOINT_DIR}"
+  "trainer.critic_warmup=0"
+  "trainer.logger={LOGGER}"
+  "trainer.project_name={PROJECT_NAME}"
+  "trainer.experiment_name={EXPERIMENT_NAME}"
+  "trainer.n_gpus_per_node={TRAINER_DEVICES_PER_NODE}"
+  "trainer.nnodes={TRAINER_NNODES}"
+  "trainer.save_freq={SAVE_FREQ}"
+  "trainer.test_freq={TEST_FREQ}"
+  "trainer.total_epochs={TOTAL_EPOCHS}"
+  "trainer.total_training_steps={TOTAL_TRAINING_STEPS}"
+  # engine, actor
+  "model_engine=veomni"
+  "actor_rollout_ref.actor.optim.lr={LR}"
+  "actor_rollout_ref.actor.optim.lr_scheduler_type=constant"
+  "actor_rollout_ref.model.path={MODEL_PATH}"
+  "actor_rollout_ref.model.trust_remote_code=False"
+  "critic.model.trust_remote_code=False"
+  "actor_rollout_ref.model.use_remove_padding=True"
+  "actor_rollout_ref.model.enable_gradient_checkpointing=True"
+  "+actor_rollout_ref.model.override_config.max_position_embeddings=32768"
+  "actor_rollout_ref.actor.use_kl_loss=True"
+  "actor_rollout_ref.actor.kl_loss_coef=0.01"
+  "actor_rollout_ref.actor.kl_loss_type=low_var_kl"
+  "actor_rollout_ref.actor.entropy_coeff=0"
+  "actor_rollout_ref.actor.use_torch_compile=False"
+  "actor_rollout_ref.actor.ppo_mini_batch_size={PPO_MINI_BATCH_SIZE}"
+  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1"
+  "actor_rollout_ref.actor.veomni.param_offload={ACTOR_OFFLOAD}"
+  "actor_rollout_ref.actor.veomni.optimizer_offload={ACTOR_OFFLOAD}"
+  "actor_rollout_ref.actor.veomni.enable_full_shard=True"
+  "actor_rollout_ref.actor.veomni.fsdp_size={FSDP_SIZE}"
+  "actor_rollout_ref.actor.veomni.ulysses_parallel_size={SP_SIZE}"
+  "actor_rollout_ref.actor.veomni.expert_parallel_size={EP_SIZE}"
+  "actor_rollout_ref.actor.veomni.attn_implementation=veomni_flash_attention_2_with_sp"
+  "actor_rollout_ref.actor.veomni.moe_implementation=fused"
+  # ref
+  "actor_rollout_ref.ref.strategy=veomni"
+  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1"
+  "actor_rollout_ref.ref.veomni.param_offload={REF_OFFLOAD}"
+  "actor_rollout_ref.ref.veomni.expert_parallel_size=1"
+  # rollout
+  "actor_rollout_ref.rollout.name=vllm"
+  "actor_rollout_ref.rollout.tensor_model_parallel_size={ROLLOUT_TP}"
+  "actor_rollout_ref.rollout.data_parallel_size={ROLLOUT_DP}"
+  "actor_rollout_ref.rollout.expert_parallel_size={ROLLOUT_EP}"
+  "actor_rollout_ref.rollout.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}"
+  "actor_rollout_ref.rollout.enable_chunked_prefill=False"
+  "actor_rollout_ref.rollout.enable_prefix_caching=False"
+  "actor_rollout_ref.rollout.enforce_eager=True"
+  "actor_rollout_ref.rollout.free_cache_engine=True"
+  "actor_rollout_ref.rollout.n={ROLLOUT_N}"
+  "actor_rollout_ref.rollout.max_model_len={MAX_MODEL_LEN}"
+  "actor_rollout_ref.rollout.max_num_batched_tokens={MAX_NUM_BATCHED_TOKENS}"
+  "actor_rollout_ref.rollout.disable_log_stats=False"
+  "actor_rollout_ref.rollout.calculate_log_probs=True"
+  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1"
+  "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_model_len={MAX_MODEL_LEN}"
+)
+
+# ---- cross-checks (before anything starts) ------------------------------------------------------
+vo_check() {
+  local p=${VG_VAL[MAX_PROMPT_LENGTH]} r=${VG_VAL[MAX_RESPONSE_LENGTH]} mml=${VG_VAL[MAX_MODEL_LEN]}
+  local nbt=${VG_VAL[MAX_NUM_BATCHED_TOKENS]}
+  local tn=${VG_VAL[TRAINER_NNODES]} td=${VG_VAL[TRAINER_DEVICES_PER_NODE]}
+  local sp=${VG_VAL[SP_SIZE]} fsdp=${VG_VAL[FSDP_SIZE]} ep=${VG_VAL[EP_SIZE]}
+  local bs=${VG_VAL[TRAIN_BATCH_SIZE]} mini=${VG_VAL[PPO_MINI_BATCH_SIZE]} n=${VG_VAL[ROLLOUT_N]}
+  local world=$((tn * td))
+
+  vg_check_per_node VLGRPO_TRAINER_DEVICES_PER_NODE "$td"
+  vg_check_lengths "$p" "$r" "$mml"
+  if ((nbt < mml)); then
+    vg_problem VLGRPO_MAX_NUM_BATCHED_TOKENS "$nbt is below max_model_len $mml; with chunked prefill off vLLM refuses to start" \
+      "set it to at least $mml"
+  fi
+  # Field case B19: fsdp_size x ulysses size must be the world size (upstream hard-wires 16).
+  if ((world % sp != 0)); then
+    vg_problem VLGRPO_SP_SIZE "$sp does not divide the world size $world ($tn x $td)" "choose a divisor of $world"
+  elif ((fsdp != -1 && fsdp * sp != world)); then
+    vg_problem VLGRPO_FSDP_SIZE "fsdp_size $fsdp x SP size $sp = $((fsdp * sp)) is not the world size $world ($tn x $td)" \
+      "set VLGRPO_FSDP_SIZE=$((world / sp)) or -1, or leave it unset"
+  fi
+  if ((world % ep != 0)); then
+    vg_problem VLGRPO_EP_SIZE "$ep does not divide the world size $world" "choose a divisor of $world"
+  fi
+  if ((bs < mini)); then
+    vg_problem VLGRPO_PPO_MINI_BATCH_SIZE "$mini is larger than the train batch size $bs (verl: train_batch_size must be >= ppo_mini_batch_size)" \
+      "set it to at most $bs"
+  fi
+  if (((bs * n) % world != 0)); then
+    vg_problem VLGRPO_TRAIN_BATCH_SIZE "$bs prompts x $n responses = $((bs * n)) samples are not divisible by the world size $world (verl validate_config)" \
+      "choose VLGRPO_TRAIN_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of $world"
+  fi
+  if ((world % sp == 0 && (mini * n) % (world / sp) != 0)); then
+    vg_problem VLGRPO_PPO_MINI_BATCH_SIZE "mini-batch $mini x $n responses = $((mini * n)) samples do not split evenly over $((world / sp)) data-parallel ranks" \
+      "choose VLGRPO_PPO_MINI_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of $((world / sp))"
+  fi
+  vg_check_rollout_layout "${VG_VAL[ROLLOUT_TP]}" "${VG_VAL[ROLLOUT_DP]}" "${VG_VAL[ROLLOUT_EP]}" "$tn" "$td"
+  vg_check_resume
+
+  VG_TOPOLOGY="$tn node(s) x $td = $world $VG_PLATFORM devices (trainer and rollout colocated)"
+  VG_CLUSTER_NODES=$tn
+  VG_CLUSTER_PER_NODE=$td
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
+  for vg_word; do vg_cli "$vg_word"; done
+  vg_flush_problems
+  vg_entry
+fi
