@@ -1,0 +1,175 @@
+"""Geometry3K -> verl RL parquet, offline.
+
+Output schema: what verl v0.8.0 ``examples/data_preprocess/geo3k.py`` writes from the hub dataset
+``hiyouga/geometry3k`` (one row per problem)::
+
+    data_source  string   "hiyouga/geometry3k"
+    prompt       list<struct<role, content>>  [{"role": "user", "content": problem + " " + INSTRUCTION}]
+    images       list<struct<bytes, path>>    the problem's diagram (HF ``Image`` feature encoding)
+    ability      string   "math"
+    reward_model struct<style, ground_truth>  {"style": "rule", "ground_truth": answer}
+    extra_info   struct<split, index, answer, question>  index = 0-based position in the split
+
+``problem`` keeps hiyouga's ``<image>`` placeholder, which verl's RLHFDataset replaces with the image.
+
+Inputs (auto-detected):
+
+- the hiyouga/geometry3k layout: ``data/{train,validation,test}-*.parquet`` with columns images, problem,
+  answer (or those parquet files directly under SRC);
+- the original Geometry3K (InterGPS) layout: ``{train,val,test}/<id>/data.json`` + ``img_diagram.png``,
+  mapped as the hiyouga/geometry3k dataset card documents: ``problem = "<image>" + annotat_text``,
+  ``answer = choices["ABCD".index(answer)]``, ``images = [img_diagram.png]``; rows in numeric id order.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, Iterator
+
+DATA_SOURCE = "hiyouga/geometry3k"
+#: The instruction verl's geo3k preprocessing appends to every problem (verl v0.8.0
+#: examples/data_preprocess/geo3k.py, ``instruction_following``).
+INSTRUCTION = (
+    "You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
+    "The reasoning process MUST BE enclosed within <think> </think> tags. "
+    "The final answer MUST BE put in \\boxed{}."
+)
+ORIGINAL_SPLITS = {"train": "train", "validation": "val", "test": "test"}
+CHOICE_LETTERS = "ABCD"
+#: HF ``datasets`` feature metadata in the list form every datasets version reads, so verl's
+#: ``datasets.load_dataset("parquet")`` decodes ``images`` as ``Sequence(Image)`` like the hub files.
+HF_FEATURES = {
+    "data_source": {"dtype": "string", "_type": "Value"},
+    "prompt": [{"role": {"dtype": "string", "_type": "Value"}, "content": {"dtype": "string", "_type": "Value"}}],
+    "images": [{"_type": "Image"}],
+    "ability": {"dtype": "string", "_type": "Value"},
+    "reward_model": {"style": {"dtype": "string", "_type": "Value"},
+                     "ground_truth": {"dtype": "string", "_type": "Value"}},
+    "extra_info": {"split": {"dtype": "string", "_type": "Value"}, "index": {"dtype": "int64", "_type": "Value"},
+                   "answer": {"dtype": "string", "_type": "Value"}, "question": {"dtype": "string", "_type": "Value"}},
+}
+
+
+class SourceError(ValueError):
+    """SRC is not a Geometry3K folder in either layout, or a record is malformed."""
+
+
+def detect_layout(src: str) -> str:
+    """``"hiyouga"`` or ``"original"``; raises SourceError otherwise."""
+    if _hiyouga_files(src, "train") or _hiyouga_files(src, "test"):
+        return "hiyouga"
+    if any(os.path.isdir(os.path.join(src, d)) for d in ORIGINAL_SPLITS.values()):
+        return "original"
+    raise SourceError(f"{src}: neither data/<split>-*.parquet (hiyouga/geometry3k) nor train/val/test/<id>/data.json")
+
+
+def _hiyouga_files(src: str, split: str) -> list[str]:
+    for pattern in (os.path.join(src, "data", f"{split}-*.parquet"), os.path.join(src, f"{split}-*.parquet")):
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found
+    return []
+
+
+def iter_hiyouga(src: str, split: str) -> Iterator[dict[str, Any]]:
+    """Rows ``{"images": [{"bytes", "path"}], "problem", "answer"}`` of one split of the hub layout."""
+    import pyarrow.parquet as pq
+
+    files = _hiyouga_files(src, split)
+    if not files:
+        raise SourceError(f"{src}: no {split} parquet files")
+    for path in files:
+        table = pq.read_table(path)
+        missing = {"images", "problem", "answer"} - set(table.column_names)
+        if missing:
+            raise SourceError(f"{path}: columns {sorted(missing)} missing (has {table.column_names})")
+        for row in table.select(["images", "problem", "answer"]).to_pylist():
+            yield row
+
+
+def iter_original(src: str, split: str) -> Iterator[dict[str, Any]]:
+    """Rows of one split of the original layout, mapped as the hiyouga/geometry3k card documents."""
+    folder = os.path.join(src, ORIGINAL_SPLITS[split])
+    if not os.path.isdir(folder):
+        raise SourceError(f"{src}: no {ORIGINAL_SPLITS[split]}/ folder")
+    ids = sorted((d for d in os.listdir(folder) if d.isdigit()), key=int)
+    for pid in ids:
+        base = os.path.join(folder, pid)
+        try:
+            with open(os.path.join(base, "data.json"), encoding="utf-8") as fh:
+                record = json.load(fh)
+            with open(os.path.join(base, "img_diagram.png"), "rb") as fh:
+                image = fh.read()
+        except (OSError, ValueError) as exc:
+            raise SourceError(f"{base}: {exc}") from exc
+        letter = record.get("answer")
+        choices = record.get("choices") or []
+        if letter not in CHOICE_LETTERS or CHOICE_LETTERS.index(letter) >= len(choices):
+            raise SourceError(f"{base}/data.json: answer {letter!r} does not name one of {len(choices)} choices")
+        yield {
+            "images": [{"bytes": image, "path": "img_diagram.png"}],
+            "problem": "<image>" + record["annotat_text"],
+            "answer": choices[CHOICE_LETTERS.index(letter)],
+        }
+
+
+def to_verl_row(example: dict[str, Any], split: str, index: int, data_source: str = DATA_SOURCE) -> dict[str, Any]:
+    """One verl RL row from a hiyouga-style example (see the module docstring for the schema)."""
+    problem, answer = example["problem"], example["answer"]
+    return {
+        "data_source": data_source,
+        "prompt": [{"role": "user", "content": problem + " " + INSTRUCTION}],
+        "images": [{"bytes": im["bytes"], "path": im.get("path")} for im in example["images"]],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": answer},
+        "extra_info": {"split": split, "index": index, "answer": answer, "question": problem},
+    }
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa
+
+    s = pa.string()
+    return pa.schema(
+        [
+            ("data_source", s),
+            ("prompt", pa.list_(pa.struct([("role", s), ("content", s)]))),
+            ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", s)]))),
+            ("ability", s),
+            ("reward_model", pa.struct([("style", s), ("ground_truth", s)])),
+            ("extra_info", pa.struct([("split", s), ("index", pa.int64()), ("answer", s), ("question", s)])),
+        ],
+        metadata={"huggingface": json.dumps({"info": {"features": HF_FEATURES}})},
+    )
+
+
+def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), layout: str = "auto",
+            data_source: str = DATA_SOURCE) -> dict[str, int]:
+    """Convert ``splits`` of Geometry3K at ``src`` into ``out/<split>.parquet``; returns rows per split.
+
+    Raises SourceError for an unrecognised or malformed source, ValueError for an unknown split.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if layout == "auto":
+        layout = detect_layout(src)
+    reader = {"hiyouga": iter_hiyouga, "original": iter_original}.get(layout)
+    if reader is None:
+        raise ValueError(f"unknown layout {layout!r} (auto, hiyouga, original)")
+    for split in splits:
+        if split not in ORIGINAL_SPLITS:
+            raise ValueError(f"unknown split {split!r} (train, validation, test)")
+    os.makedirs(out, exist_ok=True)
+    counts = {}
+    schema = arrow_schema()
+    for split in splits:
+        rows = [to_verl_row(ex, split, i, data_source) for i, ex in enumerate(reader(src, split))]
+        table = pa.Table.from_pylist(rows, schema=schema)
+        tmp = os.path.join(out, f".{split}.parquet.tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, os.path.join(out, f"{split}.parquet"))
+        counts[split] = len(rows)
+    return counts

@@ -1,0 +1,221 @@
+"""Cross-field rules on the composed (resolved) config that verl checks late, clamps silently, or never.
+
+Each rule names its upstream source. Inputs are the resolved config ``work`` (see
+:func:`vlgrpo.preflight.verl_checks.prepare_runtime_config`) and a map from Hydra key to the override that
+set it, so findings can point at an argv position.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .report import ERROR, Finding, Report, Where
+
+IMAGE_TRUNCATIONS = ("left", "right", "middle")
+
+
+class Locator:
+    """Map a Hydra key to the argv position/override that set it (last one wins, as in Hydra)."""
+
+    def __init__(self, parsed: list[Any] | None = None):
+        self._by_key: dict[str, Any] = {}
+        for po in parsed or []:
+            self._by_key[po.key] = po
+
+    def where(self, key: str, **extra: Any) -> Where:
+        po = self._by_key.get(key)
+        if po is None:
+            return Where(key=key, **extra)
+        return Where(position=po.position, override=po.text, key=key, **extra)
+
+    def given(self, key: str) -> bool:
+        return key in self._by_key
+
+
+def check_logger(work: Any, report: Report, loc: Locator) -> None:
+    """``trainer.logger`` must be a list of backends verl's ``Tracking.supported_backend`` knows."""
+    from omegaconf import ListConfig
+
+    from verl.utils.tracking import Tracking
+
+    key = "trainer.logger"
+    value = work.trainer.logger
+    known = list(Tracking.supported_backend)
+    if isinstance(value, str):
+        if any(f.code == "schema.list-as-string" and f.where.key == key for f in report.findings):
+            return  # already reported at its override
+        report.add(Finding("rules.logger", ERROR, f"trainer.logger is the string {value!r}, not a list",
+                           loc.where(key), "verl's Tracking iterates it and asserts each backend is supported",
+                           "trainer.logger=[console] (Hydra list syntax)"))
+        return
+    if not isinstance(value, (list, ListConfig)):
+        report.add(Finding("rules.logger", ERROR, f"trainer.logger has type {type(value).__name__}", loc.where(key),
+                           "verl's Tracking expects a list of backend names", "trainer.logger=[console]"))
+        return
+    unknown = [v for v in value if v not in known]
+    if unknown:
+        report.add(Finding(
+            "rules.logger", ERROR, f"trainer.logger names unknown backend(s) {unknown}; verl knows {known}",
+            loc.where(key), "verl.utils.tracking.Tracking asserts '<backend> is not supported' at trainer start",
+            "use only: " + ", ".join(known)))
+
+
+def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddings: int | None,
+                  mpe_source: str = "") -> dict[str, Any]:
+    """B09: max_model_len vs prompt + response, vs the model's max_position_embeddings, and vs
+    ``engine_kwargs.<engine>.max_model_len`` (verl 0.8.0 ``vllm_async_server.py`` builds vLLM's args with
+    ``max_model_len`` first and the engine_kwargs dict spread after it, so the latter wins for vLLM while verl
+    keeps using ``rollout.max_model_len`` for its own headroom; ``_validate_configs`` raises only when
+    max_model_len exceeds max_position_embeddings, and a None max_model_len becomes max_position_embeddings).
+    Returns the token-budget summary."""
+    rollout = work.actor_rollout_ref.rollout
+    prompt = int(work.data.max_prompt_length)
+    response = int(work.data.max_response_length)
+    needed = prompt + response
+    mml = rollout.get("max_model_len")
+    engine = rollout.get("name")
+    ek = (rollout.get("engine_kwargs") or {}).get(engine) or {}
+    ek_mml = ek.get("max_model_len") if hasattr(ek, "get") else None
+    key_mml = "actor_rollout_ref.rollout.max_model_len"
+    key_ek = f"actor_rollout_ref.rollout.engine_kwargs.{engine}.max_model_len"
+    effective = mml if mml is not None else max_position_embeddings
+    if ek_mml is not None:
+        effective_engine = int(ek_mml)
+    else:
+        effective_engine = effective
+    budget = {"max_prompt_length": prompt, "max_response_length": response, "needed": needed,
+              "max_model_len": effective, "engine_max_model_len": effective_engine,
+              "max_position_embeddings": max_position_embeddings, "max_position_embeddings_source": mpe_source}
+    if mml is not None and int(mml) < needed:
+        report.add(Finding(
+            "rules.max-model-len", ERROR,
+            f"max_model_len {mml} < max_prompt_length {prompt} + max_response_length {response} = {needed}",
+            loc.where(key_mml), "verl does not fail: it clamps each request's max_tokens to the room left, so long "
+            "answers are cut and overlong penalties misfire (verl issue #673)",
+            f"{key_mml}={needed} (or lower the lengths)"))
+    if ek_mml is not None and mml is not None and int(ek_mml) != int(mml):
+        report.add(Finding(
+            "rules.max-model-len-mismatch", ERROR,
+            f"{key_ek}={ek_mml} differs from {key_mml}={mml}; vLLM uses {ek_mml}",
+            loc.where(key_ek), "verl spreads engine_kwargs after max_model_len when it builds vLLM's arguments, so "
+            "vLLM silently takes the engine_kwargs value while verl computes headroom from rollout.max_model_len",
+            f"set both to the same value (>= {needed}) or drop {key_ek}"))
+    if ek_mml is not None and int(ek_mml) < needed:
+        report.add(Finding(
+            "rules.max-model-len", ERROR,
+            f"vLLM's effective max_model_len {ek_mml} (from {key_ek}) < prompt + response = {needed}",
+            loc.where(key_ek), "requests are clamped or rejected by vLLM", f"{key_ek}={needed}"))
+    if max_position_embeddings is not None:
+        for k, v in ((key_mml, mml), (key_ek, ek_mml)):
+            if v is not None and int(v) > int(max_position_embeddings):
+                report.add(Finding(
+                    "rules.max-position-embeddings", ERROR,
+                    f"{k}={v} exceeds the model's max_position_embeddings {max_position_embeddings} ({mpe_source})",
+                    loc.where(k), "verl's vLLM server raises 'max_model_len ... should be less than or equal to "
+                    "max_position_embeddings' after the weights are loaded", f"{k}<={max_position_embeddings}"))
+        if mml is None and int(max_position_embeddings) < needed:
+            report.add(Finding(
+                "rules.max-model-len", ERROR,
+                f"max_model_len is unset, so verl uses max_position_embeddings {max_position_embeddings}, "
+                f"which is < prompt + response = {needed}", loc.where(key_mml),
+                "responses are clamped to the room left", "lower max_prompt_length/max_response_length"))
+    return budget
+
+
+def world_size(work: Any) -> int:
+    return int(work.trainer.nnodes) * int(work.trainer.n_gpus_per_node)
+
+
+def check_veomni(work: Any, report: Report, loc: Locator) -> None:
+    """B19: VeOmni ``fsdp_size x ulysses_parallel_size`` must equal the trainer world size (or fsdp_size -1),
+    and ``expert_parallel_size`` must divide it. verl 0.8.0 ``workers/engine/veomni/transformer_impl.py``
+    silently treats any ``fsdp_size >= world/ulysses`` as full sharding, so a leftover fsdp_size=16 on one
+    8-device node runs with a different layout than the script states."""
+    world = world_size(work)
+    for role in ("actor", "ref"):
+        node = work.actor_rollout_ref.get(role)
+        if node is None or node.get("strategy") != "veomni" or node.get("veomni") is None:
+            continue
+        v = node.veomni
+        base = f"actor_rollout_ref.{role}.veomni"
+        fsdp = int(v.get("fsdp_size", -1))
+        usp = int(v.get("ulysses_parallel_size", 1) or 1)
+        ep = int(v.get("expert_parallel_size", 1) or 1)
+        if world % usp != 0:
+            report.add(Finding(
+                "rules.veomni-layout", ERROR, f"{base}.ulysses_parallel_size={usp} does not divide the world size "
+                f"{world} (trainer.nnodes x trainer.n_gpus_per_node)", loc.where(f"{base}.ulysses_parallel_size"),
+                "VeOmni's parallel state needs world = dp x ulysses", f"a ulysses size dividing {world}"))
+            continue
+        if fsdp != -1 and fsdp * usp != world:
+            report.add(Finding(
+                "rules.veomni-layout", ERROR,
+                f"{base}.fsdp_size={fsdp} x ulysses_parallel_size={usp} = {fsdp * usp} != world size {world} "
+                f"(trainer.nnodes={work.trainer.nnodes} x trainer.n_gpus_per_node={work.trainer.n_gpus_per_node})",
+                loc.where(f"{base}.fsdp_size"),
+                "verl's VeOmni engine silently falls back to full sharding or a replicated layout instead of the "
+                "stated one (verl issue #6146 thread; run_qwen3_vl_30b_moe_veomni.sh sets fsdp_size=dp_size)",
+                f"{base}.fsdp_size={world // usp} or {base}.fsdp_size=-1"))
+        if ep > 1 and world % ep != 0:
+            report.add(Finding(
+                "rules.veomni-layout", ERROR, f"{base}.expert_parallel_size={ep} does not divide world size {world}",
+                loc.where(f"{base}.expert_parallel_size"), "VeOmni's expert-parallel mesh cannot be built",
+                f"an expert_parallel_size dividing {world}"))
+
+
+def detect_devices_per_node() -> tuple[int | None, str]:
+    """Accelerators on this node: NPUs from ``/dev/davinci[0-9]*``, else CUDA devices from torch. (None, why)
+    when none can be seen (a CPU build host)."""
+    try:
+        davinci = [d for d in os.listdir("/dev") if d.startswith("davinci") and d[len("davinci"):].isdigit()]
+    except OSError:
+        davinci = []
+    if davinci:
+        return len(davinci), "/dev/davinci*"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.device_count(), "torch.cuda.device_count()"
+    except Exception:  # noqa: BLE001
+        pass
+    return None, "no NPU (/dev/davinci*) or CUDA device visible here"
+
+
+def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, devices_per_node: int | None,
+                   source: str) -> dict[str, Any]:
+    """B12: per-node device counts must not exceed what the node has (Ray would leave the placement group
+    pending forever)."""
+    info = {"devices_per_node": devices_per_node, "devices_source": source,
+            "trainer": f"{work.trainer.nnodes} x {work.trainer.n_gpus_per_node}"}
+    pools = [("trainer", work.trainer)]
+    if fully_async:
+        pools.append(("rollout", work.rollout))
+        info["rollout"] = f"{work.rollout.nnodes} x {work.rollout.n_gpus_per_node}"
+    if devices_per_node is None:
+        return info
+    for name, node in pools:
+        n = int(node.n_gpus_per_node)
+        if n > devices_per_node:
+            report.add(Finding(
+                "rules.devices-per-node", ERROR,
+                f"{name}.n_gpus_per_node={n} but this node has {devices_per_node} accelerators ({source})",
+                loc.where(f"{name}.n_gpus_per_node"),
+                "Ray cannot place a bundle larger than a node: the placement group stays pending forever",
+                f"{name}.n_gpus_per_node={devices_per_node} (and raise {name}.nnodes to keep the total)"))
+    return info
+
+
+def check_truncation(work: Any, report: Report, loc: Locator, has_images: bool) -> None:
+    """B07: image prompts cannot be truncated by token (verl issue #4975: the agent loop raises at rollout;
+    vLLM PR #7998: cut placeholders no longer match the image features)."""
+    trunc = work.data.get("truncation", "error")
+    if has_images and trunc in IMAGE_TRUNCATIONS:
+        report.add(Finding(
+            "rules.image-truncation", ERROR,
+            f"data.truncation={trunc} on a dataset with images",
+            loc.where("data.truncation"),
+            "truncating an image prompt cuts <|image_pad|> tokens while the pixels stay whole; verl raises at "
+            "rollout (verl issue #4975)",
+            "data.truncation=error and data.filter_overlong_prompts=True (or raise max_prompt_length)"))

@@ -1,0 +1,307 @@
+"""Check the overrides against the installed verl's Hydra config, and compose it.
+
+Source of truth: the YAML files inside the installed ``verl`` package (never a copy), composed with
+Hydra's public compose API (``hydra.initialize_config_dir`` + ``hydra.compose``) with the exact overrides.
+Because Hydra stops at the first bad override, each config override is also applied one by one to the
+composed defaults with Hydra's own override code (``ConfigLoaderImpl._apply_overrides_to_config`` of
+hydra-core 1.3.2, the function ``compose`` runs), so every bad override is reported with Hydra's message.
+
+Checks: override syntax, unknown keys, ``+``/``++``/missing ``+`` as this schema requires, duplicates
+after stripping ``+``/``++`` (same value too), and values of the wrong kind (a list, dict, bool or number
+given as a quoted string).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from typing import Any
+
+from .launch import LaunchSpec, Override
+from .report import ERROR, Finding, Report, Where
+
+
+@dataclasses.dataclass
+class ParsedOverride:
+    """An override with Hydra's parse result. ``parsed`` is a hydra Override."""
+
+    position: int
+    text: str
+    parsed: Any
+    key: str
+    is_group: bool = False
+
+
+@dataclasses.dataclass
+class ComposeResult:
+    """config: the composed DictConfig (None when the schema check failed); base: defaults before config
+    overrides; overrides: the parsed overrides; groups: config group names of the primary config."""
+
+    config: Any
+    base: Any
+    overrides: list[ParsedOverride]
+    groups: set[str]
+
+
+def _verl_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("verl")
+    except PackageNotFoundError:  # pragma: no cover - verl is always installed where this runs
+        return "unknown"
+
+
+def _plain(value: Any) -> Any:
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=False)
+    return value
+
+
+def _suggest(cfg: Any, key: str) -> list[str]:
+    """Close matches for an unknown dotted key among the keys that exist at the same level."""
+    from omegaconf import DictConfig, OmegaConf
+
+    parts = key.split(".")
+    node, prefix = cfg, []
+    for part in parts[:-1]:
+        if isinstance(node, DictConfig) and part in node:
+            node = node._get_node(part)
+            prefix.append(part)
+            if OmegaConf.is_config(node):
+                continue
+        break
+    if not isinstance(node, DictConfig):
+        return []
+    rest = ".".join(parts[len(prefix):])
+    candidates = [".".join(prefix + [k]) for k in node.keys()]
+    return difflib.get_close_matches(".".join(prefix + [rest]), candidates, n=3, cutoff=0.6)
+
+
+def _deepest_existing(cfg: Any, key: str) -> tuple[str, Any]:
+    from omegaconf import DictConfig
+
+    parts = key.split(".")
+    node, found = cfg, []
+    for part in parts[:-1]:
+        if isinstance(node, DictConfig) and part in node:
+            node = node[part]
+            found.append(part)
+        else:
+            break
+    return ".".join(found), node
+
+
+def _list_fix(key: str, text: str) -> str:
+    """Suggest the Hydra list form for a list given as a string, e.g. ``k=[console,wandb]``."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+
+            items = yaml.safe_load(text)
+        except Exception:  # noqa: BLE001 - only a suggestion
+            items = None
+    if isinstance(items, list):
+        return f"{key}=[{','.join(str(i) for i in items)}]"
+    return f"{key}=[a,b] (Hydra list syntax, no quotes around the brackets)"
+
+
+def parse_overrides(spec: LaunchSpec, report: Report) -> list[ParsedOverride]:
+    """Parse each override with Hydra's own grammar; report syntax errors and duplicate keys."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed: list[ParsedOverride] = []
+    for ov in spec.overrides:
+        try:
+            p = parser.parse_override(ov.text)
+        except Exception as exc:  # noqa: BLE001 - hydra raises OverrideParseException / HydraException
+            report.add(Finding(
+                "schema.syntax", ERROR, f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
+                Where(position=ov.position, override=ov.text),
+                "Hydra rejects the whole command line at start-up (quoted key segments such as rollout.'n' "
+                "are a lexer error in hydra-core)",
+                "write it as key=value with a plain dotted key",
+            ))
+            continue
+        key = p.key_or_group if p.package is None else f"{p.key_or_group}@{p.package}"
+        parsed.append(ParsedOverride(ov.position, ov.text, p, key))
+    first: dict[str, ParsedOverride] = {}
+    for po in parsed:
+        if po.key in first:
+            prev = first[po.key]
+            same = _plain(prev.parsed.value()) == _plain(po.parsed.value()) if not (
+                prev.parsed.is_delete() or po.parsed.is_delete()) else False
+            report.add(Finding(
+                "schema.duplicate-key", ERROR,
+                f"key {po.key!r} is given twice: argv[{prev.position}] {prev.text!r} and argv[{po.position}] "
+                f"{po.text!r}" + (" (same value)" if same else " (different values; Hydra keeps the last)"),
+                Where(position=po.position, override=po.text, key=po.key),
+                "Hydra applies overrides in order and the last one wins without a warning "
+                "(hydra-ecosystem/hydra #3283, verl #6094)",
+                f"keep exactly one override of {po.key} (remove argv[{prev.position}] or argv[{po.position}])",
+            ))
+        else:
+            first[po.key] = po
+    return parsed
+
+
+def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
+    """Compose ``spec`` against the installed verl and report schema findings.
+
+    Returns the composed config (``config`` None if any override was rejected). Imports verl (its
+    fully-async config reaches the base through ``pkg://verl.trainer.config``).
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    version = _verl_version()
+    parsed = parse_overrides(spec, report)
+    syntax_ok = len(parsed) == len(spec.overrides)
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=spec.config_dir, version_base=None, job_name="vlgrpo_preflight"):
+        defaults = compose(spec.config_name, overrides=[], return_hydra_config=True)
+        groups = {str(k).split("@")[0] for k in defaults.hydra.runtime.choices.keys()}
+        for po in parsed:
+            po.is_group = "." not in po.key and po.key in groups and not isinstance(po.parsed.value(), dict)
+        group_ovs = [po for po in parsed if po.is_group]
+        try:
+            base = compose(spec.config_name, overrides=[po.text for po in group_ovs])
+        except Exception as exc:  # noqa: BLE001
+            for po in group_ovs:
+                report.add(Finding(
+                    "schema.bad-group", ERROR, f"config group override rejected by Hydra: {exc}",
+                    Where(position=po.position, override=po.text, key=po.key),
+                    f"verl {version} has no such option for this group", "use an option the group provides"))
+            return ComposeResult(None, None, parsed, groups)
+
+        cfg = copy_config(base)
+        bad = 0
+        for po in parsed:
+            if po.is_group:
+                continue
+            ov = po.parsed
+            try:
+                old = OmegaConf.select(cfg, ov.key_or_group, default=None, throw_on_missing=False)
+            except Exception:  # noqa: BLE001 - an unresolvable interpolation in the default
+                old = None
+            _check_value_kind(po, old, report)  # reported, but Hydra composes it: keep going
+            try:
+                ConfigLoaderImpl._apply_overrides_to_config([ov], cfg)
+            except ConfigCompositionException as exc:
+                bad += 1
+                report.add(_composition_finding(po, str(exc), base, spec, version))
+            except Exception as exc:  # noqa: BLE001
+                bad += 1
+                report.add(Finding(
+                    "schema.rejected", ERROR, f"Hydra rejected the override: {exc}",
+                    Where(position=po.position, override=po.text, key=po.key),
+                    f"verl {version} ({spec.config_name}) cannot take this value", "fix the value"))
+        if bad or not syntax_ok:
+            return ComposeResult(None, base, parsed, groups)
+        try:
+            final = compose(spec.config_name, overrides=[o.text for o in spec.overrides])
+        except Exception as exc:  # noqa: BLE001 - should not happen after the per-override pass
+            report.add(Finding(
+                "schema.compose", ERROR, f"Hydra compose failed: {exc}", Where(),
+                f"verl {version} ({spec.config_name}) does not accept the overrides together",
+                "fix the overrides Hydra names"))
+            return ComposeResult(None, base, parsed, groups)
+    _ = (DictConfig, ListConfig)
+    return ComposeResult(final, base, parsed, groups)
+
+
+def copy_config(cfg: Any) -> Any:
+    """Deep copy keeping flags (struct) as Hydra set them."""
+    import copy
+
+    return copy.deepcopy(cfg)
+
+
+def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: LaunchSpec, version: str) -> Finding:
+    from omegaconf import DictConfig
+
+    ov = po.parsed
+    key = ov.key_or_group
+    where = Where(position=po.position, override=po.text, key=key)
+    first_line = message.strip().splitlines()[0] if message.strip() else message
+    schema = f"verl {version} {spec.config_name}"
+    if first_line.startswith("Could not append to config"):
+        return Finding(
+            "schema.plus-on-existing", ERROR,
+            f"'+' adds a key, but {key!r} already exists in {schema}",
+            where, "Hydra refuses '+' on an existing non-null key and stops the launch",
+            f"remove the '+': {po.text.lstrip('+')}",
+        )
+    if first_line.startswith("Could not override"):
+        parent_key, parent = _deepest_existing(base, key)
+        open_dict_parent = isinstance(parent, DictConfig) and parent_key == key.rsplit(".", 1)[0] and len(parent) == 0
+        if open_dict_parent:
+            return Finding(
+                "schema.missing-plus", ERROR,
+                f"{key!r} is not in {schema}; its parent {parent_key!r} is an empty dict meant to be filled",
+                where, "Hydra refuses to add a new key without '+' and stops the launch",
+                f"add a '+': +{po.text}",
+            )
+        hints = _suggest(base, key)
+        return Finding(
+            "schema.unknown-key", ERROR,
+            f"key {key!r} does not exist in {schema}" + (f" (did you mean {', '.join(hints)}?)" if hints else ""),
+            where, "Hydra stops the launch; a misspelt key would otherwise never take effect",
+            (f"use {hints[0]}" if hints else "remove it") + f", or if the key is meant to be new: +{po.text}",
+        )
+    if first_line.startswith("Could not delete"):
+        return Finding("schema.delete-missing", ERROR, f"cannot delete {key!r}: not in {schema}", where,
+                       "Hydra stops the launch", "remove the override")
+    cause = message.strip().replace("\n", " ")
+    return Finding("schema.rejected", ERROR, f"Hydra rejected the override: {cause}", where,
+                   f"{schema} cannot take this value", "fix the value's type")
+
+
+def _check_value_kind(po: ParsedOverride, old: Any, report: Report) -> int:
+    """Report a value whose kind contradicts the default (e.g. a list given as a quoted string)."""
+    from omegaconf import DictConfig, ListConfig
+
+    ov = po.parsed
+    if ov.is_delete() or old is None:
+        return 0
+    new = ov.value()
+    key = ov.key_or_group
+    where = Where(position=po.position, override=po.text, key=key)
+    if not isinstance(new, str) or "${" in new:
+        return 0
+    if isinstance(old, ListConfig):
+        report.add(Finding(
+            "schema.list-as-string", ERROR,
+            f"{key} is a list in verl's config but is given the string {new!r}",
+            where, "Hydra stores the quoted text as one string and verl iterates it or checks membership "
+            "later (e.g. trainer.logger fails in verl's Tracking at trainer start)",
+            _list_fix(key, new)))
+        return 1
+    if isinstance(old, DictConfig):
+        report.add(Finding(
+            "schema.dict-as-string", ERROR, f"{key} is a mapping in verl's config but is given a string",
+            where, "verl reads sub-keys of this node", f"{key}={{a: 1, b: 2}} or set the sub-keys one by one"))
+        return 1
+    if isinstance(old, bool):
+        report.add(Finding(
+            "schema.bool-as-string", ERROR, f"{key} is a boolean in verl's config but is given the string {new!r}",
+            where, "a non-empty string is truthy, so 'False' would act as True", f"{key}={new.strip() or 'False'} "
+            "without quotes"))
+        return 1
+    if isinstance(old, (int, float)):
+        report.add(Finding(
+            "schema.number-as-string", ERROR,
+            f"{key} is a number in verl's config but is given the string {new!r}",
+            where, "verl does arithmetic and comparisons on this value", f"{key}=<number> without quotes"))
+        return 1
+    return 0
