@@ -1,0 +1,194 @@
+"""Qwen3-VL-MoE sparse MoE block: router dtype fix (B03) and dense routing in both modes (B04), against the real
+transformers 4.57.6 classes and an independent float64 reference MoE written here.
+
+The patched forwards are bound with pytest's monkeypatch (restored after each test), so this pytest process's
+transformers classes stay unpatched for other suites.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from patch_helpers import MODEL_CONFIG, VERL_071
+from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
+from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
+
+from vlgrpo.patches import detect, engine, moe_routing
+
+ORIGINAL_FORWARD = getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__wrapped__", m.Qwen3VLMoeTextSparseMoeBlock.forward)
+SCATTER_ERROR = re.escape("scatter(): Expected self.dtype to be equal to src.dtype")
+
+
+def reference_moe(x, gate_w, gate_up, down, top_k):
+    """Independent per-token float64 MoE: softmax over experts, top-k renormalised, SiLU-gated expert MLPs.
+
+    x (T, H); gate_w (E, H); gate_up (E, H, 2I) gate half first; down (E, I, H). Differentiable.
+    """
+    x, gate_w, gate_up, down = (t.double() for t in (x, gate_w, gate_up, down))
+    probs = torch.softmax(x @ gate_w.T, dim=-1)
+    rows = []
+    for t in range(x.shape[0]):
+        w, e = torch.topk(probs[t], top_k)
+        w = w / w.sum()
+        acc = torch.zeros(x.shape[1], dtype=torch.float64)
+        for k in range(top_k):
+            h = x[t] @ gate_up[e[k]]
+            inter = h.shape[0] // 2
+            acc = acc + w[k] * ((torch.nn.functional.silu(h[:inter]) * h[inter:]) @ down[e[k]])
+        rows.append(acc)
+    return torch.stack(rows)
+
+
+def make_block(seed=0, hidden=16, inter=8, experts=8, top_k=2):
+    cfg = Qwen3VLMoeTextConfig(hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts,
+                               num_experts_per_tok=top_k, hidden_act="silu")
+    torch.manual_seed(seed)
+    block = m.Qwen3VLMoeTextSparseMoeBlock(cfg)
+    with torch.no_grad():
+        block.experts.gate_up_proj.normal_(0, 0.3)
+        block.experts.down_proj.normal_(0, 0.3)
+    return block
+
+
+def bind(block, func):
+    return func.__get__(block, type(block))
+
+
+def test_b03_original_raises_patched_matches_reference():
+    # B03 minimal input: 4 tokens, 8 experts, top-2, router logits bf16 (autocast), hidden states fp32
+    block = make_block()
+    x = torch.randn(1, 4, 16)
+    ref = reference_moe(x[0], block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj, 2)
+    for training in (True, False):
+        block.train(training)
+        with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match=SCATTER_ERROR):
+            bind(block, ORIGINAL_FORWARD)(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, logits = bind(block, moe_routing.sparse_moe_block_forward)(x)
+            _, dense, idx = moe_routing._dense_routing(block, x.reshape(4, 16))
+        assert logits.dtype == torch.bfloat16 and logits.shape == (4, 8)
+        assert dense.shape == (4, 8) and dense.dtype == torch.bfloat16
+        assert torch.equal((dense != 0).sum(-1), torch.full((4,), 2))
+        assert torch.allclose(dense.float().sum(-1), torch.ones(4), atol=1e-2)
+        assert torch.equal(dense.nonzero()[:, 1].reshape(4, 2).sort(-1).values, idx.sort(-1).values)
+        assert (out[0].double() - ref).abs().max() < 0.03 * ref.abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("training", [True, False])
+def test_identical_to_original_when_dtypes_agree(dtype, training):
+    block = make_block(seed=3).to(dtype).train(training)
+    x = torch.randn(2, 3, 16, dtype=dtype)
+    out_o, logits_o = bind(block, ORIGINAL_FORWARD)(x)
+    out_p, logits_p = bind(block, moe_routing.sparse_moe_block_forward)(x)
+    assert torch.equal(out_o, out_p) and torch.equal(logits_o, logits_p)
+
+
+@pytest.mark.parametrize("forward", ["sparse_moe_block_forward", "npu_sparse_moe_block_forward"])
+def test_train_equals_eval_equals_reference_outputs_and_gradients(forward):
+    block = make_block(seed=7)
+    x0 = torch.randn(1, 6, 16)
+    params = [block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj]
+    xr = x0[0].clone().requires_grad_(True)
+    pr = [p.detach().clone().requires_grad_(True) for p in params]
+    ref = reference_moe(xr, *pr, top_k=2)
+    ref.pow(2).sum().backward()
+    for training in (True, False):
+        block.train(training).zero_grad()
+        x = x0.clone().requires_grad_(True)
+        out = bind(block, getattr(moe_routing, forward))(x)
+        out = out[0] if isinstance(out, tuple) else out
+        assert (out[0].double() - ref).abs().max() < 1e-5, f"training={training}"
+        out.double().pow(2).sum().backward()
+        assert (x.grad[0].double() - xr.grad).abs().max() < 1e-4
+        for p, q in zip(params, pr):
+            assert (p.grad.double() - q.grad).abs().max() < 1e-4, f"grad of {tuple(p.shape)} training={training}"
+
+
+def tiny_vl_moe_config():
+    """The real Qwen3-VL-30B-A3B config, scaled down (same structure, token ids, rope layout, 48x48 pos grid)."""
+    raw = json.loads(MODEL_CONFIG.read_text())
+    raw["text_config"].update(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1,
+                              num_hidden_layers=2, intermediate_size=64, moe_intermediate_size=16, num_experts=8,
+                              num_experts_per_tok=2)
+    raw["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
+    raw["text_config"].pop("dtype")  # checkpoint storage dtype (bf16); these tests build fp32 weights
+    raw["vision_config"].update(depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32,
+                                deepstack_visual_indexes=[0, 1])
+    return Qwen3VLMoeConfig(**raw)
+
+
+def image_batch(cfg, grid=(1, 4, 4)):
+    t, h, w = grid
+    n_img = t * h * w // cfg.vision_config.spatial_merge_size ** 2
+    ids = [1, 2, cfg.vision_start_token_id] + [cfg.image_token_id] * n_img + [cfg.vision_end_token_id, 5, 6, 7]
+    input_ids = torch.tensor([ids])
+    patch = cfg.vision_config.in_channels * cfg.vision_config.temporal_patch_size * cfg.vision_config.patch_size ** 2
+    pixel_values = torch.randn(t * h * w, patch)
+    return dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), pixel_values=pixel_values,
+                image_grid_thw=torch.tensor([list(grid)]), labels=input_ids.clone())
+
+
+def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
+    cfg = tiny_vl_moe_config()
+    torch.manual_seed(0)
+    model = m.Qwen3VLMoeForConditionalGeneration(cfg).train()
+    batch = image_batch(cfg)
+    with torch.no_grad():
+        ref_fp32 = model(**batch).loss  # original forward, all fp32: the patched one must give the same loss
+    # Mixed precision as in B03: under bf16 autocast the fp32 residual stream reaches the MoE block while the
+    # router (a Linear) returns bf16 logits.
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match=SCATTER_ERROR):
+        model(**batch)
+    record = {"id": "qwen3_vl_moe.router_dtype"}
+    patched = engine._clone(moe_routing.sparse_moe_block_forward, record["id"], ORIGINAL_FORWARD, "test")
+    monkeypatch.setattr(m.Qwen3VLMoeTextSparseMoeBlock, "forward", patched)
+    losses = {}
+    for training in (True, False):
+        model.train(training).zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(**batch)
+        out.loss.backward()
+        losses[training] = out.loss.item()
+        gate = model.model.language_model.layers[0].mlp.gate.weight.grad
+        assert gate is not None and torch.isfinite(gate).all() and gate.abs().sum() > 0
+    assert abs(losses[True] - losses[False]) < 0.02 * abs(losses[False])
+    assert abs(losses[True] - ref_fp32.item()) < 0.05 * abs(ref_fp32.item())
+    with torch.no_grad():
+        assert torch.equal(model.train(True)(**batch).loss, ref_fp32)  # dtypes agree (no autocast): identical
+
+
+# --- detectors on the real code of several releases --------------------------------------------------------------
+
+def _source_fn(path, qualname):
+    return detect.find_function(path.read_text(), qualname)
+
+
+def test_router_detector_on_real_code():
+    assert detect.scatter_dtype_mismatch(ORIGINAL_FORWARD)[0] is True
+    assert detect.scatter_dtype_mismatch(moe_routing.sparse_moe_block_forward)[0] is False
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+
+    faulty, reason = detect.scatter_dtype_mismatch(Qwen3MoeSparseMoeBlock.forward)  # no dense scatter: 5.x-style
+    assert faulty is False and "no scatter" in reason
+    import verl
+
+    npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
+                         "NPUQwen3VLMoeTextSparseMoeBlock.forward")
+    assert detect.scatter_dtype_mismatch(npu_080)[0] is False  # casts to router_logits.dtype
+
+
+def test_train_routing_detector_on_real_code(verl_071):
+    import verl
+
+    npu_071 = _source_fn(VERL_071 / "verl/models/transformers/npu_patch.py", "NPUQwen3VLMoeTextSparseMoeBlock.forward")
+    npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
+                         "NPUQwen3VLMoeTextSparseMoeBlock.forward")
+    faulty, reason = detect.routing_scatter_guarded_by_training(npu_071)
+    assert faulty is True and "not self.training" in reason
+    assert detect.routing_scatter_guarded_by_training(npu_080)[0] is False
+    assert detect.routing_scatter_guarded_by_training(ORIGINAL_FORWARD)[0] is False
+    assert detect.routing_scatter_guarded_by_training(moe_routing.npu_sparse_moe_block_forward)[0] is False
