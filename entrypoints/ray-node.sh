@@ -6,8 +6,8 @@
 #   worker  ray start --address=VLGRPO_RAY_HEAD (required), after the head accepts TCP connections
 #
 # What it does (field case B15):
-#   - counts the node's accelerators: Ascend /dev/davinci[0-9]* (or `npu-smi info -m`), NVIDIA
-#     `nvidia-smi`; declares them as --resources='{"NPU": N}' on Ascend (never --num-gpus there) and
+#   - counts the node's accelerators: Ascend /dev/davinci[0-9]* (or `npu-smi info -l`), NVIDIA
+#     `nvidia-smi -L` (lib/node.sh); declares them as --resources='{"NPU": N}' on Ascend (never --num-gpus there) and
 #     --num-gpus=N on NVIDIA;
 #   - requires the socket interfaces: HCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on Ascend,
 #     NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on NVIDIA; exports TP_SOCKET_IFNAME (vLLM/torch RPC) and
@@ -26,145 +26,69 @@
 # refused when this node has real accelerators, so it cannot change what a real node declares.
 set -Eeuo pipefail
 
-RAY_NODE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RAY_NODE_DIR=$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")
+# The entrypoints' own mechanics: settings allowlist and validation (vg_setting, vg_read_settings,
+# vg_check_unknown_vars, vg_flush_problems) and the node's device counting (_vg_count_*, VG_DEV_DIR).
+# shellcheck source=entrypoints/lib/settings.sh
+source "$RAY_NODE_DIR/lib/settings.sh"
+# shellcheck source=entrypoints/lib/node.sh
+source "$RAY_NODE_DIR/lib/node.sh"
 # shellcheck source=entrypoints/lib/ray.sh
 source "$RAY_NODE_DIR/lib/ray.sh"
 
-# name|type|default|meaning     (types: enum:a/b, int:min:max, bool, ipv4, hostport, abspath)
-RAY_NODE_SETTINGS=(
-  "VLGRPO_PLATFORM|enum:auto/npu/gpu|auto|accelerator platform; auto = Ascend if /dev/davinci* or npu-smi, else NVIDIA if nvidia-smi"
-  "VLGRPO_RAY_HEAD|hostport||worker: HOST:PORT of the head's GCS (required for worker, refused for head)"
-  "VLGRPO_RAY_PORT|int:1024:65535|6379|head: GCS port"
-  "VLGRPO_RAY_NODE_IP|ipv4||this node's address on the cluster network (default: the IPv4 of GLOO_SOCKET_IFNAME when \`ip\` is available, else Ray's choice)"
-  "VLGRPO_RAY_NUM_CPUS|int:1:4096||CPUs Ray may schedule on this node (default: all)"
-  "VLGRPO_RAY_MEMORY|int:104857600:1099511627776||bytes of memory Ray may schedule (default: Ray's estimate)"
-  "VLGRPO_RAY_OBJECT_STORE_MEMORY|int:78643200:1099511627776||bytes of the object store (default: Ray's, 30% of memory)"
-  "VLGRPO_RAY_TEMP_DIR|abspath||head: Ray's temp/session directory (workers use the head's)"
-  "VLGRPO_RAY_DASHBOARD|bool|1|head: run the dashboard (needed by \`ray job submit\`/KubeRay), bound to 127.0.0.1 unless VLGRPO_RAY_DASHBOARD_HOST"
-  "VLGRPO_RAY_DASHBOARD_HOST|ipv4|127.0.0.1|head: dashboard bind address (0.0.0.0 exposes job submission = code execution to the network)"
-  "VLGRPO_RAY_DASHBOARD_PORT|int:1024:65535|8265|head: dashboard port"
-  "VLGRPO_RAY_CLIENT_PORT|int:1024:65535|10001|head: Ray client server port"
-  "VLGRPO_RAY_AGENT_PORT|int:1024:65535|52365|dashboard agent HTTP port of this node"
-  "VLGRPO_RAY_HEAD_WAIT|int:0:3600|300|worker: seconds to wait for the head to accept connections"
-  "VLGRPO_RAY_CARDS_WAIT|int:0:3600|30|seconds to wait for other processes to release the cards before refusing"
-  "VLGRPO_RAY_STOP_GRACE|int:1:600|30|seconds between SIGTERM and SIGKILL of ray start on shutdown"
-  "VLGRPO_DRY_RUN|bool|0|print the ray start command (one argument per line) and exit 0"
-  "VLGRPO_TEST_DEVICE_COUNT|int:0:64||TEST ONLY: declare this many accelerators on a node without any (refused on real hardware)"
-)
+VG_PROG=ray-node.sh
 
-declare -A RN=()   # validated values by variable name
+# ---- settings: NAME TYPE ALLOWED DEFAULT MEANING (environment variable VLGRPO_<NAME>) -------------
+ray_node_declare() {
+  vg_setting PLATFORM enum "npu gpu" "@:detected (/dev/davinci* or npu-smi: npu; nvidia-smi: gpu)" \
+    "accelerator platform of this node"
+  vg_setting RAY_HEAD addr "" "" "worker: HOST:PORT of the head's GCS (required for a worker, refused on the head)"
+  vg_setting RAY_PORT int "1024..65535" 6379 "head: GCS port"
+  vg_setting RAY_NODE_IP ids "" "" \
+    "this node's IPv4 address on the cluster network (default: the address of GLOO_SOCKET_IFNAME when \`ip\` exists, else Ray's choice)"
+  vg_setting RAY_NUM_CPUS int "1..4096" "" "CPUs Ray may schedule on this node (default: all)"
+  vg_setting RAY_MEMORY_MB int "100..16777216" "" "MiB of memory Ray may schedule on this node (default: Ray's estimate)"
+  vg_setting RAY_OBJECT_STORE_MB int "75..16777216" "" "MiB of the node's object store (default: Ray's, 30% of memory)"
+  vg_setting RAY_TEMP_DIR path any "" "head: Ray's temp/session folder (workers use the head's)"
+  vg_setting RAY_DASHBOARD bool "" true "head: run the dashboard (\`ray job submit\`, KubeRay need it)"
+  vg_setting RAY_DASHBOARD_HOST ids "" 127.0.0.1 \
+    "head: dashboard bind address; 0.0.0.0 exposes job submission (= running code) to the network"
+  vg_setting RAY_DASHBOARD_PORT int "1024..65535" 8265 "head: dashboard port"
+  vg_setting RAY_CLIENT_PORT int "1024..65535" 10001 "head: Ray client server port"
+  vg_setting RAY_AGENT_PORT int "1024..65535" 52365 "this node's dashboard-agent HTTP port"
+  vg_setting RAY_HEAD_WAIT int "0..3600" 300 "worker: seconds to wait for the head to accept connections"
+  vg_setting RAY_CARDS_WAIT int "0..3600" 30 "seconds to wait for other processes to release the cards before refusing"
+  vg_setting RAY_STOP_GRACE int "1..600" 30 "seconds between SIGTERM and SIGKILL of \`ray start\` on shutdown"
+  vg_setting DRY_RUN bool "" false "validate, print the exported environment and the \`ray start\` command (one argument per line), start nothing"
+  vg_setting TEST_DEVICE_COUNT int "1..64" "" \
+    "TEST ONLY: declare this many accelerators on a node that has none (CI); refused on a node with real devices"
+  # read by the vlgrpo patch package in every Python process, Ray workers included (same as the recipes)
+  vg_setting PATCHES enum "on off" "" "read by the vlgrpo patch package: off disables all runtime patches (default on)"
+  vg_setting PATCHES_DISABLED ids "" "" "read by the vlgrpo patch package: patch ids to leave out"
+  vg_setting PATCHES_STRICT bool "" "" "read by the vlgrpo patch package: a patch that fails to apply is an error"
+}
 
 ray_node_usage() {
-  local row name type default meaning
-  printf 'usage: ray-node.sh head|worker\n\nSettings (environment):\n'
-  for row in "${RAY_NODE_SETTINGS[@]}"; do
-    IFS='|' read -r name type default meaning <<<"$row"
-    printf '  %-32s %-22s default %-10s %s\n' "$name" "$type" "${default:-(none)}" "$meaning"
+  local name def
+  printf 'usage: ray-node.sh head|worker   (or --help)\n\n'
+  printf 'Starts Ray on this node in the foreground with its accelerators declared. Settings come only from\n'
+  printf 'these environment variables (an empty value counts as unset); exit 2 on invalid configuration.\n\n'
+  printf '| Variable | Allowed | Default | Meaning |\n|---|---|---|---|\n'
+  for name in "${VG_NAMES[@]}"; do
+    def=${VG_DEFAULT[$name]}
+    if [[ $def == @* ]]; then def="derived: ${def#*:}"; elif [[ -z $def ]]; then def="unset"; else def="\`$def\`"; fi
+    # shellcheck disable=SC2016 # Markdown backticks
+    printf '| `VLGRPO_%s` | %s | %s | %s |\n' "$name" "$(vg_allowed_text "$name")" "$def" "${VG_MEANING[$name]}"
   done
-  printf '\nRequired: GLOO_SOCKET_IFNAME and HCCL_SOCKET_IFNAME (Ascend) or NCCL_SOCKET_IFNAME (NVIDIA).\n'
+  printf '\nRequired: GLOO_SOCKET_IFNAME, and HCCL_SOCKET_IFNAME (Ascend) or NCCL_SOCKET_IFNAME (NVIDIA).\n'
 }
 
-# Levenshtein distance of two short ASCII strings (for "did you mean").
-ray_node_distance() {
-  local a=$1 b=$2 i j cost la=${#1} lb=${#2}
-  local -a prev=() cur=()
-  for ((j = 0; j <= lb; j++)); do prev[j]=$j; done
-  for ((i = 1; i <= la; i++)); do
-    cur[0]=$i
-    for ((j = 1; j <= lb; j++)); do
-      [[ ${a:i-1:1} == "${b:j-1:1}" ]] && cost=0 || cost=1
-      cur[j]=$((prev[j] + 1))
-      ((cur[j - 1] + 1 < cur[j])) && cur[j]=$((cur[j - 1] + 1))
-      ((prev[j - 1] + cost < cur[j])) && cur[j]=$((prev[j - 1] + cost))
-    done
-    prev=("${cur[@]}")
-  done
-  printf '%d\n' "${prev[lb]}"
-}
-
-# Validate one value against its type; print an error and return 2 if it does not fit.
-ray_node_validate() {
-  local name=$1 type=$2 value=$3
-  local fix="see \`ray-node.sh --help\`"
-  if ((${#value} > 256)); then
-    ray_node_err "$name: value is ${#value} characters long; $fix"
-    return 2
+# ray_node_ipv4 VAR VALUE: record a problem unless VALUE is a dotted-quad IPv4 address.
+ray_node_ipv4() {
+  local re='^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$'
+  if [[ ! $2 =~ $re ]] || ((10#${BASH_REMATCH[1]} > 255 || 10#${BASH_REMATCH[2]} > 255 || 10#${BASH_REMATCH[3]} > 255 || 10#${BASH_REMATCH[4]} > 255)); then
+    vg_problem "$1" "$(vg_show "$2") is not an IPv4 address" "set a dotted-quad address such as 10.0.0.2"
   fi
-  case $type in
-    enum:*)
-      local allowed=${type#enum:}
-      if [[ "/$allowed/" != *"/$value/"* || -z $value ]]; then
-        ray_node_err "$name: must be one of ${allowed//\// | }; $fix"
-        return 2
-      fi
-      ;;
-    int:*)
-      local bounds=${type#int:} lo hi
-      lo=${bounds%%:*}
-      hi=${bounds#*:}
-      if [[ ! $value =~ ^[0-9]{1,13}$ ]] || ((10#$value < lo || 10#$value > hi)); then
-        ray_node_err "$name: must be an integer from $lo to $hi; $fix"
-        return 2
-      fi
-      ;;
-    bool)
-      if [[ ! $value =~ ^[01]$ ]]; then
-        ray_node_err "$name: must be 0 or 1"
-        return 2
-      fi
-      ;;
-    ipv4)
-      local re='^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$'
-      if [[ ! $value =~ $re ]] || ((BASH_REMATCH[1] > 255 || BASH_REMATCH[2] > 255 || BASH_REMATCH[3] > 255 || BASH_REMATCH[4] > 255)); then
-        ray_node_err "$name: must be an IPv4 address such as 10.0.0.2"
-        return 2
-      fi
-      ;;
-    hostport)
-      local re='^([A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([0-9]{1,5})$'
-      if [[ ! $value =~ $re ]] || ((10#${BASH_REMATCH[3]} < 1 || 10#${BASH_REMATCH[3]} > 65535)); then
-        ray_node_err "$name: must be HOST:PORT of the Ray head, e.g. 10.0.0.1:6379"
-        return 2
-      fi
-      ;;
-    abspath)
-      if [[ ! $value =~ ^/[A-Za-z0-9_./-]*$ || $value == *..* ]]; then
-        ray_node_err "$name: must be an absolute path of letters, digits and _ . / - (no ..)"
-        return 2
-      fi
-      ;;
-    *)
-      ray_node_err "internal: unknown type $type for $name"
-      return 1
-      ;;
-  esac
-}
-
-# Read the allowlisted variables into RN; refuse unknown VLGRPO_* variables with the nearest name.
-ray_node_read_settings() {
-  local row name type default meaning var bad=0
-  local -A known=()
-  for row in "${RAY_NODE_SETTINGS[@]}"; do
-    IFS='|' read -r name type default meaning <<<"$row"
-    known[$name]=1
-    if [[ -n ${!name+x} && -n ${!name} ]]; then
-      ray_node_validate "$name" "$type" "${!name}" || bad=2
-      RN[$name]=${!name}
-    else
-      RN[$name]=$default
-    fi
-  done
-  while IFS= read -r var; do
-    [[ -n ${known[$var]:-} ]] && continue
-    local best="" best_d=999 d k
-    for k in "${!known[@]}"; do
-      d=$(ray_node_distance "$var" "$k")
-      ((d < best_d)) && best_d=$d best=$k
-    done
-    ray_node_err "$var: not a ray-node.sh setting; did you mean $best? (ray-node.sh --help lists them)"
-    bad=2
-  done < <(compgen -e | grep -E '^VLGRPO_' || true)
-  return "$bad"
 }
 
 # Wait up to $2 seconds for TCP host:port ($1) to accept a connection. Uses bash's /dev/tcp in a
@@ -197,10 +121,10 @@ ray_node_wait_tcp() {
 
 # Refuse (after waiting) while another process holds this node's cards.
 ray_node_check_cards_free() {
-  local platform=$1 limit=${RN[VLGRPO_RAY_CARDS_WAIT]} start=$SECONDS holders rc tool
+  local platform=$1 limit=${VG_VAL[RAY_CARDS_WAIT]} start=$SECONDS holders rc tool
   [[ $platform == npu ]] && tool=npu-smi || tool=nvidia-smi
   if ! command -v "$tool" >/dev/null 2>&1; then
-    if [[ -n ${RN[VLGRPO_TEST_DEVICE_COUNT]} ]]; then
+    if [[ -n ${VG_VAL[TEST_DEVICE_COUNT]} ]]; then
       printf 'ray-node: %s not found; card-holder check skipped (VLGRPO_TEST_DEVICE_COUNT test mode)\n' "$tool"
       return 0
     fi
@@ -239,22 +163,22 @@ ray_node_build_argv() {
   local role=$1 count=$2 platform=$3
   RAY_ARGV=(ray start --block --disable-usage-stats)
   if [[ $role == head ]]; then
-    RAY_ARGV+=(--head "--port=${RN[VLGRPO_RAY_PORT]}")
-    if [[ ${RN[VLGRPO_RAY_DASHBOARD]} == 1 ]]; then
-      RAY_ARGV+=(--include-dashboard=true "--dashboard-host=${RN[VLGRPO_RAY_DASHBOARD_HOST]}")
+    RAY_ARGV+=(--head "--port=${VG_VAL[RAY_PORT]}")
+    if [[ ${VG_VAL[RAY_DASHBOARD]} == True ]]; then
+      RAY_ARGV+=(--include-dashboard=true "--dashboard-host=${VG_VAL[RAY_DASHBOARD_HOST]}")
     else
       RAY_ARGV+=(--include-dashboard=false)
     fi
-    RAY_ARGV+=("--dashboard-port=${RN[VLGRPO_RAY_DASHBOARD_PORT]}" "--ray-client-server-port=${RN[VLGRPO_RAY_CLIENT_PORT]}")
-    [[ -n ${RN[VLGRPO_RAY_TEMP_DIR]} ]] && RAY_ARGV+=("--temp-dir=${RN[VLGRPO_RAY_TEMP_DIR]}")
+    RAY_ARGV+=("--dashboard-port=${VG_VAL[RAY_DASHBOARD_PORT]}" "--ray-client-server-port=${VG_VAL[RAY_CLIENT_PORT]}")
+    [[ -n ${VG_VAL[RAY_TEMP_DIR]} ]] && RAY_ARGV+=("--temp-dir=${VG_VAL[RAY_TEMP_DIR]}")
   else
-    RAY_ARGV+=("--address=${RN[VLGRPO_RAY_HEAD]}")
+    RAY_ARGV+=("--address=${VG_VAL[RAY_HEAD]}")
   fi
-  [[ -n ${RN[VLGRPO_RAY_NODE_IP]} ]] && RAY_ARGV+=("--node-ip-address=${RN[VLGRPO_RAY_NODE_IP]}")
-  RAY_ARGV+=("--dashboard-agent-listen-port=${RN[VLGRPO_RAY_AGENT_PORT]}")
-  [[ -n ${RN[VLGRPO_RAY_NUM_CPUS]} ]] && RAY_ARGV+=("--num-cpus=${RN[VLGRPO_RAY_NUM_CPUS]}")
-  [[ -n ${RN[VLGRPO_RAY_MEMORY]} ]] && RAY_ARGV+=("--memory=${RN[VLGRPO_RAY_MEMORY]}")
-  [[ -n ${RN[VLGRPO_RAY_OBJECT_STORE_MEMORY]} ]] && RAY_ARGV+=("--object-store-memory=${RN[VLGRPO_RAY_OBJECT_STORE_MEMORY]}")
+  [[ -n ${VG_VAL[RAY_NODE_IP]} ]] && RAY_ARGV+=("--node-ip-address=${VG_VAL[RAY_NODE_IP]}")
+  RAY_ARGV+=("--dashboard-agent-listen-port=${VG_VAL[RAY_AGENT_PORT]}")
+  [[ -n ${VG_VAL[RAY_NUM_CPUS]} ]] && RAY_ARGV+=("--num-cpus=${VG_VAL[RAY_NUM_CPUS]}")
+  [[ -n ${VG_VAL[RAY_MEMORY_MB]} ]] && RAY_ARGV+=("--memory=$((VG_VAL[RAY_MEMORY_MB] * 1048576))")
+  [[ -n ${VG_VAL[RAY_OBJECT_STORE_MB]} ]] && RAY_ARGV+=("--object-store-memory=$((VG_VAL[RAY_OBJECT_STORE_MB] * 1048576))")
   if [[ $platform == npu ]]; then
     RAY_ARGV+=("--resources={\"NPU\": $count}")
   else
@@ -282,10 +206,10 @@ ray_node_run() {
   local rc=0 deadline=""
   while kill -0 "$RAY_CHILD" 2>/dev/null; do
     if ((RAY_STOPPING)) && [[ -z $deadline ]]; then
-      deadline=$((SECONDS + RN[VLGRPO_RAY_STOP_GRACE]))
+      deadline=$((SECONDS + VG_VAL[RAY_STOP_GRACE]))
     fi
     if [[ -n $deadline ]] && ((SECONDS >= deadline)); then
-      ray_node_err "ray start (pid $RAY_CHILD) still running ${RN[VLGRPO_RAY_STOP_GRACE]}s after SIGTERM; sending SIGKILL"
+      ray_node_err "ray start (pid $RAY_CHILD) still running ${VG_VAL[RAY_STOP_GRACE]}s after SIGTERM; sending SIGKILL"
       kill -KILL "$RAY_CHILD" 2>/dev/null || true
     fi
     # wait returns early (status > 128) when a trapped signal arrives; loop until the child is gone
@@ -305,13 +229,103 @@ ray_node_run() {
   return "$rc"
 }
 
+# ray_node_platform_and_count ROLE: sets RN_PLATFORM and RN_COUNT (records problems).
+RN_PLATFORM=""
+RN_COUNT=0
+ray_node_platform_and_count() {
+  local override=${VG_VAL[TEST_DEVICE_COUNT]} real from
+  RN_PLATFORM=${VG_VAL[PLATFORM]}
+  if [[ -z $RN_PLATFORM ]]; then
+    if [[ -n $override ]]; then
+      vg_problem VLGRPO_PLATFORM "must be set (npu or gpu) when VLGRPO_TEST_DEVICE_COUNT is used" "set VLGRPO_PLATFORM=npu or gpu"
+      return 0
+    fi
+    if (($(_vg_count_davinci) > 0)) || command -v npu-smi >/dev/null 2>&1; then
+      RN_PLATFORM=npu
+    elif command -v nvidia-smi >/dev/null 2>&1; then
+      RN_PLATFORM=gpu
+    else
+      vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) on this node" \
+        "map the devices into the container (see docs/multinode.md) or set VLGRPO_PLATFORM"
+      return 0
+    fi
+  fi
+  if [[ $RN_PLATFORM == npu ]]; then
+    real=$(_vg_count_davinci) from="$VG_DEV_DIR/davinci[0-9]*"
+    if ((real == 0)) && command -v npu-smi >/dev/null 2>&1; then real=$(_vg_count_npu_smi) from="npu-smi info -l"; fi
+  else
+    real=0 from="nvidia-smi -L"
+    if command -v nvidia-smi >/dev/null 2>&1; then real=$(_vg_count_nvidia_smi); fi
+  fi
+  if [[ -n $override ]]; then
+    if ((real > 0)); then
+      vg_problem VLGRPO_TEST_DEVICE_COUNT "test-only override refused: this node has $real real $RN_PLATFORM device(s) ($from)" \
+        "unset it; a real node declares what it has"
+      return 0
+    fi
+    RN_COUNT=$override
+    printf 'ray-node: TEST MODE: declaring %s %s device(s) from VLGRPO_TEST_DEVICE_COUNT\n' "$RN_COUNT" "$RN_PLATFORM"
+    return 0
+  fi
+  RN_COUNT=$real
+  if ((RN_COUNT == 0)); then
+    if [[ $RN_PLATFORM == npu ]]; then
+      vg_problem VLGRPO_PLATFORM "npu, but no Ascend NPU found ($from)" \
+        "map /dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc, /usr/local/Ascend/driver and npu-smi into the container"
+    else
+      vg_problem VLGRPO_PLATFORM "gpu, but no NVIDIA GPU found ($from)" "run the container with the NVIDIA runtime (--gpus all)"
+    fi
+  fi
+}
+
+# ray_node_interfaces: the socket interfaces NCCL/HCCL/Gloo use; required, checked against the node.
+ray_node_interfaces() {
+  local -a need=(GLOO_SOCKET_IFNAME)
+  local var
+  if [[ $RN_PLATFORM == npu ]]; then need+=(HCCL_SOCKET_IFNAME); else need+=(NCCL_SOCKET_IFNAME); fi
+  for var in "${need[@]}"; do
+    if [[ -z ${!var:-} ]]; then
+      vg_problem "$var" "required on $RN_PLATFORM nodes (Gloo and ${need[1]%%_*} pick a wrong interface otherwise)" \
+        "set it to the interface of the cluster network, e.g. $var=eth0 (list them with \`ip -br addr\`)"
+    elif [[ $var == GLOO_SOCKET_IFNAME ]]; then
+      ray_node_check_ifname "$var" "${!var}" 1
+    else
+      ray_node_check_ifname "$var" "${!var}" 0
+    fi
+  done
+}
+
+# ray_node_exports: what verl, vLLM and HCCL/NCCL read, exported for `ray start` and every Ray worker.
+RN_EXPORTS=()
+ray_node_exports() {
+  local e addr
+  RN_EXPORTS=("GLOO_SOCKET_IFNAME=$GLOO_SOCKET_IFNAME" "TP_SOCKET_IFNAME=${TP_SOCKET_IFNAME:-$GLOO_SOCKET_IFNAME}" RAY_USAGE_STATS_ENABLED=0)
+  if [[ $RN_PLATFORM == npu ]]; then
+    RN_EXPORTS+=("HCCL_SOCKET_IFNAME=$HCCL_SOCKET_IFNAME" RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1)
+  else
+    RN_EXPORTS+=("NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME")
+  fi
+  if [[ -z ${VG_VAL[RAY_NODE_IP]} && $GLOO_SOCKET_IFNAME != [=^]* ]] && command -v ip >/dev/null 2>&1; then
+    addr=$(ip -4 -o addr show dev "$GLOO_SOCKET_IFNAME" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
+    if [[ $addr =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
+      VG_VAL[RAY_NODE_IP]=$addr
+      printf 'ray-node: node IP %s (from GLOO_SOCKET_IFNAME=%s)\n' "$addr" "$GLOO_SOCKET_IFNAME"
+    fi
+  fi
+  if [[ -n ${VG_VAL[RAY_NODE_IP]} ]]; then RN_EXPORTS+=("VLLM_HOST_IP=${VG_VAL[RAY_NODE_IP]}"); fi
+  for e in "${RN_EXPORTS[@]}"; do
+    export "${e?}"
+    printf 'ray-node: environment %s\n' "$e"
+  done
+}
+
 ray_node_main() {
   if (($# != 1)); then
-    ray_node_usage >&2
-    ray_node_err "expected exactly one argument, head or worker (settings come from VLGRPO_* variables)"
+    ray_node_err "expected exactly one argument, head or worker (settings come from VLGRPO_* variables; --help lists them)"
     return 2
   fi
   local role=$1
+  ray_node_declare
   case $role in
     head | worker) ;;
     -h | --help)
@@ -319,113 +333,45 @@ ray_node_main() {
       return 0
       ;;
     *)
-      ray_node_err "unknown argument (expected head or worker; settings come from VLGRPO_* variables, see --help)"
+      ray_node_err "unknown argument $(vg_show "$role") (expected head or worker; settings come from VLGRPO_* variables, see --help)"
       return 2
       ;;
   esac
-  ray_node_read_settings || return 2
+  vg_read_settings
+  vg_check_unknown_vars
+  if [[ -n ${VG_VAL[RAY_NODE_IP]} ]]; then ray_node_ipv4 VLGRPO_RAY_NODE_IP "${VG_VAL[RAY_NODE_IP]}"; fi
+  if [[ -n ${VG_VAL[RAY_DASHBOARD_HOST]} ]]; then ray_node_ipv4 VLGRPO_RAY_DASHBOARD_HOST "${VG_VAL[RAY_DASHBOARD_HOST]}"; fi
+  if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
+    vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
+  fi
+  if [[ $role == head && -n ${VG_RAW[RAY_HEAD]-} ]]; then
+    vg_problem VLGRPO_RAY_HEAD "only for workers" "unset it on the head (the head's port is VLGRPO_RAY_PORT)"
+  fi
+  if [[ $role == worker && -n ${VG_RAW[RAY_TEMP_DIR]-} ]]; then
+    vg_problem VLGRPO_RAY_TEMP_DIR "only for the head (Ray workers use the head's temp folder)" "unset it on workers"
+  fi
+  vg_flush_problems
+  ray_node_platform_and_count
+  vg_flush_problems
+  ray_node_interfaces
+  vg_flush_problems
 
-  if [[ $role == worker && -z ${RN[VLGRPO_RAY_HEAD]} ]]; then
-    ray_node_err "VLGRPO_RAY_HEAD: required for a worker; set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
-    return 2
-  fi
-  if [[ $role == head && -n ${RN[VLGRPO_RAY_HEAD]} ]]; then
-    ray_node_err "VLGRPO_RAY_HEAD: only for workers; unset it on the head (the head's port is VLGRPO_RAY_PORT)"
-    return 2
-  fi
-  if [[ $role == worker && -n ${RN[VLGRPO_RAY_TEMP_DIR]} ]]; then
-    ray_node_err "VLGRPO_RAY_TEMP_DIR: only for the head (Ray workers use the head's temp dir); unset it"
-    return 2
-  fi
-
-  # platform and device count
-  local platform=${RN[VLGRPO_PLATFORM]} real override=${RN[VLGRPO_TEST_DEVICE_COUNT]} count
-  if [[ $platform == auto ]]; then
-    if [[ -n $override ]]; then
-      ray_node_err "VLGRPO_PLATFORM: must be npu or gpu when VLGRPO_TEST_DEVICE_COUNT is set"
-      return 2
-    fi
-    platform=$(ray_node_detect_platform)
-    if [[ -z $platform ]]; then
-      ray_node_err "VLGRPO_PLATFORM=auto: no /dev/davinci*, npu-smi or nvidia-smi on this node; map the devices into the container or set VLGRPO_PLATFORM"
-      return 2
-    fi
-  fi
-  if [[ $platform == npu ]]; then
-    real=$(ray_node_count_npus)
-  else
-    real=$(ray_node_count_gpus)
-  fi
-  if [[ -n $override ]]; then
-    if ((real > 0)); then
-      ray_node_err "VLGRPO_TEST_DEVICE_COUNT: test-only override refused: this node has $real real $platform device(s); unset it"
-      return 2
-    fi
-    count=$override
-    printf 'ray-node: TEST MODE: declaring %s %s device(s) from VLGRPO_TEST_DEVICE_COUNT\n' "$count" "$platform"
-  else
-    count=$real
-    if ((count == 0)); then
-      if [[ $platform == npu ]]; then
-        ray_node_err "no Ascend NPU found (/dev/davinci[0-9]* absent, npu-smi info -m lists none); map /dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc and /usr/local/Ascend/driver into the container"
-      else
-        ray_node_err "no NVIDIA GPU found (nvidia-smi lists none); run the container with --gpus all / the NVIDIA runtime"
-      fi
-      return 2
-    fi
-  fi
-
-  # socket interfaces (required) and what verl/vLLM read
-  local -a need=(GLOO_SOCKET_IFNAME)
-  if [[ $platform == npu ]]; then need+=(HCCL_SOCKET_IFNAME); else need+=(NCCL_SOCKET_IFNAME); fi
-  local var bad=0
-  for var in "${need[@]}"; do
-    if [[ -z ${!var:-} ]]; then
-      ray_node_err "$var: required on $platform nodes; set it to the interface of the cluster network (e.g. $var=eth0; list them with \`ip -br addr\`)"
-      bad=2
-      continue
-    fi
-    if [[ $var == GLOO_SOCKET_IFNAME ]]; then
-      ray_node_check_ifname "$var" "${!var}" 1 || bad=2
-    else
-      ray_node_check_ifname "$var" "${!var}" 0 || bad=2
-    fi
-  done
-  ((bad == 0)) || return 2
-  export GLOO_SOCKET_IFNAME
-  if [[ $platform == npu ]]; then
-    export HCCL_SOCKET_IFNAME
-    export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1
-  else
-    export NCCL_SOCKET_IFNAME
-  fi
-  export TP_SOCKET_IFNAME=${TP_SOCKET_IFNAME:-$GLOO_SOCKET_IFNAME}
-  export RAY_USAGE_STATS_ENABLED=0
-
-  if [[ -z ${RN[VLGRPO_RAY_NODE_IP]} ]] && command -v ip >/dev/null 2>&1; then
-    local addr
-    addr=$(ip -4 -o addr show dev "$GLOO_SOCKET_IFNAME" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
-    if [[ -n $addr ]]; then
-      RN[VLGRPO_RAY_NODE_IP]=$addr
-      printf 'ray-node: node IP %s (from GLOO_SOCKET_IFNAME=%s)\n' "$addr" "$GLOO_SOCKET_IFNAME"
-    fi
-  fi
-  [[ -n ${RN[VLGRPO_RAY_NODE_IP]} ]] && export VLLM_HOST_IP=${RN[VLGRPO_RAY_NODE_IP]}
-
-  ray_node_build_argv "$role" "$count" "$platform"
-  if [[ ${RN[VLGRPO_DRY_RUN]} == 1 ]]; then
+  ray_node_exports
+  ray_node_build_argv "$role" "$RN_COUNT" "$RN_PLATFORM"
+  if [[ ${VG_VAL[DRY_RUN]} == True ]]; then
+    printf 'ray-node: dry run: configuration valid, nothing started; command (%d arguments, one per line):\n' "${#RAY_ARGV[@]}"
     printf '%s\n' "${RAY_ARGV[@]}"
     return 0
   fi
 
-  ray_node_check_cards_free "$platform" || return 2
+  ray_node_check_cards_free "$RN_PLATFORM" || return 2
   if [[ $role == worker ]]; then
-    if ! ray_node_wait_tcp "${RN[VLGRPO_RAY_HEAD]}" "${RN[VLGRPO_RAY_HEAD_WAIT]}"; then
-      ray_node_err "VLGRPO_RAY_HEAD=${RN[VLGRPO_RAY_HEAD]}: head not reachable after ${RN[VLGRPO_RAY_HEAD_WAIT]}s (VLGRPO_RAY_HEAD_WAIT); start the head first or fix the address"
+    if ! ray_node_wait_tcp "${VG_VAL[RAY_HEAD]}" "${VG_VAL[RAY_HEAD_WAIT]}"; then
+      ray_node_err "VLGRPO_RAY_HEAD=${VG_VAL[RAY_HEAD]}: head not reachable after ${VG_VAL[RAY_HEAD_WAIT]}s (VLGRPO_RAY_HEAD_WAIT); start the head first or fix the address"
       return 2
     fi
   fi
-  printf 'ray-node: %s on %s with %s device(s):' "$role" "$platform" "$count"
+  printf 'ray-node: %s on %s with %s device(s):' "$role" "$RN_PLATFORM" "$RN_COUNT"
   printf ' %s' "${RAY_ARGV[@]}"
   printf '\n'
   ray_node_run
@@ -437,8 +383,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   elif (($# == 1)); then
     ray_node_main "$1"
   else
-    ray_node_usage >&2
-    ray_node_err "expected exactly one argument, head or worker"
+    ray_node_err "expected exactly one argument, head or worker (settings come from VLGRPO_* variables; --help lists them)"
     exit 2
   fi
 fi

@@ -1,67 +1,15 @@
 # shellcheck shell=bash
-# Mechanics for entrypoints/ray-node.sh: accelerator discovery, "cards in use" checks, socket-interface
-# checks, and the `ray start` argv. Functions only; nothing runs when this file is sourced.
-#
-# Every function reports a problem by printing one line "ray-node: <VARIABLE>: <what is wrong>; <fix>"
-# to stderr and returning 2 (invalid configuration / refused) — the caller exits with that status.
+# Mechanics for entrypoints/ray-node.sh that the recipes do not need: who holds the cards, and whether a
+# socket-interface setting names an interface of this node. Functions only; nothing runs when sourced.
+# Settings validation and device counting are the shared ones of lib/settings.sh and lib/node.sh.
 #
 # Upstream behaviour mirrored here (Ray 2.48.0, python/ray/_private/accelerators/npu.py): Ray counts Ascend
 # NPUs as /dev/davinci[0-9]* and names the resource "NPU"; ASCEND_RT_VISIBLE_DEVICES is set per worker
 # unless RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES is set.
 
-# ray_node_die MESSAGE: print one error line.
+# ray_node_err MESSAGE: print one error line (runtime refusals; configuration problems use vg_problem).
 ray_node_err() {
   printf 'ray-node: %s\n' "$1" >&2
-}
-
-# ray_node_count_npus: print the number of Ascend NPU logical devices of this node.
-# /dev/davinci[0-9]* first (what Ray itself counts); if none, `npu-smi info -m` (one row per chip with a
-# numeric "Chip Logic ID"; MCU rows show "-"). Prints 0 when neither finds any.
-ray_node_count_npus() {
-  local -a devs=()
-  local dev
-  for dev in /dev/davinci[0-9]*; do
-    [[ -e $dev ]] && devs+=("$dev")
-  done
-  if ((${#devs[@]} > 0)); then
-    printf '%d\n' "${#devs[@]}"
-    return 0
-  fi
-  if command -v npu-smi >/dev/null 2>&1; then
-    local out
-    if out=$(npu-smi info -m 2>/dev/null); then
-      # rows: NPU ID, Chip ID, Chip Logic ID, Chip Name...; count rows whose 3rd field is an integer
-      awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ {n++} END {print n+0}' <<<"$out"
-      return 0
-    fi
-  fi
-  printf '0\n'
-}
-
-# ray_node_count_gpus: number of NVIDIA GPUs from `nvidia-smi --query-gpu=index` (0 if unavailable).
-ray_node_count_gpus() {
-  local out
-  if command -v nvidia-smi >/dev/null 2>&1 && out=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null); then
-    awk '$1 ~ /^[0-9]+$/ {n++} END {print n+0}' <<<"$out"
-    return 0
-  fi
-  printf '0\n'
-}
-
-# ray_node_detect_platform: print npu or gpu from what this node has, or nothing.
-ray_node_detect_platform() {
-  local dev
-  for dev in /dev/davinci[0-9]*; do
-    if [[ -e $dev ]]; then
-      printf 'npu\n'
-      return 0
-    fi
-  done
-  if command -v npu-smi >/dev/null 2>&1; then
-    printf 'npu\n'
-  elif command -v nvidia-smi >/dev/null 2>&1; then
-    printf 'gpu\n'
-  fi
 }
 
 # ray_node_npu_holders: print "NPU <id> chip <chip>: pid <pid> <name>" for each process in the process
@@ -96,13 +44,15 @@ ray_node_gpu_holders() {
 
 # ray_node_check_ifname VAR VALUE EXACT: VALUE is an interface list as NCCL/HCCL read it (optional leading
 # "^" to exclude or "=" for exact names, comma-separated names; names are prefixes unless "=" or EXACT=1).
-# Checks the syntax and that each name matches an interface under /sys/class/net (skipped for "^" lists).
+# Checks the syntax and that each name matches an interface under /sys/class/net (skipped for "^" lists);
+# records problems with vg_problem.
 ray_node_check_ifname() {
   local var=$1 value=$2 exact=$3
   local re='^[=^]?[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*$'
   if [[ ! $value =~ $re ]]; then
-    ray_node_err "$var: ${#value}-character value is not a network interface list; set it to the interface of the cluster network, e.g. $var=eth0"
-    return 2
+    vg_problem "$var" "$(vg_show "$value") is not a network interface list" \
+      "set it to the interface of the cluster network, e.g. $var=eth0"
+    return 0
   fi
   [[ $value == ^* ]] && return 0
   [[ $value == =* ]] && exact=1
@@ -121,8 +71,8 @@ ray_node_check_ifname() {
     if ((found == 0)); then
       local have="" n
       for n in /sys/class/net/*; do have+="${n##*/} "; done
-      ray_node_err "$var=$value: no network interface named '$name' on this node (have: ${have% }); set $var to one of them"
-      return 2
+      vg_problem "$var" "no network interface $(vg_show "$name") on this node (it has: ${have% })" "set $var to one of them"
+      return 0
     fi
   done
 }
