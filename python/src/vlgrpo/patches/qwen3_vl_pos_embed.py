@@ -204,14 +204,19 @@ def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
     """
     lengths = sorted({v for key in keys for v in key})
     offsets, taps = _axis_taps(lengths, n)
-    taps = taps.to(device)
-    floors, ceils, fracs = taps[0].long(), taps[1].long(), taps[2].float()
     sizes = [h * w for h, w in keys]
     total = sum(sizes)
-    meta = torch.tensor([[h * w, w // merge, offsets[h], offsets[w]] for h, w in keys], dtype=torch.long)
-    starts = torch.cumsum(meta[:, 0], 0) - meta[:, 0]
-    per_key = torch.cat([meta[:, 1:], starts[:, None]], dim=1).to(device)
-    rep = torch.repeat_interleave(per_key, meta[:, 0].to(device), dim=0, output_size=total)
+    meta = torch.tensor([[h * w, w // merge, offsets[h], offsets[w]] for h, w in keys], dtype=torch.float64)
+    meta = torch.cat([meta, (torch.cumsum(meta[:, :1], 0) - meta[:, :1])], dim=1)  # + start row of each key
+    # One host-to-device copy of everything computed on the host (pinned + non_blocking: no sync on CUDA).
+    host = torch.cat([taps.flatten(), meta.flatten()])
+    if device.type == "cuda":
+        host = host.pin_memory()
+    dev = host.to(device, non_blocking=True)
+    width = taps.shape[1]
+    floors, ceils, fracs = dev[:width].long(), dev[width:2 * width].long(), dev[2 * width:3 * width].float()
+    per_key = dev[3 * width:].view(len(keys), 5).long()
+    rep = torch.repeat_interleave(per_key[:, 1:], per_key[:, 0], dim=0, output_size=total)
     blocks_w, h_off, w_off, start = rep.unbind(1)
     row = torch.arange(total, device=device) - start
     block, inner = torch.div(row, merge * merge, rounding_mode="floor"), row % (merge * merge)
@@ -465,7 +470,7 @@ def _function_node(func):
     raise TypeError(f"source of {func!r} holds no function definition")
 
 
-def _faulty_from_ast(fn) -> tuple[bool, str]:
+def _faulty_from_ast(fn, where: str = "", offset: int = 0) -> tuple[bool, str]:
     args = [a.arg for a in fn.args.args]
     grid = args[1] if len(args) > 1 else "grid_thw"
     # Names holding pos_embed.weight.device, and names holding slices of the grid tensor.
@@ -484,7 +489,7 @@ def _faulty_from_ast(fn) -> tuple[bool, str]:
     for node in ast.walk(fn):
         if isinstance(node, ast.keyword) and node.arg == "device":
             if _is_weight_device(node.value) or (isinstance(node.value, ast.Name) and node.value.id in device_names):
-                return True, (f"line {node.value.lineno} of {fn.name}: tensors are created on "
+                return True, (f"{where}line {node.value.lineno + offset} ({fn.name}): tensors are created on "
                               f"pos_embed.weight.device (the CPU under FSDP2 cpu_offload) instead of grid_thw.device")
     for node in ast.walk(fn):
         if isinstance(node, (ast.For, ast.comprehension)):
@@ -493,7 +498,7 @@ def _faulty_from_ast(fn) -> tuple[bool, str]:
             for src in sources:
                 base = src.value if isinstance(src, ast.Subscript) else src
                 if isinstance(base, ast.Name) and (base.id == grid or base.id in grid_slices):
-                    return True, (f"line {it.lineno} of {fn.name}: iterates the {grid} tensor element by element "
+                    return True, (f"{where}line {it.lineno + offset} ({fn.name}): iterates the {grid} tensor element by element "
                                   f"(a device sync per element)")
     return False, f"{fn.name} takes no device from pos_embed.weight and does not iterate {grid} element by element"
 
@@ -531,7 +536,10 @@ def is_faulty(func) -> tuple[bool, str]:
         fn = _function_node(func)
     except (OSError, IndentationError, SyntaxError):
         return _faulty_from_bytecode(func)
-    return _faulty_from_ast(fn)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return _faulty_from_ast(fn)
+    return _faulty_from_ast(fn, f"{code.co_filename}, ", code.co_firstlineno - fn.lineno)
 
 
 # --------------------------------------------------------------------------------------------------------------
