@@ -13,6 +13,7 @@ import re
 import pytest
 import torch
 from patch_helpers import MODEL_CONFIG, VERL_071
+from reference_moe import reference_moe
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
 
@@ -20,26 +21,6 @@ from vlgrpo.patches import detect, engine, moe_routing
 
 ORIGINAL_FORWARD = getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__wrapped__", m.Qwen3VLMoeTextSparseMoeBlock.forward)
 SCATTER_ERROR = re.escape("scatter(): Expected self.dtype to be equal to src.dtype")
-
-
-def reference_moe(x, gate_w, gate_up, down, top_k):
-    """Independent per-token float64 MoE: softmax over experts, top-k renormalised, SiLU-gated expert MLPs.
-
-    x (T, H); gate_w (E, H); gate_up (E, H, 2I) gate half first; down (E, I, H). Differentiable.
-    """
-    x, gate_w, gate_up, down = (t.double() for t in (x, gate_w, gate_up, down))
-    probs = torch.softmax(x @ gate_w.T, dim=-1)
-    rows = []
-    for t in range(x.shape[0]):
-        w, e = torch.topk(probs[t], top_k)
-        w = w / w.sum()
-        acc = torch.zeros(x.shape[1], dtype=torch.float64)
-        for k in range(top_k):
-            h = x[t] @ gate_up[e[k]]
-            inter = h.shape[0] // 2
-            acc = acc + w[k] * ((torch.nn.functional.silu(h[:inter]) * h[inter:]) @ down[e[k]])
-        rows.append(acc)
-    return torch.stack(rows)
 
 
 def make_block(seed=0, hidden=16, inter=8, experts=8, top_k=2):

@@ -61,6 +61,22 @@ def _clone(func, patch_id: str, original, target: str):
     return new
 
 
+def ours(func):
+    """The patch id if ``func`` is one of our replacements (marker *and* code object), else ``None``.
+
+    The code check matters: ``functools.wraps`` copies ``__dict__``, so a wrapper that another library builds
+    around our function (verl's router fix does) carries our marker without being our code.
+    """
+    pid = getattr(func, "__vlgrpo_patch__", None)
+    if pid is None:
+        return None
+    try:
+        replacement = resolve(registry.get(pid)["replacement"])
+    except Exception:
+        return None
+    return pid if getattr(func, "__code__", None) is getattr(replacement, "__code__", False) else None
+
+
 def _detect(detector: str, patch_id: str, func):
     code = getattr(func, "__code__", None)
     key = (detector, patch_id, code if code is not None else id(func))
@@ -106,16 +122,17 @@ def check_target(record: dict, module_name: str, path: str, apply: bool = True, 
             return _record(record, module_name, path, ABSENT,
                            f"{'.'.join([module_name] + parts[:-1])} has no attribute {attr!r}")
         original = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', attr)}"
-        if getattr(current, "__vlgrpo_patch__", None) == record["id"]:
+        owner_id = ours(current)
+        if owner_id == record["id"]:
             wrapped = getattr(current, "__wrapped__", None)
             orig = f"{getattr(wrapped, '__module__', '?')}.{getattr(wrapped, '__qualname__', '?')}"
             earlier = RESULTS.get((record["id"], module_name, path), {})
             reason = (earlier["reason"] if earlier.get("status") == APPLIED
                       else f"replaced {orig} by {record['replacement']}")
             return _record(record, module_name, path, APPLIED, reason, orig)
-        if getattr(current, "__vlgrpo_patch__", None) is not None:
+        if owner_id is not None:
             return _record(record, module_name, path, NOT_NEEDED,
-                           f"bound to vlgrpo patch {current.__vlgrpo_patch__}, which does not have this fault", original)
+                           f"bound to vlgrpo patch {owner_id}, which does not have this fault", original)
         faulty, reason = _detect(detector or record["detector"], record["id"], current)
         if not faulty:
             return _record(record, module_name, path, NOT_NEEDED, reason, original)
