@@ -78,7 +78,7 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
         return
     verl_checks.run_dataclass_checks(spec, work, report)
     verl_checks.run_validate_config(spec, work, report)
-    s["verl_asserts_evaluated"] = verl_checks.run_source_asserts(spec, work, report)
+    s["verl_asserts_evaluated"] = verl_checks.run_source_asserts(spec, work, report, loc)
     verl_checks.check_checkpoint_engine(work, report)
     rules.check_logger(work, report, loc)
     rules.check_veomni(work, report, loc)
@@ -97,10 +97,13 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
         hf_model = _hf_model_config(work, mpath, report)
     mpe, mpe_source = model.get("max_position_embeddings"), "config.json"
     if hf_model is not None:
-        from verl.workers.rollout.utils import get_max_position_embeddings
-
-        mpe = get_max_position_embeddings(hf_model.hf_config)
-        mpe_source = "HFModelConfig with override_config"
+        # the lookup of verl 0.8.0 verl/workers/rollout/utils.py::get_max_position_embeddings (that module
+        # imports uvicorn, absent outside the images): top-level attribute, else text_config's.
+        hf = hf_model.hf_config
+        mpe = getattr(hf, "max_position_embeddings", None)
+        if mpe is None and getattr(hf, "text_config", None) is not None:
+            mpe = getattr(hf.text_config, "max_position_embeddings", None)
+        mpe_source = "config.json + actor_rollout_ref.model.override_config (verl HFModelConfig)"
     s["token_budget"] = rules.check_lengths(work, report, loc, mpe, mpe_source)
     t = _lap(timings, "model", t)
 

@@ -193,7 +193,7 @@ def _eval(expr: ast.expr, ns: dict[str, Any], path: str) -> Any:
         raise _Undecidable from exc
 
 
-def run_source_asserts(spec: LaunchSpec, work: Any, report: Report) -> int:
+def run_source_asserts(spec: LaunchSpec, work: Any, report: Report, loc: Any = None) -> int:
     """Evaluate verl's own asserts (see :data:`ASSERT_SITES`) on ``work``; returns how many were decided."""
     verl_dir = _verl_dir()
     decided = 0
@@ -224,10 +224,16 @@ def run_source_asserts(spec: LaunchSpec, work: Any, report: Report) -> int:
             report.add(Finding(
                 "verl.assert", ERROR,
                 f"verl's {cls}.{method} asserts `{check}`" + (f": {message}" if message else "") + " -- it is false",
-                Where(key=_first_key(node.test)),
+                _where(loc, _first_key(node.test)),
                 f"{rel}:{node.lineno} raises AssertionError after Ray placed the workers",
                 "set the value the assertion requires"))
     return decided
+
+
+def _where(loc: Any, key: str | None) -> Where:
+    if loc is None or key is None:
+        return Where(key=key)
+    return loc.where(key)
 
 
 def _first_key(expr: ast.expr) -> str | None:

@@ -1,0 +1,125 @@
+"""Schema checks against the installed verl 0.8.0 config: upstream scripts, +/++ rules, duplicates, kinds.
+
+Expected values come from Hydra's documented override rules and from the field cases (B11), not from
+vlgrpo's output: e.g. `+` on an existing key is refused by Hydra, a quoted list reaches verl as a string.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
+
+from vlgrpo.preflight import run_preflight
+
+IGNORED = {"rules.checkpoint-backend-import", "rules.vision-token-ban", "data.reward-import"}
+
+
+def _codes(report, prefix=""):
+    return [f.code for f in report.findings if f.code.startswith(prefix) and f.code not in IGNORED]
+
+
+def _find(report, code):
+    hits = [f for f in report.findings if f.code == code]
+    assert hits, f"{code} not reported; got {report.codes()}"
+    return hits
+
+
+def test_upstream_fully_async_composes_and_logger_string_is_caught():
+    argv = read_argv(UPSTREAM_FULLY_ASYNC)
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert report.summary["verl_version"] == "0.8.0"
+    assert report.summary["config_name"] == "fully_async_ppo_trainer"
+    # all 91 overrides compose on v0.8.0; the only schema finding is the logger string at its argv position
+    assert _codes(report, "schema.") == ["schema.list-as-string"]
+    (f,) = _find(report, "schema.list-as-string")
+    assert f.where.position == argv.index("trainer.logger='[console,wandb]'")
+    assert f.where.key == "trainer.logger"
+    assert "trainer.logger=[console,wandb]" in f.fix
+    # B07: the script's data.truncation='left' on an image dataset
+    (t,) = _find(report, "rules.image-truncation")
+    assert t.where.position == argv.index("data.truncation='left'")
+    assert report.exit_code == 2
+
+
+def test_upstream_veomni_composes_cleanly():
+    argv = read_argv(UPSTREAM_VEOMNI)
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert report.summary["config_name"] == "ppo_trainer"
+    assert report.summary["model_engine"] == "veomni"
+    assert report.errors == [], [f.line() for f in report.errors]
+    assert report.exit_code == 0
+    # both max_model_len settings are 4096 >= 1024 + 2048, under the 32768 override of max_position_embeddings
+    b = report.summary["token_budget"]
+    assert (b["needed"], b["max_model_len"], b["engine_max_model_len"], b["max_position_embeddings"]) == (
+        3072, 4096, 4096, 32768)
+
+
+@pytest.mark.parametrize(
+    "extra, code, position_of_second",
+    [
+        # B11: same-value duplicate is still a duplicate
+        (["data.max_prompt_length=2048"], "schema.duplicate-key", -1),
+        # B11 minimal inputs: truncation left then error (Hydra keeps error), n=8 then ++n=16
+        (["data.truncation=error"], "schema.duplicate-key", -1),
+        (["++actor_rollout_ref.rollout.n=16"], "schema.duplicate-key", -1),
+    ],
+)
+def test_duplicates_name_both_positions(extra, code, position_of_second):
+    argv = read_argv(UPSTREAM_FULLY_ASYNC) + extra
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    (f,) = [x for x in _find(report, code) if x.where.position == len(argv) - 1]
+    key = extra[0].lstrip("+").split("=")[0]
+    first = next(i for i, a in enumerate(argv) if a.lstrip("+").split("=")[0] == key)
+    assert f.where.key == key
+    assert f"argv[{first}]" in f.what and f"argv[{len(argv) - 1}]" in f.what
+    if extra[0] == "data.max_prompt_length=2048":
+        assert "(same value)" in f.what
+    assert report.exit_code == 2
+
+
+def test_plus_on_existing_key_missing_plus_and_unknown_key():
+    argv = read_argv(UPSTREAM_VEOMNI)
+    argv = set_override(argv, "data.max_prompt_length", None) + [
+        "+data.max_prompt_length=1024",  # exists in verl's data config: Hydra refuses '+'
+        "actor_rollout_ref.model.override_config.rope_theta=1000",  # new key in an empty dict: needs '+'
+        "data.max_prompt_lenght=3",  # typo
+    ]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    n = len(argv)
+    plus = _find(report, "schema.plus-on-existing")[0]
+    assert (plus.where.position, plus.where.key) == (n - 3, "data.max_prompt_length")
+    assert plus.fix.endswith("data.max_prompt_length=1024") and not plus.fix.endswith("+data.max_prompt_length=1024")
+    miss = _find(report, "schema.missing-plus")[0]
+    assert miss.where.position == n - 2
+    assert "+actor_rollout_ref.model.override_config.rope_theta=1000" in miss.fix
+    unk = _find(report, "schema.unknown-key")[0]
+    assert unk.where.position == n - 1 and "data.max_prompt_length" in unk.what
+    assert "0.8.0" in unk.what
+    assert report.exit_code == 2
+
+
+def test_list_given_as_string_json_form():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.logger", "'[\"console\",\"wandb\"]'")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    (f,) = _find(report, "schema.list-as-string")
+    assert f.fix == "trainer.logger=[console,wandb]"
+
+
+def test_bool_given_as_string():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "data.filter_overlong_prompts", "'False'")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert _find(report, "schema.bool-as-string")[0].where.key == "data.filter_overlong_prompts"
+
+
+def test_quoted_key_segment_is_a_syntax_error():
+    argv = read_argv(UPSTREAM_VEOMNI) + ["actor_rollout_ref.rollout.'n'=3"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert _find(report, "schema.syntax")[0].where.position == len(argv) - 1
+
+
+def test_unknown_logger_backend():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.logger", "[console,neptune]")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    (f,) = _find(report, "rules.logger")
+    assert "neptune" in f.what and f.where.position == argv.index("trainer.logger=[console,neptune]")
