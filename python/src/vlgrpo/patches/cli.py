@@ -90,6 +90,12 @@ def install_sitecustomize(site_packages: str | None = None, pth: bool = True) ->
     source = shim_source()
     with open(shim, "w", encoding="utf-8") as fh:
         fh.write(source)
+    try:  # a byte-code cache next to it, so start-up does not compile the shim (pip does this for packages)
+        import py_compile
+
+        py_compile.compile(shim, doraise=True)
+    except (OSError, py_compile.PyCompileError):
+        pass
     pth_path = None
     if pth:
         pth_path = os.path.join(target, PTH_NAME)

@@ -25,8 +25,6 @@ recheck_after ``(module, function)`` pairs of upstream functions that may rebind
               patch); they are wrapped so that every record is re-checked right after they return.
 """
 
-from __future__ import annotations
-
 _P = "vlgrpo.patches."
 
 _QWEN3_VL = "transformers.models.qwen3_vl.modeling_qwen3_vl"
