@@ -129,6 +129,18 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     _lap(timings, "data", t)
 
 
+#: one HFModelConfig per (folder, folder mtimes, model node): repeated runs in one process (tests, the demo)
+#: do not reload the tokenizer; the object is only read.
+_HF_MODEL_CACHE: dict[tuple, Any] = {}
+
+
+def _folder_stamp(path: str) -> tuple:
+    try:
+        return tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in os.scandir(path)))
+    except OSError:
+        return ()
+
+
 def _hf_model_config(work: Any, mpath: str, report: Report) -> Any:
     """verl's HFModelConfig for the model node (loads config with override_config, tokenizer, processor)."""
     import contextlib
@@ -147,9 +159,17 @@ def _hf_model_config(work: Any, mpath: str, report: Report) -> Any:
         node.hf_config_path = mpath if node.get("hf_config_path") is None or not os.path.isdir(
             str(node.hf_config_path)) else node.hf_config_path
         node.trust_remote_code = False  # remote code was refused above; never run it here
+    from omegaconf import OmegaConf
+
+    cache_key = (mpath, _folder_stamp(mpath), OmegaConf.to_yaml(node))
+    if cache_key in _HF_MODEL_CACHE:
+        return _HF_MODEL_CACHE[cache_key]
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            return omega_conf_to_dataclass(node)
+            result = omega_conf_to_dataclass(node)
+        _HF_MODEL_CACHE.clear()
+        _HF_MODEL_CACHE[cache_key] = result
+        return result
     except Exception as exc:  # noqa: BLE001
         report.add(Finding("verl.dataclass", ERROR, f"verl's HFModelConfig rejects actor_rollout_ref.model: "
                            f"{' '.join(str(exc).split())[:300]}", Where(key="actor_rollout_ref.model", file=mpath),

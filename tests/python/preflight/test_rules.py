@@ -1,0 +1,166 @@
+"""verl's own checks run early, and the cross-field rules (field cases B05, B09, B12, B13, B19)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
+
+from vlgrpo.preflight import run_preflight
+
+
+def _fixed_async_argv(fixed_argv, **changes):
+    argv = list(fixed_argv)
+    for key, value in changes.items():
+        argv = set_override(argv, key.replace("__", "."), value)
+    return argv
+
+
+def _by_code(report, code):
+    return [f for f in report.findings if f.code == code]
+
+
+# --- B12: fully-async invariants (messages are verl's own, read from the installed source) -----------------
+
+@pytest.mark.parametrize(
+    "key, value, verl_message",
+    [
+        ("data.train_batch_size", "64", "train_batch_size must be zero"),
+        ("data.gen_batch_size", "2", "gen_batch_size must be one"),
+        ("actor_rollout_ref.hybrid_engine", "True", "not self.hybrid_engine"),
+        ("actor_rollout_ref.rollout.calculate_log_probs", "False", "must rollout calculate log_probs"),
+        ("async_training.trigger_parameter_sync_step", "0", "trigger_parameter_sync_step must larger or equal than 1"),
+    ],
+)
+def test_b12_fully_async_invariants(fixed_argv, key, value, verl_message):
+    argv = set_override(fixed_argv, key, value)
+    report = run_preflight(argv, check_data=False)
+    hits = [f for f in _by_code(report, "verl.assert") if verl_message in f.what]
+    assert hits, [f.line() for f in report.findings]
+    assert hits[0].where.key == key
+    assert hits[0].where.position == argv.index(f"{key}={value}")
+    assert report.exit_code == 2
+
+
+def test_b12_topology_larger_than_the_node(fixed_argv):
+    # the shipped 30B script: 16 per node for trainer and rollout, on 8-device nodes
+    report = run_preflight(fixed_argv, check_data=False, devices_per_node=8)
+    what = sorted(f.what.split(" but")[0] for f in _by_code(report, "rules.devices-per-node"))
+    assert what == ["rollout.n_gpus_per_node=16", "trainer.n_gpus_per_node=16"]
+    assert run_preflight(fixed_argv, check_data=False, devices_per_node=16).exit_code == 0
+
+
+def test_fixed_argv_is_clean(clean_fixed_report):
+    r = clean_fixed_report
+    assert r.errors == [], [f.line() for f in r.errors]
+    assert r.exit_code == 0
+    assert r.summary["verl_asserts_evaluated"] >= 7  # rollouter/trainer/worker asserts decided from the config
+
+
+# --- B09: max_model_len ----------------------------------------------------------------------------------
+
+def test_b09a_max_model_len_below_prompt_plus_response(fixed_argv):
+    argv = set_override(fixed_argv, "actor_rollout_ref.rollout.max_model_len", "8192")
+    report = run_preflight(argv, check_data=False)
+    (f,) = _by_code(report, "rules.max-model-len")
+    assert "8192 < max_prompt_length 2048 + max_response_length 8192 = 10240" in f.what
+    assert f.where.position == argv.index("actor_rollout_ref.rollout.max_model_len=8192")
+
+
+def test_b09b_engine_kwargs_max_model_len_disagrees(fixed_argv):
+    argv = set_override(fixed_argv, "data.max_prompt_length", "1024")
+    argv = set_override(argv, "data.max_response_length", "2048")
+    argv = set_override(argv, "actor_rollout_ref.rollout.max_model_len", "4096")
+    argv = argv + ["+actor_rollout_ref.rollout.engine_kwargs.vllm.max_model_len=2048"]
+    report = run_preflight(argv, check_data=False)
+    (mismatch,) = _by_code(report, "rules.max-model-len-mismatch")
+    assert "vLLM uses 2048" in mismatch.what
+    assert mismatch.where.position == len(argv) - 1
+    (short,) = _by_code(report, "rules.max-model-len")
+    assert "2048" in short.what and "3072" in short.what  # effective vLLM value 2048 < 1024 + 2048
+
+
+def test_b09_max_model_len_above_max_position_embeddings(fixed_argv):
+    # the script's override_config sets max_position_embeddings=32768 (verl applies it to hf_config)
+    argv = set_override(fixed_argv, "actor_rollout_ref.rollout.max_model_len", "40960")
+    report = run_preflight(argv, check_data=False)
+    (f,) = _by_code(report, "rules.max-position-embeddings")
+    assert "40960" in f.what and "32768" in f.what
+    # without the override, the real config's 262144 applies
+    argv2 = set_override(argv, "actor_rollout_ref.model.override_config.max_position_embeddings", None)
+    assert _by_code(run_preflight(argv2, check_data=False), "rules.max-position-embeddings") == []
+
+
+def test_b09_rollout_expert_parallel_must_equal_tp_times_dp(fixed_argv):
+    argv = set_override(fixed_argv, "actor_rollout_ref.rollout.expert_parallel_size", "4")  # tp=2, dp=1
+    report = run_preflight(argv, check_data=False)
+    hits = [f for f in _by_code(report, "verl.dataclass")
+            if "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in f.what]
+    assert hits and hits[0].where.key == "actor_rollout_ref.rollout"
+
+
+# --- B13: checkpoint engine backend --------------------------------------------------------------------------
+
+def test_b13_hccl_backend_is_not_registered_and_nccl_is_explained(fixed_argv):
+    argv = fixed_argv + ["actor_rollout_ref.rollout.checkpoint_engine.backend=hccl"]
+    report = run_preflight(argv, check_data=False)
+    (f,) = _by_code(report, "rules.checkpoint-backend")
+    assert "'hccl' is not registered by verl 0.8.0" in f.what
+    assert "under the name 'nccl'" in f.what
+    assert "nccl (hccl_checkpoint_engine.py/nccl_checkpoint_engine.py)" in f.what
+    assert f.severity == "error"
+
+
+def test_b13_declared_backends_read_from_installed_source():
+    from vlgrpo.preflight.verl_checks import declared_checkpoint_backends
+
+    declared = declared_checkpoint_backends()
+    # verl 0.8.0: HCCL and NCCL engines both register "nccl"; "naive" lives in base.py
+    assert sorted(declared["nccl"]) == ["hccl_checkpoint_engine.py", "nccl_checkpoint_engine.py"]
+    assert declared["naive"] == ["base.py"]
+    assert "hccl" not in declared
+
+
+# --- B05: vision placeholder tokens --------------------------------------------------------------------------
+
+def test_b05_pinned_verl_does_not_ban_placeholders(clean_fixed_report):
+    info = clean_fixed_report.summary["vision_tokens"]
+    assert info["verl_bans_vision_placeholders"] is False  # PR #7038 is first in v0.9.0
+    assert info["placeholder_ids"] == {"<|image_pad|>": 151655, "<|video_pad|>": 151656}
+    (f,) = _by_code(clean_fixed_report, "rules.vision-token-ban")
+    assert f.severity == "warning" and "151655" in f.what and "151656" in f.what
+
+
+# --- B19: VeOmni layout ------------------------------------------------------------------------------------
+
+def test_b19_veomni_fsdp_size_must_match_world_size():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.nnodes", "1")  # dp_size/fsdp_size stays 16 on 8
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    hits = {f.where.key: f for f in _by_code(report, "rules.veomni-layout")}
+    # verl's veomni ref config takes its fsdp_size from the actor's, so both roles carry 16
+    assert set(hits) <= {"actor_rollout_ref.actor.veomni.fsdp_size", "actor_rollout_ref.ref.veomni.fsdp_size"}
+    f = hits["actor_rollout_ref.actor.veomni.fsdp_size"]
+    assert "fsdp_size=16 x ulysses_parallel_size=1 = 16 != world size 8" in f.what
+    assert "fsdp_size=8" in f.fix and "fsdp_size=-1" in f.fix
+    ok = set_override(argv, "actor_rollout_ref.actor.veomni.fsdp_size", "-1")
+    assert _by_code(run_preflight(ok, check_data=False, model_path=MODEL_30B), "rules.veomni-layout") == []
+
+
+def test_b19_veomni_expert_parallel_must_divide_world_size():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "actor_rollout_ref.actor.veomni.expert_parallel_size", "3")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert any("expert_parallel_size=3 does not divide world size 16" in f.what
+               for f in _by_code(report, "rules.veomni-layout"))
+
+
+def test_validate_config_runs_for_main_ppo():
+    # verl's validate_config: ppo_mini_batch_size must not exceed train_batch_size without dynamic bsz
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "data.train_batch_size", "16")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert any("train_batch_size (16) must be >= actor.ppo_mini_batch_size (32)" in f.what
+               for f in report.findings), [f.line() for f in report.findings]
+
+
+def test_upstream_fully_async_has_no_verl_assert_failures():
+    report = run_preflight(read_argv(UPSTREAM_FULLY_ASYNC), check_data=False, model_path=MODEL_30B)
+    assert _by_code(report, "verl.assert") == [] and _by_code(report, "verl.dataclass") == []
