@@ -313,6 +313,8 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device visible; use --device cpu")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     dtype = getattr(torch, args.dtype)
     pe = _import_vlgrpo()
     contenders, skipped, installed = discover(args.transformers_source, pe)
