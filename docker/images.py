@@ -1,0 +1,240 @@
+"""Image tags, build commands and generated docs of the vlgrpo images, computed from docker/pins.env.
+
+One implementation for the Makefile, the README tables and compose.yaml's image names, so a tag is never
+typed by hand::
+
+    python3 docker/images.py tag npu-a2              -> 0.1.0-npu-a2-cann8.5.0-torch2.8.0-vllm0.13.0-verl0.8.0
+    python3 docker/images.py build-cmd npu-a3 [--repo R] [--revision SHA] [--source URL] [--ca FILE]
+                                                     -> the exact `docker build` command (every pin a build arg)
+    python3 docker/images.py base npu-a2             -> tag@digest once docker/base-digests.lock has it, else tag
+    python3 docker/images.py sync                    -> rewrite README's versions block and compose.yaml's image
+                                                        defaults and docker/vlgrpo.env.example
+    python3 docker/images.py check                   -> exit 2 if any of them is stale (lint runs it)
+
+Platforms: gpu, npu-a2, npu-a3. Tag = <project version>-<platform>-<cann|cuda><ver>-torch<ver>-vllm<ver>-verl<ver>.
+Standard library only (runs before the venv exists).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORMS = ("gpu", "npu-a2", "npu-a3")
+ENTRYPOINTS = ("fully-async-grpo.sh", "veomni-grpo.sh")
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "docker/pins.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+
+def project_version() -> str:
+    m = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "python/pyproject.toml").read_text(), re.M)
+    if not m:
+        raise SystemExit("images: no version in python/pyproject.toml")
+    return m.group(1)
+
+
+def tag(platform: str, p: dict[str, str] | None = None) -> str:
+    p = p or pins()
+    if platform == "gpu":
+        accel = f"cuda{p['GPU_CUDA']}-torch{p['GPU_TORCH']}-vllm{p['GPU_VLLM']}"
+    elif platform in ("npu-a2", "npu-a3"):
+        accel = f"cann{p['NPU_CANN']}-torch{p['NPU_TORCH']}-vllm{p['NPU_VLLM']}"
+    else:
+        raise SystemExit(f"images: unknown platform {platform!r}; use one of {', '.join(PLATFORMS)}")
+    return f"{project_version()}-{platform}-{accel}-verl{p['VERL_VERSION']}"
+
+
+def base_ref(platform: str) -> tuple[str, str]:
+    """(FROM reference, digest or 'unresolved') for ``platform`` from docker/base-digests.lock."""
+    for line in (ROOT / "docker/base-digests.lock").read_text().splitlines():
+        fields = line.split("\t")
+        if not line.startswith("#") and len(fields) == 3 and fields[0] == platform:
+            image, digest = fields[1], fields[2]
+            if re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+                return f"{image}@{digest}", digest
+            return image, "unresolved"
+    raise SystemExit(f"images: {platform} missing from docker/base-digests.lock")
+
+
+def artifact(name: str) -> str:
+    for line in (ROOT / "docker/artifacts.lock").read_text().splitlines():
+        fields = line.split("\t")
+        if not line.startswith("#") and len(fields) == 3 and fields[0] == name:
+            return fields[2]
+    return "unresolved"
+
+
+def build_args(platform: str, revision: str, source: str) -> list[tuple[str, str]]:
+    p = pins()
+    base, digest = base_ref(platform)
+    args = [("BASE_IMAGE", base), ("BASE_DIGEST", digest), ("PLATFORM", platform), ("VERL_SOURCE", "git"),
+            ("VERL_REPO", p["VERL_REPO"]), ("VERL_COMMIT", p["VERL_COMMIT"]),
+            ("VERL_FIX_COMMITS", p["VERL_FIX_COMMITS"]), ("VLGRPO_VERSION", project_version()),
+            ("VCS_REF", revision), ("SOURCE_URL", source)]
+    if platform == "gpu":
+        args += [("LOCK", p["GPU_LOCK"]), ("BASE_CONSTRAINTS", "gpu-base.txt"),
+                 ("FLASH_ATTN_WHEEL", p["GPU_FLASH_ATTN_WHEEL"]), ("FLASH_ATTN_SHA256", artifact("flash-attn"))]
+    else:
+        args += [("LOCK", p["NPU_LOCK"]), ("BASE_CONSTRAINTS", "npu-base.txt")]
+    return args
+
+
+def build_cmd(platform: str, repo: str = "vlgrpo", revision: str = "unknown", source: str = "unknown",
+              ca: str = "/etc/ssl/certs/ca-certificates.crt") -> list[str]:
+    p = pins()
+    dockerfile = "docker/gpu.Dockerfile" if platform == "gpu" else "docker/npu.Dockerfile"
+    cmd = ["docker", "build", "--platform", p["GPU_PLATFORM"] if platform == "gpu" else p["NPU_PLATFORM"],
+           "-f", dockerfile, "--target", "smoke", "--secret", f"id=ca,src={ca}"]
+    for key, value in build_args(platform, revision, source):
+        cmd += ["--build-arg", f"{key}={value}"]
+    cmd += ["-t", f"{repo}:{tag(platform, p)}", "."]
+    return cmd
+
+
+# ---- generated docs ------------------------------------------------------------------------------------
+def versions_block() -> str:
+    p = pins()
+    rows = [
+        ("base image", p["GPU_BASE_IMAGE"], f"{p['NPU_A2_BASE_IMAGE']} (A2), {p['NPU_A3_BASE_IMAGE']} (A3)"),
+        ("Python", p["GPU_PYTHON"], p["NPU_PYTHON"]),
+        ("CUDA / CANN", f"CUDA {p['GPU_CUDA']}", f"CANN {p['NPU_CANN']} (host HDK {p['NPU_HDK']})"),
+        ("torch", p["GPU_TORCH"], f"{p['NPU_TORCH']} + torch-npu {p['NPU_TORCH_NPU']}"),
+        ("vLLM", p["GPU_VLLM"], f"{p['NPU_VLLM']} + vllm-ascend {p['NPU_VLLM_ASCEND']}"),
+        ("triton", "(base)", f"triton-ascend {p['NPU_TRITON_ASCEND']}"),
+        ("verl", f"{p['VERL_TAG']} ({p['VERL_COMMIT'][:9]}) + {' '.join(c[:9] for c in p['VERL_FIX_COMMITS'].split())}, --no-deps", "same"),
+        ("veomni", f"{p['VEOMNI_VERSION']}, --no-deps", "same"),
+        ("transformers", p["TRANSFORMERS_VERSION"], "same"),
+        ("ray", f"ray[default,cgraph]=={p['RAY_VERSION']}", f"ray[default]=={p['RAY_VERSION']}"),
+        ("hydra-core / omegaconf", f"{p['HYDRA_VERSION']} / {p['OMEGACONF_VERSION']}", "same"),
+        ("tensordict", p["TENSORDICT_VERSION"], "same"),
+        ("flash-attn", f"{p['GPU_FLASH_ATTN']} (release wheel, sha256 in docker/artifacts.lock)", "—"),
+        ("quack-kernels", p["GPU_QUACK"], "—"),
+        ("everything else", f"`{p['GPU_LOCK']}` (hashes)", f"`{p['NPU_LOCK']}` (hashes)"),
+    ]
+    out = ["| component | NVIDIA image | Ascend image |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    out += ["", "| hardware | image tag (`make image-…`) | base digest |", "|---|---|---|"]
+    hw = {"gpu": ("NVIDIA Hopper/Ampere (SM80+; quack kernels SM90+), driver R575+", "make image-gpu"),
+          "npu-a2": ("Ascend Atlas A2 (910B), 8 NPUs per node", "make image-npu NPU=a2"),
+          "npu-a3": ("Ascend Atlas A3, 16 NPUs per node", "make image-npu NPU=a3")}
+    for platform in PLATFORMS:
+        _, digest = base_ref(platform)
+        out.append(f"| {hw[platform][0]} | `vlgrpo:{tag(platform, p)}` (`{hw[platform][1]}`) | {digest} |")
+    out += ["", "Generated by `make docs` from `docker/pins.env`, `docker/base-digests.lock` and the locks; "
+            "\"unresolved\" digests are filled in by `make pin-digests` on a machine that reaches the registries."]
+    return "\n".join(out)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- BEGIN GENERATED: {name} -->", f"<!-- END GENERATED: {name} -->"
+    if begin not in text or end not in text:
+        raise SystemExit(f"images: README.md lacks the {begin} / {end} markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
+def compose_text(text: str) -> str:
+    p = pins()
+    for platform, var in (("gpu", "GPU_IMAGE"), ("npu-a2", "NPU_A2_IMAGE"), ("npu-a3", "NPU_A3_IMAGE")):
+        text = re.sub(r"\$\{%s:-[^}]*\}" % var, "${%s:-vlgrpo:%s}" % (var, tag(platform, p)), text)
+    return text
+
+
+def env_example() -> str:
+    """docker/vlgrpo.env.example from the entrypoints' own settings tables (their --help output)."""
+    rows: dict[str, tuple[str, str, str, list[str]]] = {}
+    for name in ENTRYPOINTS:
+        out = subprocess.run(["bash", str(ROOT / "entrypoints" / name), "--help"], capture_output=True, text=True,
+                             timeout=60, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+        if out.returncode != 0:
+            raise SystemExit(f"images: entrypoints/{name} --help exited {out.returncode}: {out.stderr.strip()[:300]}")
+        for line in out.stdout.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 6 and re.fullmatch(r"`VLGRPO_[A-Z0-9_]+`", cells[0]):
+                var = cells[0].strip("`")
+                typ, allowed, default, meaning = cells[1], cells[2], cells[3].strip("`"), cells[-1]
+                if var in rows:
+                    rows[var][4].append(name)
+                else:
+                    rows[var] = (typ, allowed, default, meaning, [name])  # type: ignore[assignment]
+    if not rows:
+        raise SystemExit("images: no VLGRPO_* rows found in the entrypoints' --help output")
+    lines = ["# VLGRPO_* settings for compose's env_file (copy to vlgrpo.env next to compose.yaml and uncomment",
+             "# what you change). GENERATED by `make docs` from the entrypoints' own settings tables",
+             "# (entrypoints/*.sh --help): the entrypoints refuse any VLGRPO_* variable not listed here.", ""]
+    for var, (typ, allowed, default, meaning, where) in sorted(rows.items()):
+        used = "both recipes" if len(where) == len(ENTRYPOINTS) else ", ".join(where)
+        lines.append(f"# {meaning} [{typ}: {allowed}] ({used})")
+        value = "" if default.startswith(("unset", "derived")) else default
+        note = f"   # default: {default}" if not value else ""
+        lines.append(f"#{var}={value}{note}")
+    return "\n".join(lines) + "\n"
+
+
+def sync(write: bool) -> int:
+    stale = []
+    readme = ROOT / "README.md"
+    targets = [(readme, replace_block(readme.read_text(), "versions", versions_block()))]
+    compose = ROOT / "compose.yaml"
+    if compose.exists():
+        targets.append((compose, compose_text(compose.read_text())))
+    targets.append((ROOT / "docker/vlgrpo.env.example", env_example()))
+    for path, new in targets:
+        old = path.read_text() if path.exists() else ""
+        if old != new:
+            if not write and path.name == "vlgrpo.env.example":
+                # the entrypoints own the allowlist; a change there must not fail lint for everyone else
+                print("images: warning: docker/vlgrpo.env.example differs from the entrypoints' allowlist: "
+                      "run `make docs`", file=sys.stderr)
+                continue
+            stale.append(str(path.relative_to(ROOT)))
+            if write:
+                path.write_text(new)
+    if write:
+        print("images: " + (f"updated {', '.join(stale)}" if stale else "up to date"))
+        return 0
+    if stale:
+        print(f"images: stale generated text in {', '.join(stale)}: run `make docs`", file=sys.stderr)
+        return 2
+    print("images: README versions block, compose image names and env example are up to date")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    opts = dict(zip(rest[1::2], rest[2::2])) if len(rest) > 1 else {}
+    if cmd == "tag":
+        print(tag(rest[0]))
+    elif cmd == "base":
+        print(base_ref(rest[0])[0])
+    elif cmd == "build-cmd":
+        print(shlex.join(build_cmd(rest[0], opts.get("--repo", "vlgrpo"), opts.get("--revision", "unknown"),
+                                   opts.get("--source", "unknown"), opts.get("--ca", "/etc/ssl/certs/ca-certificates.crt"))))
+    elif cmd == "sync":
+        return sync(write=True)
+    elif cmd == "check":
+        return sync(write=False)
+    else:
+        print(f"images: unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

