@@ -5,7 +5,8 @@ status                 every patch for *this* interpreter: applied / not needed 
                        reference; ``--json`` prints machine-readable rows (see :func:`vlgrpo.patches.status`);
                        ``--no-import`` reports only what this process already imported. Exit 0, or 2 if any patch
                        failed or a verify failed.
-table                  the README's markdown patch table, generated from the registry.
+table                  the README's markdown patch table, generated from the registry (``--readme FILE``
+                       rewrites the block between ``<!-- BEGIN/END GENERATED: patches -->`` in FILE).
 install-sitecustomize  copy the sitecustomize shim (and a ``.pth`` fallback) into a site-packages directory
                        (default: ``sysconfig.get_paths()["purelib"]`` of this interpreter); used by the images.
 """
@@ -62,7 +63,27 @@ def _status(args) -> int:
 def _table(args) -> int:
     from vlgrpo.patches import report
 
-    print(report.markdown_table())
+    if not args.readme:
+        print(report.markdown_table())
+        return 0
+    begin, end = "<!-- BEGIN GENERATED: patches -->", "<!-- END GENERATED: patches -->"
+    try:
+        with open(args.readme, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        print(f"vlgrpo patches table: --readme {args.readme}: {exc}", file=sys.stderr)
+        return 2
+    if begin not in text or end not in text.split(begin, 1)[1]:
+        print(f"vlgrpo patches table: --readme {args.readme} lacks the markers {begin} ... {end}; add them where "
+              "the table belongs", file=sys.stderr)
+        return 2
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    new = f"{head}{begin}\n{report.markdown_table()}\n{end}{tail}"
+    if new != text:
+        with open(args.readme, "w", encoding="utf-8") as fh:
+            fh.write(new)
+        print(f"updated the patch table in {args.readme}")
     return 0
 
 
@@ -138,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-import", action="store_true", help="do not import the target modules first")
     p.set_defaults(func=_status)
     p = sub.add_parser("table", help="markdown patch table for the README")
+    p.add_argument("--readme", metavar="FILE", default=None,
+                   help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> in FILE instead of printing")
     p.set_defaults(func=_table)
     p = sub.add_parser("install-sitecustomize", help="install the sitecustomize shim into site-packages")
     p.add_argument("--site-packages", metavar="DIR", default=None,

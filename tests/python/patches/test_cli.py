@@ -1,0 +1,83 @@
+"""``python -m vlgrpo patches ...`` as a user runs it (fresh interpreters)."""
+
+from __future__ import annotations
+
+import json
+
+from patch_helpers import REPO, run_py
+
+from vlgrpo.patches import registry, report
+
+CLI = "import sys; from vlgrpo.__main__ import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _cli(*args, env=None, check=False, path=()):
+    code = f"import sys; sys.argv = ['vlgrpo'] + {list(args)!r}; " + CLI.split("; ", 1)[1]
+    return run_py(code, env=env, check=check, path=path)
+
+
+def test_status_json_verify_in_a_plain_process():
+    proc = _cli("patches", "status", "--verify", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    rows = {r["id"]: r for r in doc["patches"]}
+    assert list(rows) == list(registry.IDS)
+    assert doc["bootstrap"]["via"] == "status"  # no sitecustomize in this process: status installed the hooks
+    # pinned stack (transformers 4.57.6, verl 0.8.0, no torch_npu): both transformers faults present
+    assert rows["qwen3_vl.vision_pos_embed"]["status"] == "applied"
+    assert rows["qwen3_vl_moe.router_dtype"]["status"] == "applied"
+    assert rows["npu.qwen3_vl_moe.train_routing"]["status"] == "not needed"
+    npu_target = {t["target"]: t for t in rows["npu.qwen3_vl_moe.train_routing"]["targets"]}
+    assert "No module named 'torch_npu'" in npu_target[
+        "verl.models.transformers.npu_patch.NPUQwen3VLMoeTextSparseMoeBlock.forward"]["reason"]
+    assert all(r["verify"] == "ok" for r in rows.values()), {k: r["verify"] for k, r in rows.items()}
+
+
+def test_status_text_and_exit_code_on_failure():
+    code = ("import sys\nfrom vlgrpo.patches import registry, cli\n"
+            "registry.PATCHES[1]['replacement'] = 'vlgrpo.patches.no_such_module:forward'\n"
+            "sys.exit(cli.main(['status']))")
+    proc = run_py(code, check=False)
+    assert proc.returncode == 2
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("qwen3_vl_moe.router_dtype"))
+    assert " failed " in line and "no_such_module" in line
+
+
+def test_status_disabled_switch_exit_zero():
+    proc = _cli("patches", "status", "--json", "--no-import", env={"VLGRPO_PATCHES": "off"})
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert {r["status"] for r in doc["patches"]} == {"disabled"}
+    assert doc["bootstrap"]["enabled"] is False
+
+
+def test_table_lists_every_patch_with_upstream_refs():
+    proc = _cli("patches", "table")
+    assert proc.returncode == 0
+    table = proc.stdout
+    assert table == report.markdown_table() + "\n"
+    lines = table.splitlines()
+    assert lines[0] == "| id | what it fixes | upstream | applies when |"
+    for record in registry.PATCHES:
+        row = next(ln for ln in lines if ln.startswith(f"| `{record['id']}` |"))
+        assert row.count(" | ") >= 3
+    assert "verl-project/verl#4401" in table and "PR #6131" in table and "#5571" in table
+
+
+def test_install_sitecustomize_bad_directory_is_named(tmp_path):
+    missing = tmp_path / "nope"
+    proc = _cli("patches", "install-sitecustomize", "--site-packages", str(missing))
+    assert proc.returncode == 2
+    assert str(missing) in proc.stderr and "--site-packages" in proc.stderr
+
+
+def test_unknown_subcommand():
+    proc = _cli("patches", "frobnicate")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_readme_block_is_the_generated_table():
+    readme = (REPO / "README.md").read_text()
+    start, end = "<!-- BEGIN GENERATED: patches -->", "<!-- END GENERATED: patches -->"
+    block = readme.split(start, 1)[1].split(end, 1)[0].strip()
+    assert block == report.markdown_table().strip(), "README patch table is stale: run `make docs`"
