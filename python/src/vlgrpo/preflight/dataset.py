@@ -98,8 +98,8 @@ class PromptCounter:
             if self.tokenizer is None:
                 self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
             try:
-                self.image_processor = AutoImageProcessor.from_pretrained(model_path, use_fast=False,
-                                                                          trust_remote_code=False)
+                self.image_processor = AutoImageProcessor.from_pretrained(
+                    model_path, use_fast=False, trust_remote_code=False, **_pixel_bounds(model_path))
             except Exception:  # noqa: BLE001 - text-only model folder
                 self.image_processor = None
             self.method = (f"{type(self.tokenizer).__name__} + {type(self.image_processor).__name__} "
@@ -149,6 +149,26 @@ class PromptCounter:
         if pads != len(per_image):
             raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
         return len(ids) - pads + sum(per_image), sum(per_image)
+
+
+def _pixel_bounds(model_path: str) -> dict[str, int]:
+    """min_pixels/max_pixels from the folder's preprocessor_config.json ``size``.
+
+    transformers 4.57.6's slow ``Qwen2VLImageProcessor.__init__`` replaces a valid ``size`` with its defaults
+    (shortest 56*56, longest 28*28*1280 pixels) -- its ``else`` branch runs for any size -- while the fast
+    processor verl uses (``use_fast=True``) keeps the folder's values (Qwen3-VL: 65536 .. 16777216). Passing
+    the folder's bounds as min_pixels/max_pixels gives the slow processor the same numbers.
+    """
+    import json
+
+    try:
+        with open(os.path.join(model_path, "preprocessor_config.json"), encoding="utf-8") as fh:
+            size = json.load(fh).get("size") or {}
+    except (OSError, ValueError):
+        return {}
+    if "shortest_edge" in size and "longest_edge" in size:
+        return {"min_pixels": int(size["shortest_edge"]), "max_pixels": int(size["longest_edge"])}
+    return {}
 
 
 def build_messages(prompt: Any, images: list[Any]) -> list[dict]:
