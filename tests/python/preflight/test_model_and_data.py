@@ -123,8 +123,9 @@ def test_image_processor_uses_the_folders_own_numbers(counter):
     with open(os.path.join(MODEL_30B, "preprocessor_config.json"), encoding="utf-8") as fh:
         cfg = json.load(fh)
     assert (ip.patch_size, ip.merge_size) == (cfg["patch_size"], cfg["merge_size"]) == (16, 2)
-    # pixel bounds of the folder (not transformers' 28*28*1280 default of the slow processor)
-    assert (ip.size["shortest_edge"], ip.size["longest_edge"]) == (
+    # pixel bounds the processor resizes with (preprocess uses min_pixels/max_pixels when no size is passed):
+    # the folder's, not the slow processor's 28*28*1280 default
+    assert (ip.min_pixels, ip.max_pixels) == (
         cfg["size"]["shortest_edge"], cfg["size"]["longest_edge"]) == (65536, 16777216)
 
 
