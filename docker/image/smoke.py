@@ -5,7 +5,8 @@ Checks (each prints one line: ok / FAIL / n/a with the reason):
   base        the base image has what docker/constraints/<platform>-base.txt expects ("# expect:" lines)
   lock        every package of the installed locks is at its locked version
   pins        transformers, ray, hydra-core, omegaconf, tensordict, verl, veomni match docker/pins.env
-  imports     vlgrpo, verl, veomni, transformers, ray, hydra, omegaconf, tensordict import
+  imports     vlgrpo, verl, veomni, transformers, ray, hydra, omegaconf, tensordict and the runtime needs
+              (numpy, pyarrow, pandas, datasets, peft, ...) import
   patches     `python -m vlgrpo patches status --verify` exits 0 under VLGRPO_PATCHES_STRICT=1
   sitecustomize  a fresh interpreter (subprocess) and a multiprocessing "spawn" child import OUR shim as
               `sitecustomize`, with the patch bootstrap installed, chained to the base's own sitecustomize
@@ -93,7 +94,8 @@ def check_pins(pins: dict[str, str], have: dict[str, str]) -> None:
 def check_imports() -> None:
     bad = []
     for mod in ("vlgrpo", "vlgrpo.patches", "transformers", "ray", "hydra", "omegaconf", "tensordict", "verl",
-                "veomni"):
+                "veomni", "numpy", "pyarrow", "pandas", "datasets", "peft", "accelerate", "torchdata", "qwen_vl_utils",
+                "mathruler.grader", "zmq", "uvicorn", "fastapi", "codetiming", "pylatexenc", "wandb", "tensorboard"):
         try:
             importlib.import_module(mod)
         except Exception as exc:  # noqa: BLE001 - reported, the check fails

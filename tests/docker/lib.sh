@@ -46,6 +46,11 @@ stop_engine() {
     for ((i = 0; i < 60; i++)); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
     if kill -0 "$DOCKERD_PID" 2>/dev/null; then kill -KILL "$DOCKERD_PID" 2>/dev/null || true; fi
   fi
+  # the engine's network namespace mount (exec-root/netns) outlives it
+  local m
+  for m in "$WORK"/exec/netns/*; do
+    if [[ -e $m ]] && mountpoint -q "$m"; then umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; fi
+  done
   DOCKERD_PID=
 }
 
