@@ -1,0 +1,95 @@
+# shellcheck shell=bash
+# Shared set-up for the entrypoint suites: recording stubs first on PATH, a clean VLGRPO_ environment,
+# a model folder, data files and a checkpoint folder in the test's temp dir, and run helpers.
+bats_require_minimum_version 1.5.0
+bats_load_library bats-support
+bats_load_library bats-assert
+bats_load_library bats-file
+
+REPO_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+FA=$REPO_ROOT/entrypoints/fully-async-grpo.sh
+VO=$REPO_ROOT/entrypoints/veomni-grpo.sh
+HARNESS=$REPO_ROOT/tests/bats/helpers/run-entry.sh
+
+# common_setup [STUB...] — stubs default to python3 ray npu-smi (not nvidia-smi: auto-detection would
+# otherwise see both platforms).
+common_setup() {
+  local v s
+  local -a stubs=("$@")
+  ((${#stubs[@]})) || stubs=(python3 ray npu-smi)
+  while IFS= read -r v; do
+    case $v in VLGRPO_* | WANDB_* | STUB_* | TEST_*) unset "$v" ;; esac
+  done < <(compgen -e)
+  unset CUDA_VISIBLE_DEVICES ASCEND_RT_VISIBLE_DEVICES RAY_ADDRESS
+  T=$BATS_TEST_TMPDIR
+  mkdir -p "$T/bin" "$T/model" "$T/data" "$T/ckpt" "$T/dev" "$T/calls"
+  # Copies, not symlinks: a test that writes its own scripted stub over $T/bin/NAME must not write
+  # through a link into the repository.
+  for s in "${stubs[@]}"; do cp "$REPO_ROOT/tests/bats/stubs/recorder" "$T/bin/$s"; done
+  export PATH="$T/bin:$PATH" STUB_LOG=$T/calls TEST_DEV_DIR=$T/dev
+  : >"$T/model/config.json"
+  : >"$T/data/train.parquet"
+  : >"$T/data/test.parquet"
+  export VLGRPO_MODEL_PATH=$T/model VLGRPO_TRAIN_FILE=$T/data/train.parquet VLGRPO_VAL_FILE=$T/data/test.parquet
+  export VLGRPO_CHECKPOINT_DIR=$T/ckpt VLGRPO_PLATFORM=npu
+  export STUB_NPU_COUNT=16 STUB_GPU_COUNT=16 WANDB_MODE=offline
+  CANARY=$T/canary
+}
+
+# entry fa|vo [WORD...] — run a recipe through the hook harness (not a container, /dev hook = $T/dev).
+entry() {
+  local which=$1
+  shift
+  run --separate-stderr "$HARNESS" "$(recipe_path "$which")" "$@"
+}
+
+# direct fa|vo [WORD...] — run the real entrypoint file as a user would (no hooks at all).
+direct() {
+  local which=$1
+  shift
+  run --separate-stderr "$(recipe_path "$which")" "$@"
+}
+
+recipe_path() {
+  case $1 in
+    fa) printf '%s' "$FA" ;;
+    vo) printf '%s' "$VO" ;;
+    *) fail "unknown recipe $1" ;;
+  esac
+}
+
+# calls — the recorded stub calls, in order (file names NNNN.<stub>).
+calls() {
+  find "$STUB_LOG" -maxdepth 1 -type f -name '[0-9][0-9][0-9][0-9].*' ! -name '*.*.*' -printf '%f\n' | sort
+}
+
+# call_argv N — argv of the N-th recorded call (0-based).
+call_argv() {
+  local f
+  f=$(calls | sed -n "$(($1 + 1))p")
+  [[ -n $f ]] || fail "no recorded call number $1"
+  cat "$STUB_LOG/$f"
+}
+
+# plan_argv — the argv lines of a dry run's stdout ($output), without the '# ' plan lines.
+plan_argv() {
+  grep -v '^# ' <<<"$output" || true
+}
+
+# expected_defaults fa|vo — the reviewed default argv (tests/bats/fixtures/<recipe>-defaults.argv) with
+# @T@ replaced by the test's temp dir.
+expected_defaults() {
+  sed "s#@T@#$T#g" "$REPO_ROOT/tests/bats/fixtures/$1-defaults.argv"
+}
+
+# setting_names fa|vo — the declared setting names of a recipe (sourced, main not run).
+setting_names() {
+  bash -c 'source "$1"; printf "%s\n" "${VG_NAMES[@]}"' _ "$(recipe_path "$1")"
+}
+
+# assert_no_calls — no stub ran (nothing was started, not even the preflight).
+assert_no_calls() {
+  local c
+  c=$(calls)
+  [[ -z $c ]] || fail "expected no stub calls, got: $c"
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Test harness: runs a recipe entrypoint's main with the test hooks of entrypoints/lib/node.sh set from
+# TEST_* variables (the entrypoint itself never reads them from the environment):
+#   TEST_DEV_DIR           folder scanned for davinci<N> device files (default: an empty folder)
+#   TEST_MOUNTINFO         mountinfo file (default: /proc/self/mountinfo)
+#   TEST_CONTAINER_MARKER  a file whose existence means "in a container" (default: none, not a container)
+# Usage: run-entry.sh ENTRYPOINT [WORD...]
+set -Eeuo pipefail
+entry=$1
+shift
+# shellcheck source=/dev/null
+source "$entry"
+VG_DEV_DIR=${TEST_DEV_DIR:?TEST_DEV_DIR must be set by the test}
+VG_MOUNTINFO=${TEST_MOUNTINFO:-/proc/self/mountinfo}
+VG_CONTAINER_MARKERS=()
+if [[ -n ${TEST_CONTAINER_MARKER-} ]]; then VG_CONTAINER_MARKERS=("$TEST_CONTAINER_MARKER"); fi
+trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
+for word; do vg_cli "$word"; done
+vg_flush_problems
+vg_entry

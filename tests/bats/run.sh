@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every bats suite of the entrypoints and closes with "N passed, N failed" (bats prints TAP; the
+# counts are taken from it). Exit status non-zero when a test failed or bats itself failed.
+# Usage: tests/bats/run.sh [FILE.bats...]   (default: all of tests/bats/*.bats)
+set -Eeuo pipefail
+cd "$(dirname -- "${BASH_SOURCE[0]}")"
+files=()
+for f; do files+=("$f"); done
+if ((${#files[@]} == 0)); then files=(./*.bats); fi
+tap=$(mktemp)
+trap 'rm -f -- "$tap"' EXIT
+rc=0
+start=$SECONDS
+bats --tap "${files[@]}" | tee "$tap" || rc=$?
+passed=$(grep -c '^ok ' "$tap" || true)
+failed=$(grep -c '^not ok ' "$tap" || true)
+skipped=$(grep -c '^ok .* # skip' "$tap" || true)
+planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$tap" | head -n 1)
+if [[ -n $planned ]] && ((passed + failed != planned)); then
+  echo "bats: planned $planned tests but $((passed + failed)) reported" >&2
+  rc=1
+fi
+echo "bats: ${#files[@]} file(s) in $((SECONDS - start)) s${skipped:+, $skipped skipped}"
+echo "$passed passed, $failed failed"
+if ((failed > 0 || rc != 0)); then exit 1; fi
