@@ -23,9 +23,11 @@ Runs (``--runs``, comma separated, in this order):
              steps. With ``--save-ref PATH`` rank 0 saves them (the reference for later runs).
   offload    the same with CPUOffloadPolicy. An exception in the forward is caught and recorded
              (type, message, innermost frames) instead of the numbers.
-Each run builds the model afresh from the same seed. With ``--ref PATH`` a run is compared with the
-saved reference: |loss - ref| / ref, and per parameter ||g - g_ref|| / ||g_ref|| computed over each
-rank's own shard and summed with all_reduce (no gather of full gradients).
+Each run builds the model afresh from the same seed. Every run is compared (see :func:`compare`) with
+each ``--ref LABEL=PATH`` (a saved one-GPU run) and, from the second run on, with the first run of
+this process (label ``first_run``: same code, same sharding, so e.g. offload vs no offload alone):
+|loss - ref| / ref per step, and per parameter ||g - g_ref|| / ||g_ref|| computed over each rank's own
+shard and summed with all_reduce (no gather of full gradients).
 """
 
 from __future__ import annotations
@@ -100,7 +102,48 @@ def frames_of(exc: BaseException) -> list[str]:
     return [f"{fs.name} ({Path(fs.filename).name}:{fs.lineno})" for fs in traceback.extract_tb(exc.__traceback__)]
 
 
-def one_run(kind: str, args, mesh, batch, rank: int, world: int, ref: dict | None) -> dict:
+def compare(ref: dict, losses: list, grads: dict, rank: int, world: int) -> dict:
+    """Loss and gradient differences against ``ref`` ({"losses", "grads", "local"}).
+
+    ``ref["local"]``: its gradients are this rank's shards (an earlier run in this process); otherwise
+    full tensors (a saved one-GPU run), cut to this rank's rows. Per parameter ||g - g_ref|| / ||g_ref||,
+    with the squared sums all-reduced over ranks.
+    """
+    names = sorted(ref["grads"])
+    diff = torch.zeros(len(names), dtype=torch.float64)
+    norm = torch.zeros(len(names), dtype=torch.float64)
+    missing = 0
+    for i, n in enumerate(names):
+        r = ref["grads"][n] if ref.get("local") else local_rows(ref["grads"][n], rank, world)
+        r = r.double()
+        g = grads.get(n)
+        if g is None:
+            missing += 1
+            g = torch.zeros_like(r)
+        g = g.double().reshape(r.shape)
+        diff[i] = (g - r).pow(2).sum()
+        norm[i] = r.pow(2).sum()
+    both = torch.stack([diff, norm]).to(DEV)
+    dist.all_reduce(both)
+    diff, norm = both[0].cpu().sqrt(), both[1].cpu().sqrt()
+    rel = (diff / norm.clamp_min(1e-30)).tolist()
+    per = dict(zip(names, rel))
+    worst = sorted(per.items(), key=lambda kv: -kv[1])[:5]
+    n = min(len(losses), len(ref["losses"]))
+    return {
+        "loss0_rel": abs(losses[0] - ref["losses"][0]) / abs(ref["losses"][0]),
+        "loss_traj_max_rel": max(abs(a - b) / abs(b) for a, b in zip(losses[:n], ref["losses"][:n])),
+        "grad_rel_all": float(diff.pow(2).sum().sqrt() / norm.pow(2).sum().sqrt()),
+        "grad_rel_pos_embed": per.get("model.visual.pos_embed.weight"),
+        "grad_rel_max_param": worst[0][1],
+        "grad_rel_worst": worst,
+        "grad_rel_median_param": sorted(rel)[len(rel) // 2],
+        "missing_grads": missing,
+        "ref_losses": ref["losses"],
+    }
+
+
+def one_run(kind: str, args, mesh, batch, rank: int, world: int, refs: dict) -> dict:
     offload = kind == "offload"
     res: dict = {"run": kind, "offload": offload, "world_size": world}
     model = tinyqwen.build_model(torch.float32, seed=args.seed)
@@ -144,41 +187,11 @@ def one_run(kind: str, args, mesh, batch, rank: int, world: int, ref: dict | Non
     res["seconds"] = round(time.perf_counter() - t0, 3)
     res["losses"] = losses
     res["finite"] = all(math.isfinite(x) for x in losses)
-    if args.save_ref and kind == "ref" and world == 1 and rank == 0:
-        torch.save({"losses": losses, "grads": grads}, args.save_ref)
+    if args.save_ref and not refs.get("first_run") and world == 1 and rank == 0:
+        torch.save({"losses": losses, "grads": grads}, args.save_ref)  # the first run of this process
         res["saved_ref"] = args.save_ref
-    if ref is not None:
-        names = sorted(ref["grads"])
-        diff = torch.zeros(len(names), dtype=torch.float64)
-        norm = torch.zeros(len(names), dtype=torch.float64)
-        missing = 0
-        for i, n in enumerate(names):
-            r = local_rows(ref["grads"][n], rank, world).double()
-            g = grads.get(n)
-            if g is None:
-                missing += 1
-                g = torch.zeros_like(r)
-            g = g.double().reshape(r.shape)
-            diff[i] = (g - r).pow(2).sum()
-            norm[i] = r.pow(2).sum()
-        both = torch.stack([diff, norm]).to(DEV)
-        dist.all_reduce(both)
-        diff, norm = both[0].cpu().sqrt(), both[1].cpu().sqrt()
-        rel = (diff / norm.clamp_min(1e-30)).tolist()
-        per = dict(zip(names, rel))
-        worst = sorted(per.items(), key=lambda kv: -kv[1])[:5]
-        total_rel = float(diff.pow(2).sum().sqrt() / norm.pow(2).sum().sqrt())
-        res["compare"] = {
-            "loss0_rel": abs(losses[0] - ref["losses"][0]) / abs(ref["losses"][0]),
-            "loss_traj_max_rel": max(abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"])),
-            "grad_rel_all": total_rel,
-            "grad_rel_pos_embed": per.get("model.visual.pos_embed.weight"),
-            "grad_rel_max_param": worst[0][1],
-            "grad_rel_worst": worst,
-            "grad_rel_median_param": sorted(rel)[len(rel) // 2],
-            "missing_grads": missing,
-            "ref_losses": ref["losses"],
-        }
+    res["compare"] = {label: compare(r, losses, grads, rank, world) for label, r in refs.items()}
+    res["_grads"] = grads  # kept for the next run's "first_run" comparison, dropped before writing JSON
     return res
 
 
@@ -189,8 +202,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=2, help="Geometry3K samples per batch (same on every rank)")
-    ap.add_argument("--save-ref", default=None)
-    ap.add_argument("--ref", default=None)
+    ap.add_argument("--save-ref", default=None, help="one GPU: save the first run's losses and gradients here")
+    ap.add_argument("--ref", action="append", default=[], metavar="LABEL=PATH",
+                    help="compare every run with this saved run (repeatable)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
@@ -223,10 +237,17 @@ def main(argv=None) -> int:
     batch = tinyqwen.to_device(tinyqwen.build_batch(args.batch), DEV)
     report["image_grid_thw"] = batch["image_grid_thw"].tolist()
     report["seq_len"] = int(batch["input_ids"].shape[1])
-    ref = torch.load(args.ref, weights_only=True) if args.ref else None
+    refs = {}
+    for spec in args.ref:
+        label, _, path = spec.partition("=")
+        refs[label] = torch.load(path, weights_only=True)
     for kind in args.runs.split(","):
         torch.manual_seed(args.seed)
-        report["runs"].append(one_run(kind, args, mesh, batch, rank, world, ref))
+        res = one_run(kind, args, mesh, batch, rank, world, refs)
+        grads = res.pop("_grads", None)
+        if grads is not None and "first_run" not in refs:
+            refs["first_run"] = {"losses": res["losses"], "grads": grads, "local": True, "run": kind}
+        report["runs"].append(res)
         if DEV != "cpu":
             torch.cuda.empty_cache()
     if rank == 0:

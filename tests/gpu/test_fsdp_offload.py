@@ -9,11 +9,19 @@ mirrors verl 0.8.0's apply_fsdp2) on a Geometry3K batch made by the real process
   first loss, every gradient and the losses of 4 AdamW steps match the run *without* offload on the
   original, unpatched code.
 
-Tolerances (bf16 compute, fp32 master weights and fp32 gradient reduction): first-step loss within
-1e-3 relative; the whole gradient (all parameters together) within 1e-2 relative L2 and every single
-parameter's gradient within 5e-2; the loss trajectory within 1e-2 relative at every step. Offload
-changes where the fp32 master weights and the optimizer step live (CPU), not the bf16 forward, so the
-differences left are the patched interpolation's rounding and non-deterministic CUDA reductions.
+Tolerances, relative (bf16 compute, fp32 master weights and fp32 gradient reduction), in two kinds:
+
+* ``OFFLOAD_TOL``, same code with and without offload (and one vs two GPUs): offload moves the fp32
+  master weights and the AdamW step to the CPU but not the bf16 forward, so only non-deterministic CUDA
+  reductions and the CPU-vs-GPU optimizer arithmetic are left.
+* ``PATCH_TOL``, patched run against the original code without offload: the patched interpolation
+  rounds the position embeddings to bf16 before they are added to the patch embeddings, while the
+  original, under FSDP mixed precision, multiplies by fp32 weights (the sharded fp32 parameter's dtype)
+  and the sum is rounded at the next block's input. That shifts activations by about one bf16 ulp, which
+  flips a few near-tie top-8 expert choices; the router and expert gradients of the last MoE layer
+  move most (measured on the H200: 7.7 % on one router gate, 0.73 % for all gradients together, first
+  loss 3e-5). ``max_param`` is therefore loose; the whole-gradient, median and pos_embed bounds are the
+  sharp ones (a wrong row order or a lost gradient gives ~1.0).
 """
 
 from __future__ import annotations
@@ -29,10 +37,10 @@ STEPS = 4
 DEVICE_ERROR = re.compile(r"(Expected all tensors to be on the same device|is on cpu, different from other tensors"
                           r"|found at least two devices)", re.I)
 
-LOSS0_RTOL = 1e-3
-GRAD_ALL_RTOL = 1e-2
-GRAD_PARAM_RTOL = 5e-2
-TRAJ_RTOL = 1e-2
+PATCH_TOL = {"loss0_rel": 1e-3, "loss_traj_max_rel": 1e-2, "grad_rel_all": 2e-2, "grad_rel_pos_embed": 5e-2,
+             "grad_rel_median_param": 2e-2, "grad_rel_max_param": 0.2}
+OFFLOAD_TOL = {"loss0_rel": 1e-4, "loss_traj_max_rel": 2e-3, "grad_rel_all": 5e-3, "grad_rel_pos_embed": 1e-2,
+               "grad_rel_median_param": 5e-3, "grad_rel_max_param": 0.1}
 
 
 @pytest.fixture(scope="session")
@@ -53,19 +61,20 @@ def _assert_device_error(run: dict):
     assert err["step"] == 0
 
 
-def _assert_matches_reference(run: dict, n_params: int):
+def _assert_trains(run: dict, n_params: int):
     assert "error" not in run, run.get("error")
     assert run["finite"] and len(run["losses"]) == STEPS
     assert run["pos_embed_grad_norm"] > 0.0
-    c = run["compare"]
-    assert c["missing_grads"] == 0 and run["params_with_grad"] == n_params
-    assert c["loss0_rel"] <= LOSS0_RTOL, c
-    assert c["grad_rel_all"] <= GRAD_ALL_RTOL, c
-    assert c["grad_rel_pos_embed"] <= GRAD_PARAM_RTOL, c
-    assert c["grad_rel_max_param"] <= GRAD_PARAM_RTOL, c["grad_rel_worst"]
-    assert c["loss_traj_max_rel"] <= TRAJ_RTOL, (run["losses"], c["ref_losses"])
-    # the optimizer steps lower the loss, the same way as the reference
+    assert run["params_with_grad"] == n_params
+    # the optimizer steps lower the loss
     assert run["losses"][-1] < run["losses"][0] - 0.5, run["losses"]
+
+
+def _assert_close(run: dict, label: str, tol: dict):
+    c = run["compare"][label]
+    assert c["missing_grads"] == 0, c
+    bad = {k: (c[k], t) for k, t in tol.items() if not c[k] <= t}
+    assert not bad, f"{run['run']} vs {label}: {bad}; worst params {c['grad_rel_worst']}; losses {run['losses']} vs {c['ref_losses']}"
 
 
 def test_reference_without_offload_trains_on_original_code(unpatched_1gpu):
@@ -88,18 +97,29 @@ def test_offload_fails_without_patch_1gpu(unpatched_1gpu):
     _assert_device_error(run)
 
 
-def test_offload_with_patch_matches_reference_1gpu(unpatched_1gpu):
+@pytest.fixture(scope="session")
+def patched_1gpu(unpatched_1gpu):
     rep0, ref = unpatched_1gpu
     out = log_dir() / "fsdp_patched_1gpu.json"
-    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--ref", str(ref),
-                                     "--out", str(out)], patched=True, name="fsdp_patched_1gpu")
-    rep = load_json(out, proc)
+    ref_patched = log_dir() / "fsdp_ref_grads_patched.pt"
+    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--ref", f"original={ref}",
+                                     "--save-ref", str(ref_patched), "--out", str(out)],
+                      patched=True, name="fsdp_patched_1gpu")
+    return load_json(out, proc), ref_patched
+
+
+def test_offload_with_patch_matches_reference_1gpu(unpatched_1gpu, patched_1gpu):
+    rep0, _ = unpatched_1gpu
+    rep, _ = patched_1gpu
     assert rep["vlgrpo_loaded"] and rep["transformers"] == "4.57.6"
     n_params = rep0["runs"][0]["params_with_grad"]
-    for run in rep["runs"]:  # patched code without offload and with offload
+    no_off, off = rep["runs"]
+    assert not no_off["offload"] and off["offload"] and off["pos_embed_weight_device_after_wrap"] == "cpu"
+    for run in (no_off, off):
         assert run["pos_embed_patch"] == "qwen3_vl.vision_pos_embed", run["pos_embed_fn"]
-        _assert_matches_reference(run, n_params)
-    assert rep["runs"][1]["offload"] and rep["runs"][1]["pos_embed_weight_device_after_wrap"] == "cpu"
+        _assert_trains(run, n_params)
+        _assert_close(run, "original", PATCH_TOL)
+    _assert_close(off, "first_run", OFFLOAD_TOL)  # offload alone: same patched code without offload
 
 
 @pytest.mark.two_gpus
@@ -113,13 +133,22 @@ def test_offload_fails_without_patch_2gpus():
 
 
 @pytest.mark.two_gpus
-def test_offload_with_patch_matches_reference_2gpus(unpatched_1gpu):
-    """Both ranks get the same batch, so the averaged gradient equals the one-GPU reference."""
+def test_offload_with_patch_matches_reference_2gpus(unpatched_1gpu, patched_1gpu):
+    """Both ranks get the same batch, so the averaged gradient equals the one-GPU one."""
     rep0, ref = unpatched_1gpu
+    _, ref_patched = patched_1gpu
     out = log_dir() / "fsdp_patched_2gpu.json"
-    proc = run_script(torchrun(2) + [SCRIPT, "--runs", "offload", "--steps", str(STEPS), "--ref", str(ref),
-                                     "--out", str(out)], patched=True, name="fsdp_patched_2gpu")
+    proc = run_script(torchrun(2) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--ref", f"original={ref}",
+                                     "--ref", f"patched_1gpu={ref_patched}", "--out", str(out)],
+                      patched=True, name="fsdp_patched_2gpu")
     rep = load_json(out, proc)
     assert rep["world_size"] == 2 and rep["vlgrpo_loaded"]
-    assert rep["runs"][0]["pos_embed_patch"] == "qwen3_vl.vision_pos_embed"
-    _assert_matches_reference(rep["runs"][0], rep0["runs"][0]["params_with_grad"])
+    n_params = rep0["runs"][0]["params_with_grad"]
+    no_off, off = rep["runs"]
+    assert off["offload"] and off["pos_embed_weight_device_after_wrap"] == "cpu"
+    for run in (no_off, off):
+        assert run["pos_embed_patch"] == "qwen3_vl.vision_pos_embed"
+        _assert_trains(run, n_params)
+        _assert_close(run, "original", PATCH_TOL)
+        _assert_close(run, "patched_1gpu", OFFLOAD_TOL)  # two GPUs (and offload) vs one GPU, same code
+    _assert_close(off, "first_run", OFFLOAD_TOL)

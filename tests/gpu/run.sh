@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The whole GPU suite in one command: tests/gpu (pytest) + bench/pos_embed.py + bench/startup.py.
+#
+# usage: tests/gpu/run.sh [LOGDIR]        (make test-gpu)
+#   LOGDIR  where logs go (default: $OUT if set, else out/gpu). At the end everything is also packed
+#           into LOGDIR/gpu-logs.tar.gz.
+# env:
+#   PYTHON            interpreter with a CUDA torch (default python3)
+#   VLGRPO_GPU_SITE   --target dir for the carried wheels (default /tmp/vlgrpo-site)
+#   VLGRPO_WHEELS     folder of wheels to install there (default .whl): transformers 4.57.6 and what it
+#                     requires that the machine lacks (tokenizers 0.22.1, huggingface-hub 0.36.0)
+#   VLGRPO_GPU_WORK   folder for the per-test logs and JSON (default LOGDIR/work)
+#   VLGRPO_GPU_SKIP_BENCH=1   run only pytest
+#
+# On the lent H200 (python3 3.12, torch 2.11, transformers 5.17, no package index) the wheels are
+# installed with --target and put first on PYTHONPATH, so transformers 4.57.6 shadows 5.17 in the
+# processes of this suite; the benchmark reaches the machine's own transformers through
+# VLGRPO_ALT_TRANSFORMERS_PATH (its site-packages folder), found below before PYTHONPATH is set.
+# Exit status: pytest's (benchmarks that fail are logged and make the status 1).
+set -Eeuo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+PY=${PYTHON:-python3}
+LOGDIR=${1:-${OUT:-out/gpu}}
+SITE=${VLGRPO_GPU_SITE:-/tmp/vlgrpo-site}
+WHEELS=${VLGRPO_WHEELS:-.whl}
+mkdir -p "$LOGDIR"
+LOGDIR=$(cd "$LOGDIR" && pwd)
+WORK=${VLGRPO_GPU_WORK:-$LOGDIR/work}   # per-test logs and JSON (packed into gpu-logs.tar.gz)
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+
+log() { printf '[run.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$WORK/run.log"; }
+
+# the machine's own transformers (5.x on the H200 image), located before the wheels shadow it
+ALT=$("$PY" -c 'import os, transformers; print(os.path.dirname(os.path.dirname(transformers.__file__)))' 2>/dev/null || true)
+export VLGRPO_ALT_TRANSFORMERS_PATH=${VLGRPO_ALT_TRANSFORMERS_PATH:-$ALT}
+
+shopt -s nullglob
+whls=("$WHEELS"/*.whl)
+if ((${#whls[@]})); then
+    log "installing ${#whls[@]} wheels into $SITE: ${whls[*]##*/}"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "${whls[@]}" \
+        2>&1 | tee -a "$WORK/run.log"
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+else
+    log "no wheels in $WHEELS: using the interpreter's own packages"
+fi
+
+{
+    echo "# command: tests/gpu/run.sh (PYTHON=$PY, PYTHONPATH=${PYTHONPATH:-})"
+    date -u +"# date: %Y-%m-%dT%H:%M:%SZ"
+    echo "# git: $(git rev-parse HEAD 2>/dev/null || echo '?') $(git status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed paths"
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 || true
+    "$PY" - <<'EOF' 2>&1 || true
+import platform, sys, torch, os
+print("python", platform.python_version(), sys.executable)
+print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())
+for name in ("transformers", "tokenizers", "huggingface_hub", "numpy", "PIL", "torchvision"):
+    try:
+        m = __import__(name)
+        print(name, getattr(m, "__version__", "?"), os.path.dirname(m.__file__))
+    except Exception as e:
+        print(name, "NOT IMPORTABLE", e)
+print("alt transformers path", os.environ.get("VLGRPO_ALT_TRANSFORMERS_PATH"))
+EOF
+} >"$LOGDIR/env.txt"
+cat "$LOGDIR/env.txt"
+
+status=0
+log "pytest tests/gpu"
+set +e
+VLGRPO_GPU_LOGDIR="$WORK" "$PY" -m pytest tests/gpu -v -rA -p no:cacheprovider --junitxml "$WORK/junit.xml" \
+    2>&1 | tee "$LOGDIR/pytest.log"
+status=${PIPESTATUS[0]}
+set -e
+log "pytest exit $status"
+
+# run_bench NAME CMD...: log to LOGDIR/bench_NAME.log; a failing benchmark makes the exit status 1
+run_bench() {
+    local name=$1 rc
+    shift
+    log "bench $name: $*"
+    set +e
+    "$@" 2>&1 | tee "$LOGDIR/bench_$name.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    log "bench $name exit $rc"
+    ((rc == 0)) || status=1
+}
+
+if [[ ${VLGRPO_GPU_SKIP_BENCH:-0} != 1 ]]; then
+    # pos-embed: the machine's own transformers (5.17: vision_utils helper) is imported, 4.57.6's method is
+    # compiled from the wheel by bench/pos_embed.py itself, vlgrpo comes from python/src: all in one process.
+    tf457=("$WHEELS"/transformers-4.57.6-*.whl)
+    src_args=()
+    ((${#tf457[@]})) && src_args=(--transformers-source "${tf457[0]}")
+    run_bench pos_embed env PYTHONPATH="$PWD/python/src" "$PY" bench/pos_embed.py --device cuda \
+        "${src_args[@]}" --out "$LOGDIR/bench_pos_embed.json"
+    run_bench startup env PYTHONPATH= "$PY" bench/startup.py --runs 30 --markdown
+fi
+
+rm -f "$WORK"/*.pt
+cp "$LOGDIR/env.txt" "$LOGDIR/pytest.log" "$WORK/" 2>/dev/null || true
+tar -czf "$LOGDIR/gpu-logs.tar.gz" -C "$(dirname "$WORK")" "$(basename "$WORK")"
+log "done: exit $status; logs in $LOGDIR"
+exit "$status"
