@@ -52,6 +52,10 @@ test-python: venv verl-0.7.1 ## pytest suites of the vlgrpo package (CPU, strict
 test-bats: tools ## bats suites of the entrypoints
 	tests/bats/run.sh
 
+.PHONY: test-gpu
+test-gpu: ## GPU suite + pos-embed/start-up benches on a CUDA machine (not in CI; skips without CUDA); logs in $$OUT or out/gpu
+	tests/gpu/run.sh
+
 .PHONY: lint
 lint: venv tools ## shellcheck, hadolint, compose config
 	scripts/lint.sh
