@@ -188,19 +188,29 @@ def test_failing_patch_leaves_target_import_working():
     assert strict.returncode != 0 and "No module named 'vlgrpo.patches.no_such_module'" in strict.stderr
 
 
-@pytest.mark.parametrize("env,expected", [
-    ({"VLGRPO_PATCHES": "off"}, {"qwen3_vl_moe.router_dtype": "disabled", "npu.qwen3_vl_moe.train_routing": "disabled"}),
-    ({"VLGRPO_PATCHES_DISABLED": "qwen3_vl_moe.router_dtype"},
-     {"qwen3_vl_moe.router_dtype": "disabled", "npu.qwen3_vl_moe.train_routing": "not needed"}),
-])
-def test_switches(shim_dir, env, expected):
+def test_switch_off_installs_nothing(shim_dir):
+    code = ("import json, sys\nimport vlgrpo.patches as P\n"
+            "rows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
+            "print(json.dumps([rows, [type(f).__name__ for f in sys.meta_path]]))")
+    rows, finders = run_py(code, path=[shim_dir], env={"VLGRPO_PATCHES": "off"}).json
+    assert set(rows.values()) == {"disabled"} and list(rows) == ["qwen3_vl.vision_pos_embed",
+                                                                 "qwen3_vl_moe.router_dtype",
+                                                                 "npu.qwen3_vl_moe.train_routing"]
+    assert "PostImportFinder" not in finders
+    # that the classes then stay unpatched is asserted in test_vision_wiring / test_npu_routing (VLGRPO_PATCHES=off)
+
+
+def test_switch_disable_one_patch(shim_dir):
     code = ("import json\nfrom transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
             "import vlgrpo.patches as P\nrows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
-            "print(json.dumps([rows, getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None)]))")
-    rows, patched = run_py(code, path=[shim_dir], env=env).json
-    for pid, st in expected.items():
-        assert rows[pid] == st
-    assert patched is None
+            "print(json.dumps([rows, getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None),"
+            "getattr(m.Qwen3VLMoeVisionModel.fast_pos_embed_interpolate, '__vlgrpo_patch__', None)]))")
+    rows, router, vision = run_py(code, path=[shim_dir],
+                                  env={"VLGRPO_PATCHES_DISABLED": " qwen3_vl_moe.router_dtype ,"}).json
+    assert rows["qwen3_vl_moe.router_dtype"] == "disabled" and router is None
+    assert rows["qwen3_vl.vision_pos_embed"] == "applied" and vision == "qwen3_vl.vision_pos_embed"
+    # the train-routing patch still checks the (unpatched, transformers) block: no training guard there
+    assert rows["npu.qwen3_vl_moe.train_routing"] == "not needed"
 
 
 def test_unknown_disabled_id_is_named(shim_dir):

@@ -1,8 +1,9 @@
 """Tiny Qwen3-VL / Qwen3-VL-MoE model (real configs scaled down) through verl's monkey patch; prints one JSON line.
 
-Run by test_pos_embed_wiring.py in a fresh interpreter. Environment: MODEL=dense|moe; APPLY_VERL=1 calls verl's
-``apply_monkey_patch`` on the model (which binds verl's module-level ``fast_pos_embed_interpolate`` onto the
-vision classes). The shim on PYTHONPATH (or VLGRPO_PATCHES=off) decides whether vlgrpo's patches are active.
+Run by test_vision_wiring.py in a fresh interpreter. Environment: STEPS="dense:0,moe:1" builds the models in that
+order; ":1" calls verl's ``apply_monkey_patch`` on the model (which binds verl's module-level
+``fast_pos_embed_interpolate`` onto both vision classes). The shim on PYTHONPATH (or VLGRPO_PATCHES=off)
+decides whether vlgrpo's patches are active.
 """
 
 import json
@@ -13,10 +14,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
 out = {}
-try:
-    import torch
 
-    model_kind = os.environ.get("MODEL", "dense")
+
+def run(model_kind, apply_verl):
+    """Build the tiny model, optionally apply verl's monkey patch, run one forward with two images."""
+    out = {}
     if model_kind == "dense":
         from transformers.models.qwen3_vl import modeling_qwen3_vl as mod
         from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLConfig as Config
@@ -39,7 +41,7 @@ try:
     cfg = Config(**raw)
     torch.manual_seed(0)
     model = cls(cfg).eval()
-    if os.environ.get("APPLY_VERL"):
+    if apply_verl:
         from verl.models.transformers.monkey_patch import apply_monkey_patch
 
         apply_monkey_patch(model, use_remove_padding=False)
@@ -68,6 +70,15 @@ try:
     out["status"] = {r["id"]: r["status"] for r in vlgrpo.patches.status(import_targets=False)}
     out["targets"] = {t["target"]: t["status"] for r in vlgrpo.patches.status(import_targets=False)
                       for t in r["targets"]}
+    return out
+
+
+try:
+    import torch
+
+    for step in os.environ.get("STEPS", "dense:0").split(","):
+        kind, verl = step.split(":")
+        out[step] = run(kind, verl == "1")
 except Exception:
     out["crash"] = traceback.format_exc()
 print(json.dumps(out))
