@@ -75,7 +75,7 @@ def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddin
     needed = prompt + response
     mml = rollout.get("max_model_len")
     engine = rollout.get("name")
-    ek = (rollout.get("engine_kwargs") or {}).get(engine) or {}
+    ek = ((rollout.get("engine_kwargs") or {}).get(engine) or {}) if isinstance(engine, str) else {}
     ek_mml = ek.get("max_model_len") if hasattr(ek, "get") else None
     key_mml = "actor_rollout_ref.rollout.max_model_len"
     key_ek = f"actor_rollout_ref.rollout.engine_kwargs.{engine}.max_model_len"

@@ -62,6 +62,13 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
                            Where(key="reward_model"), "verl runs this in main() before Ray starts the trainer",
                            "fix the reward/reward_model settings it names"))
         return None
+    missing = sorted(k for k in OmegaConf.missing_keys(work) if not _in_disabled_section(work, k))
+    for key in missing:
+        report.add(Finding("schema.missing-value", ERROR, f"{key} is mandatory ('???') in verl's config and not set",
+                           Where(key=key), "verl raises MissingMandatoryValue when it first reads it, after Ray start",
+                           f"add {key}=<value> to the launch"))
+    if missing:
+        return None
     try:
         OmegaConf.resolve(work)
     except Exception as exc:  # noqa: BLE001
@@ -69,6 +76,25 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
                            "verl resolves every ${...} interpolation in the task runner", "fix the interpolation"))
         return None
     return work
+
+
+def _in_disabled_section(cfg: Any, key: str) -> bool:
+    """True when an enclosing node has ``enable`` False/None (e.g. reward.reward_model with enable=False):
+    verl does not read mandatory values there."""
+    from omegaconf import DictConfig
+
+    node = cfg
+    for part in key.split(".")[:-1]:
+        if not isinstance(node, DictConfig) or part not in node:
+            return False
+        node = node._get_node(part)
+        if isinstance(node, DictConfig) and "enable" in node:
+            try:
+                if not node.get("enable"):
+                    return True
+            except Exception:  # noqa: BLE001 - unresolvable enable flag: do not skip
+                return False
+    return False
 
 
 def _convert(report: Report, key: str, node: Any, what: str) -> Any:

@@ -1,0 +1,140 @@
+"""geo3k converter: checked against independent expectations.
+
+References: the hiyouga/geometry3k card's documented mapping from the original Geometry3K records
+(``problem = "<image>" + annotat_text``, ``answer = choices[ABCD.index(answer)]``), the readable copy of the
+sample rows in ``rows.jsonl`` (with the sha256 of each diagram), verl v0.8.0's geo3k preprocessing output
+schema (instruction text written out here as a literal), and the split sizes in assets/SOURCES.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SAMPLE = os.path.join(REPO, "assets", "geo3k-sample")
+HIYOUGA = os.path.join(SAMPLE, "hiyouga-geometry3k-format")
+ORIGINAL = os.path.join(SAMPLE, "original")
+SPLITS = ("train", "validation", "test")
+# verl v0.8.0 examples/data_preprocess/geo3k.py, instruction_following
+VERL_INSTRUCTION = (
+    r"You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
+    r"The reasoning process MUST BE enclosed within <think> </think> tags. "
+    r"The final answer MUST BE put in \boxed{}."
+)
+
+
+def _rows_jsonl():
+    out = {"train": [], "validation": [], "test": []}
+    with open(os.path.join(HIYOUGA, "rows.jsonl"), encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            out[{"val": "validation"}.get(r["split"], r["split"])].append(r)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["geometry3k_id"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    from vlgrpo.data.geo3k import convert
+
+    a = str(tmp_path_factory.mktemp("hiyouga"))
+    b = str(tmp_path_factory.mktemp("original"))
+    counts_a = convert(HIYOUGA, a, splits=SPLITS)
+    counts_b = convert(ORIGINAL, b, splits=SPLITS)
+    return a, b, counts_a, counts_b
+
+
+def test_counts_match_the_sample(converted):
+    _, _, ca, cb = converted
+    assert ca == cb == {"train": 20, "validation": 5, "test": 15}
+
+
+def test_both_layouts_give_the_same_rows(converted):
+    import pyarrow.parquet as pq
+
+    a, b, _, _ = converted
+    for split in SPLITS:
+        ta, tb = pq.read_table(os.path.join(a, f"{split}.parquet")), pq.read_table(os.path.join(b, f"{split}.parquet"))
+        assert ta.equals(tb), split
+
+
+def test_rows_follow_the_documented_mapping(converted):
+    import pyarrow.parquet as pq
+
+    a, _, _, _ = converted
+    expected = _rows_jsonl()
+    for split in SPLITS:
+        rows = pq.read_table(os.path.join(a, f"{split}.parquet")).to_pylist()
+        assert len(rows) == len(expected[split])
+        for i, (row, ref) in enumerate(zip(rows, expected[split])):
+            assert row["data_source"] == "hiyouga/geometry3k"
+            assert row["ability"] == "math"
+            assert row["prompt"] == [{"role": "user", "content": ref["problem"] + " " + VERL_INSTRUCTION}]
+            assert row["prompt"][0]["content"].startswith("<image>")
+            assert row["reward_model"] == {"style": "rule", "ground_truth": ref["answer"]}
+            assert ref["answer"] == ref["choices"]["ABCD".index(ref["answer_letter"])]
+            assert row["extra_info"] == {"split": split, "index": i, "answer": ref["answer"], "question": ref["problem"]}
+            assert len(row["images"]) == 1
+            assert hashlib.sha256(row["images"][0]["bytes"]).hexdigest() == ref["image_sha256"]
+
+
+def test_original_record_mapping_by_hand():
+    """train/0: annotat_text "$\\triangle RST \\cong \\triangle XYZ$. Find $y$.", choices 5/14/15/35, answer C."""
+    from vlgrpo.data.geo3k import iter_original
+
+    first = next(iter_original(ORIGINAL, "train"))
+    assert first["problem"] == "<image>$\\triangle RST \\cong \\triangle XYZ$. Find $y$."
+    assert first["answer"] == "15"
+
+
+def test_hf_datasets_reads_images_as_images(converted):
+    """verl loads the parquet with datasets.load_dataset('parquet'); images decode to PIL like the hub files."""
+    import datasets
+    from PIL import Image
+
+    a, _, _, _ = converted
+    ds = datasets.load_dataset("parquet", data_files=os.path.join(a, "test.parquet"))["train"]
+    assert len(ds) == 15
+    assert isinstance(ds[0]["images"][0], Image.Image)
+    assert ds.features["reward_model"]["ground_truth"].dtype == "string"
+
+
+def test_verl_default_reward_maps_the_data_source():
+    """verl's default_compute_score routes 'hiyouga/geometry3k' to its geo3k scorer (not NotImplementedError)."""
+    from vlgrpo.preflight.dataset import reward_handles
+
+    assert reward_handles("hiyouga/geometry3k")[0] is True
+    assert reward_handles("geometry3k-typo")[0] is False
+
+
+def test_cli_writes_train_and_test_by_default(tmp_path, capsys):
+    from vlgrpo.data import cli
+
+    assert cli.main(["geo3k", ORIGINAL, str(tmp_path)]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["test.parquet", "train.parquet"]  # what verl's script writes
+    assert "[train] wrote 20 rows" in capsys.readouterr().out
+
+
+def test_cli_rejects_unknown_source_and_split(tmp_path, capsys):
+    from vlgrpo.data import cli
+
+    assert cli.main(["geo3k", str(tmp_path), str(tmp_path / "out")]) == 2
+    assert cli.main(["geo3k", HIYOUGA, str(tmp_path / "out"), "--splits", "dev"]) == 2
+    err = capsys.readouterr().err
+    assert "neither data/<split>-*.parquet" in err and "unknown split 'dev'" in err
+
+
+def test_bad_answer_letter_is_reported(tmp_path):
+    from vlgrpo.data.geo3k import SourceError, convert
+
+    src = tmp_path / "orig" / "train" / "0"
+    src.mkdir(parents=True)
+    (src / "data.json").write_text(json.dumps({"annotat_text": "x", "choices": ["1", "2"], "answer": "D"}))
+    (src / "img_diagram.png").write_bytes(b"png")
+    with pytest.raises(SourceError, match="answer 'D'"):
+        convert(str(tmp_path / "orig"), str(tmp_path / "out"), splits=("train",))
