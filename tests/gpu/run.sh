@@ -92,6 +92,10 @@ run_bench() {
     ((rc == 0)) || status=1
 }
 
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    log "no CUDA device: benchmarks not run (the pytest suite above skipped)"
+    VLGRPO_GPU_SKIP_BENCH=1
+fi
 if [[ ${VLGRPO_GPU_SKIP_BENCH:-0} != 1 ]]; then
     # pos-embed: the machine's own transformers (5.17: vision_utils helper) is imported, 4.57.6's method is
     # compiled from the wheel by bench/pos_embed.py itself, vlgrpo comes from python/src: all in one process.
