@@ -145,8 +145,8 @@ def compare(ref: dict, losses: list, grads: dict, rank: int, world: int) -> dict
 
 def one_run(kind: str, args, mesh, batch, rank: int, world: int, refs: dict) -> dict:
     offload = kind == "offload"
-    res: dict = {"run": kind, "offload": offload, "world_size": world}
-    model = tinyqwen.build_model(torch.float32, seed=args.seed)
+    res: dict = {"run": kind, "offload": offload, "world_size": world, "param_dtype": args.param_dtype}
+    model = tinyqwen.build_model(getattr(torch, args.param_dtype), seed=args.seed)
     model.train()
     res["wrapped"] = len(fsdp2_wrap(model, mesh, offload))
     pe = model.model.visual.pos_embed.weight
@@ -201,6 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="parameter dtype: float32 (verl's actor) or bfloat16 (verl's forward-only ref model, "
+                         "the set-up of field case B01); compute is bf16 either way")
     ap.add_argument("--batch", type=int, default=2, help="Geometry3K samples per batch (same on every rank)")
     ap.add_argument("--save-ref", default=None, help="one GPU: save the first run's losses and gradients here")
     ap.add_argument("--ref", action="append", default=[], metavar="LABEL=PATH",

@@ -45,7 +45,7 @@ if ((${#whls[@]})); then
     log "installing ${#whls[@]} wheels into $SITE: ${whls[*]##*/}"
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "${whls[@]}" \
         2>&1 | tee -a "$WORK/run.log"
-    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" VLGRPO_GPU_SITE="$SITE"
 else
     log "no wheels in $WHEELS: using the interpreter's own packages"
 fi
@@ -73,7 +73,7 @@ cat "$LOGDIR/env.txt"
 status=0
 log "pytest tests/gpu"
 set +e
-VLGRPO_GPU_LOGDIR="$WORK" "$PY" -m pytest tests/gpu -v -rA -p no:cacheprovider --junitxml "$WORK/junit.xml" \
+VLGRPO_GPU_LOGDIR="$WORK" "$PY" -m pytest tests/gpu -v -rA --durations=0 -p no:cacheprovider --junitxml "$WORK/junit.xml" \
     2>&1 | tee "$LOGDIR/pytest.log"
 status=${PIPESTATUS[0]}
 set -e

@@ -152,3 +152,24 @@ def test_offload_with_patch_matches_reference_2gpus(unpatched_1gpu, patched_1gpu
         _assert_close(run, "original", PATCH_TOL)
         _assert_close(run, "patched_1gpu", OFFLOAD_TOL)  # two GPUs (and offload) vs one GPU, same code
     _assert_close(off, "first_run", OFFLOAD_TOL)
+
+
+def test_bf16_params_offload_fails_without_patch_1gpu():
+    """verl's reference model (B01's set-up): bf16 parameters, CPU offload, no fp32 master copy."""
+    out = log_dir() / "fsdp_unpatched_bf16_1gpu.json"
+    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "offload", "--steps", "1", "--param-dtype", "bfloat16",
+                                     "--out", str(out)], patched=False, name="fsdp_unpatched_bf16_1gpu")
+    _assert_device_error(load_json(out, proc)["runs"][0])
+
+
+def test_bf16_params_offload_with_patch_matches_no_offload_1gpu():
+    out = log_dir() / "fsdp_patched_bf16_1gpu.json"
+    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--param-dtype", "bfloat16",
+                                     "--out", str(out)], patched=True, name="fsdp_patched_bf16_1gpu")
+    rep = load_json(out, proc)
+    no_off, off = rep["runs"]
+    assert off["offload"] and off["pos_embed_weight_device_after_wrap"] == "cpu"
+    for run in (no_off, off):
+        assert run["pos_embed_patch"] == "qwen3_vl.vision_pos_embed" and run["param_dtype"] == "bfloat16"
+        _assert_trains(run, no_off["params_total"])
+    _assert_close(off, "first_run", OFFLOAD_TOL)
