@@ -33,6 +33,7 @@ import math
 import os
 import textwrap
 import threading
+import types
 from collections import OrderedDict
 
 import torch
@@ -49,10 +50,16 @@ __all__ = [
     "configure_cache",
 ]
 
-# Devices whose F.embedding_bag supports per_sample_weights with autograd; others (e.g. Ascend "npu") take a
-# chunked gather + weighted-sum path that uses only embedding/mul/sum.
+# How the weighted 4-tap gather runs (``method``):
+# - "triton": CUDA with Triton importable (``VLGRPO_POS_EMBED_TRITON=0`` turns it off): one kernel reads the 4 rows,
+#   sums in float32 with float32 weights and writes the output once; indices/weights are built by a second kernel;
+# - "embedding_bag": CPU (and CUDA without Triton): ``F.embedding_bag(mode="sum", per_sample_weights=...)`` with the
+#   weights rounded to the table dtype, as upstream rounds them;
+# - "gather": any other device (e.g. Ascend "npu"): chunked ``F.embedding`` + float32 weighted sum.
 _EMBEDDING_BAG_DEVICES = ("cpu", "cuda")
+_TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _FALLBACK_CHUNK_ROWS = 8192
+_BUILD_BLOCK = 256
 # If the distinct (h, w) grids of a call cover at most this share of its output rows, their embeddings are
 # computed once and copied per image/frame (cheaper than a gather per output row).
 _REUSE_SHARE = 0.25
@@ -231,7 +238,160 @@ def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
     return idx, wts, sizes
 
 
-def _pieces(keys, n, merge, device, dtype, cache):
+_TRITON = None  # None: not tried yet; False: unavailable; else a namespace with the kernels
+
+
+def _triton():
+    """The Triton kernels (defined on first use), or ``False`` when Triton is unavailable or switched off."""
+    global _TRITON
+    if _TRITON is None:
+        if os.environ.get("VLGRPO_POS_EMBED_TRITON", "1") == "0":
+            _TRITON = False
+            return _TRITON
+        try:
+            _TRITON = _define_triton()
+        except Exception as exc:  # ImportError, or a Triton that does not work here: use embedding_bag
+            _TRITON = False
+            _warn_once(f"Triton unavailable ({type(exc).__name__}: {exc}); using F.embedding_bag on CUDA")
+    return _TRITON
+
+
+def _warn_once(message: str) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning("qwen3_vl.vision_pos_embed: %s", message)
+
+
+def _define_triton():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gather4(idx_ptr, w_ptr, table_ptr, out_ptr, n_rows, D: tl.constexpr, ROWS: tl.constexpr,
+                BD: tl.constexpr):
+        # out[r, :] = sum_k table[idx[r, k], :] * w[r, k], accumulated in float32.
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        rmask = rows < n_rows
+        cols = tl.arange(0, BD)
+        for d0 in tl.static_range(0, D, BD):
+            c = d0 + cols
+            mask = rmask[:, None] & (c < D)[None, :]
+            acc = tl.zeros((ROWS, BD), tl.float32)
+            for k in tl.static_range(4):
+                i = tl.load(idx_ptr + rows * 4 + k, mask=rmask, other=0)
+                wk = tl.load(w_ptr + rows * 4 + k, mask=rmask, other=0.0)
+                v = tl.load(table_ptr + i[:, None] * D + c[None, :], mask=mask, other=0.0).to(tl.float32)
+                acc += v * wk[:, None]
+            tl.store(out_ptr + rows[:, None] * D + c[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def build(blocks_ptr, meta_ptr, floor_ptr, ceil_ptr, frac_ptr, idx_ptr, w_ptr, n, MERGE: tl.constexpr,
+              BLOCK: tl.constexpr):
+        # One program = BLOCK rows of one grid; row r (merge-block order) -> patch (y, x) -> 4 taps.
+        key = tl.load(blocks_ptr + tl.program_id(0) * 2)
+        r = tl.load(blocks_ptr + tl.program_id(0) * 2 + 1) + tl.arange(0, BLOCK)
+        size = tl.load(meta_ptr + key * 5)
+        blocks_w = tl.load(meta_ptr + key * 5 + 1)
+        h_off = tl.load(meta_ptr + key * 5 + 2)
+        w_off = tl.load(meta_ptr + key * 5 + 3)
+        start = tl.load(meta_ptr + key * 5 + 4)
+        mask = r < size
+        block = r // (MERGE * MERGE)
+        inner = r % (MERGE * MERGE)
+        y = (block // blocks_w) * MERGE + inner // MERGE
+        x = (block % blocks_w) * MERGE + inner % MERGE
+        fh = tl.load(floor_ptr + h_off + y, mask=mask, other=0) * n
+        ch = tl.load(ceil_ptr + h_off + y, mask=mask, other=0) * n
+        dh = tl.load(frac_ptr + h_off + y, mask=mask, other=0.0)
+        fw = tl.load(floor_ptr + w_off + x, mask=mask, other=0)
+        cw = tl.load(ceil_ptr + w_off + x, mask=mask, other=0)
+        dw = tl.load(frac_ptr + w_off + x, mask=mask, other=0.0)
+        eh = 1.0 - dh
+        ew = 1.0 - dw
+        o = (start + r) * 4
+        tl.store(idx_ptr + o, fh + fw, mask=mask)
+        tl.store(idx_ptr + o + 1, fh + cw, mask=mask)
+        tl.store(idx_ptr + o + 2, ch + fw, mask=mask)
+        tl.store(idx_ptr + o + 3, ch + cw, mask=mask)
+        tl.store(w_ptr + o, eh * ew, mask=mask)
+        tl.store(w_ptr + o + 1, eh * dw, mask=mask)
+        tl.store(w_ptr + o + 2, dh * ew, mask=mask)
+        tl.store(w_ptr + o + 3, dh * dw, mask=mask)
+
+    return types.SimpleNamespace(triton=triton, gather4=gather4, build=build)
+
+
+def _build_triton(keys, n: int, merge: int, device: torch.device):
+    """Same result as :func:`_build` with float32 weights, from one pinned host-to-device copy and one kernel."""
+    kernels = _triton()
+    lengths = sorted({v for key in keys for v in key})
+    offsets, taps = _axis_taps(lengths, n)
+    sizes = [h * w for h, w in keys]
+    total = sum(sizes)
+    width = taps.shape[1]
+    meta = torch.tensor([[h * w, w // merge, offsets[h], offsets[w]] for h, w in keys], dtype=torch.long)
+    meta = torch.cat([meta, torch.cumsum(meta[:, :1], 0) - meta[:, :1]], dim=1)
+    nblk = (meta[:, 0] + _BUILD_BLOCK - 1) // _BUILD_BLOCK
+    first = torch.cumsum(nblk, 0) - nblk
+    key_of = torch.repeat_interleave(torch.arange(len(keys)), nblk)
+    blocks = torch.stack([key_of, (torch.arange(key_of.numel()) - first[key_of]) * _BUILD_BLOCK], dim=1)
+    frac = torch.zeros(width + (width & 1), dtype=torch.float32)
+    frac[:width] = taps[2].float()
+    host = torch.cat([taps[0].long(), taps[1].long(), meta.flatten(), blocks.flatten(), frac.view(torch.long)])
+    dev = host.pin_memory().to(device, non_blocking=True)
+    at = [0, width, 2 * width, 2 * width + meta.numel(), 2 * width + meta.numel() + blocks.numel(), host.numel()]
+    floors, ceils, meta_d, blocks_d, frac_d = (dev[at[i]:at[i + 1]] for i in range(5))
+    idx = torch.empty((total, 4), dtype=torch.long, device=device)
+    wts = torch.empty((total, 4), dtype=torch.float32, device=device)
+    with torch.cuda.device(device):
+        kernels.build[(blocks.shape[0],)](blocks_d, meta_d, floors, ceils, frac_d.view(torch.float32), idx, wts, n,
+                                          MERGE=merge, BLOCK=_BUILD_BLOCK)
+    return idx, wts, sizes
+
+
+class _Gather4(torch.autograd.Function):
+    """Triton forward of ``out[r] = sum_k table[idx[r, k]] * w[r, k]`` (float32 weights and accumulation);
+    backward ``grad_table[p] = sum_{r,k: idx[r,k]=p} w[r, k] * grad_out[r]`` with the deterministic embedding
+    backward, in float32 chunks."""
+
+    @staticmethod
+    def forward(ctx, idx, wts, table):
+        table_c = table.contiguous()
+        out = torch.empty((idx.shape[0], table.shape[1]), dtype=table.dtype, device=table.device)
+        rows = 16
+        with torch.cuda.device(table.device):
+            _triton().gather4[((idx.shape[0] + rows - 1) // rows,)](idx, wts, table_c, out, idx.shape[0],
+                                                                    D=table.shape[1], ROWS=rows, BD=128)
+        ctx.save_for_backward(idx, wts)
+        ctx.table_meta = (table.shape[0], table.dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        idx, wts = ctx.saved_tensors
+        num_rows, dtype = ctx.table_meta
+        grad = torch.zeros((num_rows, grad_out.shape[1]), dtype=torch.float32, device=grad_out.device)
+        for lo in range(0, idx.shape[0], _FALLBACK_CHUNK_ROWS):
+            hi = min(lo + _FALLBACK_CHUNK_ROWS, idx.shape[0])
+            part = (grad_out[lo:hi, None, :].float() * wts[lo:hi, :, None]).flatten(0, 1)
+            grad += torch.ops.aten.embedding_dense_backward(part, idx[lo:hi].flatten(), num_rows, -1, False)
+        return None, None, grad.to(dtype)
+
+
+def _method(table: torch.Tensor, method: str | None) -> str:
+    if method is None:
+        if table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton():
+            return "triton"
+        return "embedding_bag" if table.device.type in _EMBEDDING_BAG_DEVICES else "gather"
+    if method not in ("triton", "embedding_bag", "gather"):
+        raise ValueError(f"method={method!r}: use 'triton', 'embedding_bag', 'gather' or None (automatic)")
+    if method == "triton" and not (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton()):
+        raise ValueError(f"method='triton' needs a CUDA table of dtype float32/bfloat16/float16 and Triton; got "
+                         f"{table.device} {table.dtype}")
+    return method
+
+
+def _pieces(keys, n, merge, device, dtype, cache, method="embedding_bag"):
     """``{(h, w): (idx, wts)}`` for ``keys``, from ``cache`` or built in one batch (and cached)."""
     dev = str(device)
     out, missing = {}, []
@@ -244,7 +404,10 @@ def _pieces(keys, n, merge, device, dtype, cache):
     if missing:
         # Cached tensors must be usable later under autograd, even if first built under inference_mode.
         with torch.inference_mode(False), torch.no_grad():
-            idx, wts, sizes = _build(missing, n, merge, device, dtype)
+            if method == "triton":
+                idx, wts, sizes = _build_triton(missing, n, merge, device)
+            else:
+                idx, wts, sizes = _build(missing, n, merge, device, dtype)
         items, start = [], 0
         for key, size in zip(missing, sizes):
             pair = (idx[start:start + size], wts[start:start + size])
@@ -300,19 +463,16 @@ def _table(emb, num_rows: int, device: torch.device) -> torch.Tensor:
     return table
 
 
-def _weighted_gather(idx, wts, table, sparse: bool = False, fused: bool | None = None):
-    """``out[r] = sum_k table[idx[r, k]] * wts[r, k]``: (R, 4) int64, (R, 4) table dtype -> (R, hidden).
-
-    ``fused`` (default: by device type) selects ``F.embedding_bag``; else a chunked gather + float32 sum.
-    """
+def _weighted_gather(idx, wts, table, sparse: bool = False, method: str = "embedding_bag"):
+    """``out[r] = sum_k table[idx[r, k]] * wts[r, k]``: (R, 4) int64, (R, 4) weights -> (R, hidden) table dtype."""
     if idx.shape[0] == 0:
         return table.new_zeros((0, table.shape[1]))
-    if fused is None:
-        fused = table.device.type in _EMBEDDING_BAG_DEVICES
-    if fused:
+    if method == "triton":
+        return _Gather4.apply(idx, wts, table)
+    if method == "embedding_bag":
         return F.embedding_bag(idx, table, mode="sum", per_sample_weights=wts, sparse=sparse)
-    # Fallback (no fused embedding_bag assumed): chunked gather, weighted sum in float32. Nothing large is saved
-    # for backward (the embedding saves its indices; the weights need no grad).
+    # Chunked gather, weighted sum in float32. Nothing large is saved for backward (the embedding saves its
+    # indices; the weights need no grad).
     out = table.new_empty((idx.shape[0], table.shape[1]))
     for lo in range(0, idx.shape[0], _FALLBACK_CHUNK_ROWS):
         hi = min(lo + _FALLBACK_CHUNK_ROWS, idx.shape[0])
@@ -338,7 +498,7 @@ def _read_grid(grid_thw, merge: int):
 
 
 def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: int, spatial_merge_size: int,
-                          cache=_CACHE, fused: bool | None = None) -> torch.Tensor:
+                          cache=_CACHE, method: str | None = None) -> torch.Tensor:
     """Bilinear position embeddings for the images/videos of ``grid_thw``, in Qwen3-VL merge order.
 
     Args:
@@ -349,7 +509,8 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
         num_grid_per_side: ``n`` (48 for Qwen3-VL: 2304 positions).
         spatial_merge_size: ``m`` (2 for Qwen3-VL).
         cache: a ``_Cache`` (default: this module's) or ``None`` to build without caching.
-        fused: use ``F.embedding_bag`` (default: on CPU and CUDA) or the chunked gather path (other devices).
+        method: ``"triton"`` / ``"embedding_bag"`` / ``"gather"`` or ``None`` to choose by device (see the
+            module's ``_EMBEDDING_BAG_DEVICES`` notes): Triton on CUDA, embedding_bag on CPU, gather elsewhere.
 
     Returns:
         (sum t*h*w, hidden) tensor on ``grid_thw.device`` in the dtype of the table, differentiable w.r.t.
@@ -377,14 +538,16 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
     if not rows:
         return table.new_zeros((0, table.shape[1]))
 
+    method = _method(table, method)
+    wdtype = table.dtype if method == "embedding_bag" else torch.float32
     keys = list(dict.fromkeys((h, w) for _, h, w in rows))
-    pieces = _pieces(keys, n, merge, device, table.dtype, cache)
+    pieces = _pieces(keys, n, merge, device, wdtype, cache, method)
     total = sum(t * h * w for t, h, w in rows)
     distinct_rows = sum(h * w for h, w in keys)
 
     if len(rows) == 1 and rows[0][0] == 1:
         idx, wts = pieces[keys[0]]
-        return _weighted_gather(idx, wts, table, sparse, fused)
+        return _weighted_gather(idx, wts, table, sparse, method)
     if distinct_rows <= _REUSE_SHARE * total:
         # Few distinct grids, many copies (repeated image sizes, video frames): embed each grid once, copy.
         if len(keys) == 1:
@@ -392,7 +555,7 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
         else:
             idx = torch.cat([pieces[k][0] for k in keys])
             wts = torch.cat([pieces[k][1] for k in keys])
-        embedded = _weighted_gather(idx, wts, table, sparse, fused)
+        embedded = _weighted_gather(idx, wts, table, sparse, method)
         if len(keys) == 1:  # one grid size: a broadcast copy (backward: a sum over the copies)
             frames = sum(t for t, _, _ in rows)
             return embedded.expand(frames, *embedded.shape).reshape(total, embedded.shape[1])
@@ -405,7 +568,7 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
     parts = [pieces[(h, w)] for t, h, w in rows for _ in range(t)]
     idx = torch.cat([p[0] for p in parts])
     wts = torch.cat([p[1] for p in parts])
-    return _weighted_gather(idx, wts, table, sparse, fused)
+    return _weighted_gather(idx, wts, table, sparse, method)
 
 
 def _merge_size(self) -> int:
@@ -611,7 +774,7 @@ def verify() -> None:
     check("plain", lambda: fast_pos_embed_interpolate(tower, grid))
     check("cached", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, cache))
     check("cached again", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, cache))
-    check("gather fallback", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, None, fused=False))
+    check("gather fallback", lambda: interpolate_pos_embed(tower.pos_embed, grid, n, merge, None, method="gather"))
     handle = tower.pos_embed.register_forward_pre_hook(lambda module, args: None)
     try:
         check("hooked module", lambda: fast_pos_embed_interpolate(tower, grid))
