@@ -121,10 +121,10 @@ ray_node_wait_tcp() {
 
 # Refuse (after waiting) while another process holds this node's cards.
 ray_node_check_cards_free() {
-  local platform=$1 limit=${VG_VAL[RAY_CARDS_WAIT]} start=$SECONDS holders rc tool
+  local platform=$1 limit=${VG_VAL[RAY_CARDS_WAIT]-} start=$SECONDS holders rc tool
   [[ $platform == npu ]] && tool=npu-smi || tool=nvidia-smi
   if ! command -v "$tool" >/dev/null 2>&1; then
-    if [[ -n ${VG_VAL[TEST_DEVICE_COUNT]} ]]; then
+    if [[ -n ${VG_VAL[TEST_DEVICE_COUNT]-} ]]; then
       printf 'ray-node: %s not found; card-holder check skipped (VLGRPO_TEST_DEVICE_COUNT test mode)\n' "$tool"
       return 0
     fi
@@ -163,22 +163,22 @@ ray_node_build_argv() {
   local role=$1 count=$2 platform=$3
   RAY_ARGV=(ray start --block --disable-usage-stats)
   if [[ $role == head ]]; then
-    RAY_ARGV+=(--head "--port=${VG_VAL[RAY_PORT]}")
-    if [[ ${VG_VAL[RAY_DASHBOARD]} == True ]]; then
-      RAY_ARGV+=(--include-dashboard=true "--dashboard-host=${VG_VAL[RAY_DASHBOARD_HOST]}")
+    RAY_ARGV+=(--head "--port=${VG_VAL[RAY_PORT]-}")
+    if [[ ${VG_VAL[RAY_DASHBOARD]-} == True ]]; then
+      RAY_ARGV+=(--include-dashboard=true "--dashboard-host=${VG_VAL[RAY_DASHBOARD_HOST]-}")
     else
       RAY_ARGV+=(--include-dashboard=false)
     fi
-    RAY_ARGV+=("--dashboard-port=${VG_VAL[RAY_DASHBOARD_PORT]}" "--ray-client-server-port=${VG_VAL[RAY_CLIENT_PORT]}")
-    [[ -n ${VG_VAL[RAY_TEMP_DIR]} ]] && RAY_ARGV+=("--temp-dir=${VG_VAL[RAY_TEMP_DIR]}")
+    RAY_ARGV+=("--dashboard-port=${VG_VAL[RAY_DASHBOARD_PORT]-}" "--ray-client-server-port=${VG_VAL[RAY_CLIENT_PORT]-}")
+    [[ -n ${VG_VAL[RAY_TEMP_DIR]-} ]] && RAY_ARGV+=("--temp-dir=${VG_VAL[RAY_TEMP_DIR]-}")
   else
-    RAY_ARGV+=("--address=${VG_VAL[RAY_HEAD]}")
+    RAY_ARGV+=("--address=${VG_VAL[RAY_HEAD]-}")
   fi
-  [[ -n ${VG_VAL[RAY_NODE_IP]} ]] && RAY_ARGV+=("--node-ip-address=${VG_VAL[RAY_NODE_IP]}")
-  RAY_ARGV+=("--dashboard-agent-listen-port=${VG_VAL[RAY_AGENT_PORT]}")
-  [[ -n ${VG_VAL[RAY_NUM_CPUS]} ]] && RAY_ARGV+=("--num-cpus=${VG_VAL[RAY_NUM_CPUS]}")
-  [[ -n ${VG_VAL[RAY_MEMORY_MB]} ]] && RAY_ARGV+=("--memory=$((VG_VAL[RAY_MEMORY_MB] * 1048576))")
-  [[ -n ${VG_VAL[RAY_OBJECT_STORE_MB]} ]] && RAY_ARGV+=("--object-store-memory=$((VG_VAL[RAY_OBJECT_STORE_MB] * 1048576))")
+  [[ -n ${VG_VAL[RAY_NODE_IP]-} ]] && RAY_ARGV+=("--node-ip-address=${VG_VAL[RAY_NODE_IP]-}")
+  RAY_ARGV+=("--dashboard-agent-listen-port=${VG_VAL[RAY_AGENT_PORT]-}")
+  [[ -n ${VG_VAL[RAY_NUM_CPUS]-} ]] && RAY_ARGV+=("--num-cpus=${VG_VAL[RAY_NUM_CPUS]-}")
+  [[ -n ${VG_VAL[RAY_MEMORY_MB]-} ]] && RAY_ARGV+=("--memory=$((VG_VAL[RAY_MEMORY_MB] * 1048576))")
+  [[ -n ${VG_VAL[RAY_OBJECT_STORE_MB]-} ]] && RAY_ARGV+=("--object-store-memory=$((VG_VAL[RAY_OBJECT_STORE_MB] * 1048576))")
   if [[ $platform == npu ]]; then
     RAY_ARGV+=("--resources={\"NPU\": $count}")
   else
@@ -209,7 +209,7 @@ ray_node_run() {
       deadline=$((SECONDS + VG_VAL[RAY_STOP_GRACE]))
     fi
     if [[ -n $deadline ]] && ((SECONDS >= deadline)); then
-      ray_node_err "ray start (pid $RAY_CHILD) still running ${VG_VAL[RAY_STOP_GRACE]}s after SIGTERM; sending SIGKILL"
+      ray_node_err "ray start (pid $RAY_CHILD) still running ${VG_VAL[RAY_STOP_GRACE]-}s after SIGTERM; sending SIGKILL"
       kill -KILL "$RAY_CHILD" 2>/dev/null || true
     fi
     # wait returns early (status > 128) when a trapped signal arrives; loop until the child is gone
@@ -233,8 +233,8 @@ ray_node_run() {
 RN_PLATFORM=""
 RN_COUNT=0
 ray_node_platform_and_count() {
-  local override=${VG_VAL[TEST_DEVICE_COUNT]} real from
-  RN_PLATFORM=${VG_VAL[PLATFORM]}
+  local override=${VG_VAL[TEST_DEVICE_COUNT]-} real from
+  RN_PLATFORM=${VG_VAL[PLATFORM]-}
   if [[ -z $RN_PLATFORM ]]; then
     if [[ -n $override ]]; then
       vg_problem VLGRPO_PLATFORM "must be set (npu or gpu) when VLGRPO_TEST_DEVICE_COUNT is used" "set VLGRPO_PLATFORM=npu or gpu"
@@ -305,14 +305,14 @@ ray_node_exports() {
   else
     RN_EXPORTS+=("NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME")
   fi
-  if [[ -z ${VG_VAL[RAY_NODE_IP]} && $GLOO_SOCKET_IFNAME != [=^]* ]] && command -v ip >/dev/null 2>&1; then
+  if [[ -z ${VG_VAL[RAY_NODE_IP]-} && $GLOO_SOCKET_IFNAME != [=^]* ]] && command -v ip >/dev/null 2>&1; then
     addr=$(ip -4 -o addr show dev "$GLOO_SOCKET_IFNAME" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
     if [[ $addr =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
       VG_VAL[RAY_NODE_IP]=$addr
       printf 'ray-node: node IP %s (from GLOO_SOCKET_IFNAME=%s)\n' "$addr" "$GLOO_SOCKET_IFNAME"
     fi
   fi
-  if [[ -n ${VG_VAL[RAY_NODE_IP]} ]]; then RN_EXPORTS+=("VLLM_HOST_IP=${VG_VAL[RAY_NODE_IP]}"); fi
+  if [[ -n ${VG_VAL[RAY_NODE_IP]-} ]]; then RN_EXPORTS+=("VLLM_HOST_IP=${VG_VAL[RAY_NODE_IP]-}"); fi
   for e in "${RN_EXPORTS[@]}"; do
     export "${e?}"
     printf 'ray-node: environment %s\n' "$e"
@@ -339,9 +339,9 @@ ray_node_main() {
   esac
   vg_read_settings
   vg_check_unknown_vars
-  if [[ -n ${VG_VAL[RAY_NODE_IP]} ]]; then ray_node_ipv4 VLGRPO_RAY_NODE_IP "${VG_VAL[RAY_NODE_IP]}"; fi
-  if [[ -n ${VG_VAL[RAY_DASHBOARD_HOST]} ]]; then ray_node_ipv4 VLGRPO_RAY_DASHBOARD_HOST "${VG_VAL[RAY_DASHBOARD_HOST]}"; fi
-  if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
+  if [[ -n ${VG_VAL[RAY_NODE_IP]-} ]]; then ray_node_ipv4 VLGRPO_RAY_NODE_IP "${VG_VAL[RAY_NODE_IP]-}"; fi
+  if [[ -n ${VG_VAL[RAY_DASHBOARD_HOST]-} ]]; then ray_node_ipv4 VLGRPO_RAY_DASHBOARD_HOST "${VG_VAL[RAY_DASHBOARD_HOST]-}"; fi
+  if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]-} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
     vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
   fi
   if [[ $role == head && -n ${VG_RAW[RAY_HEAD]-} ]]; then
@@ -358,7 +358,7 @@ ray_node_main() {
 
   ray_node_exports
   ray_node_build_argv "$role" "$RN_COUNT" "$RN_PLATFORM"
-  if [[ ${VG_VAL[DRY_RUN]} == True ]]; then
+  if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then
     printf 'ray-node: dry run: configuration valid, nothing started; command (%d arguments, one per line):\n' "${#RAY_ARGV[@]}"
     printf '%s\n' "${RAY_ARGV[@]}"
     return 0
@@ -366,8 +366,8 @@ ray_node_main() {
 
   ray_node_check_cards_free "$RN_PLATFORM" || return 2
   if [[ $role == worker ]]; then
-    if ! ray_node_wait_tcp "${VG_VAL[RAY_HEAD]}" "${VG_VAL[RAY_HEAD_WAIT]}"; then
-      ray_node_err "VLGRPO_RAY_HEAD=${VG_VAL[RAY_HEAD]}: head not reachable after ${VG_VAL[RAY_HEAD_WAIT]}s (VLGRPO_RAY_HEAD_WAIT); start the head first or fix the address"
+    if ! ray_node_wait_tcp "${VG_VAL[RAY_HEAD]-}" "${VG_VAL[RAY_HEAD_WAIT]-}"; then
+      ray_node_err "VLGRPO_RAY_HEAD=${VG_VAL[RAY_HEAD]-}: head not reachable after ${VG_VAL[RAY_HEAD_WAIT]-}s (VLGRPO_RAY_HEAD_WAIT); start the head first or fix the address"
       return 2
     fi
   fi
