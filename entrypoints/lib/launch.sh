@@ -38,14 +38,14 @@ vg_cli() {
   esac
 }
 
-# _vg_key ELEMENT — the Hydra key an override sets: the text before the first '=', without a leading
+# _vg_key ELEMENT — sets REPLY to the Hydra key an override sets: the text before the first '=', without a leading
 # '++', '+' or '~'.
 _vg_key() {
   local k=${1%%=*}
   k=${k#++}
   k=${k#+}
   k=${k#\~}
-  printf '%s' "$k"
+  REPLY=$k
 }
 
 # vg_template_keys NAME — the Hydra keys whose template element uses {NAME}, comma-separated.
@@ -86,7 +86,8 @@ vg_check_duplicates() {
   local -A seen=()
   for ((i = first; i < ${#_arr[@]}; i++)); do
     [[ ${_arr[i]} == *=* ]] || continue
-    key=$(_vg_key "${_arr[i]}")
+    _vg_key "${_arr[i]}"
+    key=$REPLY
     if [[ -n ${seen[$key]+set} ]]; then
       vg_problem "override $key" "set twice, at argv positions ${seen[$key]} and $((i + 1)) (Hydra would silently keep the last)" \
         "set it once"

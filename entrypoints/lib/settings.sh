@@ -129,11 +129,11 @@ _vg_float_in() {
 # vg_validate NAME RAW — sets VG_VAL[NAME] to the formatted value, or records a problem.
 vg_validate() {
   local name=$1 raw=$2 var="VLGRPO_$1" t=${VG_TYPE[$1]} a=${VG_ALLOWED[$1]} LC_ALL=C
-  local allowed
-  allowed=$(vg_allowed_text "$name")
+  local allowed=${VG_ALLOWED[$1]// /, } # the words of the ALLOWED column, for messages
+  allowed=${allowed//|/ or }
   if ! _vg_plain_ascii "$raw"; then
     vg_problem "$var" "value $(vg_show "$raw") contains spaces, control or non-ASCII characters, or is longer than $VG_MAX_LEN" \
-      "use a plain value ($allowed)"
+      "use a plain value ($(vg_allowed_text "$name"))"
     return 0
   fi
   case $t in
@@ -188,7 +188,7 @@ vg_validate() {
     path) _vg_validate_path "$name" "$raw" ;;
     name)
       # Hydra would turn a number-like word or true/false/null/nan/inf into a non-string.
-      if [[ $raw =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ && ! $raw =~ ^[0-9._eE-]+$ && ! ${raw,,} =~ ^(true|false|null|nan|inf)$ ]]; then
+      if [[ $raw =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ && ! $raw =~ ^([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE]-?[0-9_]+)?$ && ! ${raw,,} =~ ^(true|false|null|nan|inf)$ ]]; then
         VG_VAL[$name]=$raw
       else
         vg_problem "$var" "$(vg_show "$raw") is not a plain name" \

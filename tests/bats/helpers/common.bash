@@ -87,9 +87,9 @@ setting_names() {
   bash -c 'source "$1"; printf "%s\n" "${VG_NAMES[@]}"' _ "$(recipe_path "$1")"
 }
 
-# assert_no_calls — no stub ran (nothing was started, not even the preflight).
-assert_no_calls() {
+# assert_no_python — python3 never ran (no preflight, no cluster check, no launch).
+assert_no_python() {
   local c
   c=$(calls)
-  [[ -z $c ]] || fail "expected no stub calls, got: $c"
+  [[ $c != *python3* ]] || fail "expected no python3 call, got: $c"
 }
