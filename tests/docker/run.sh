@@ -72,6 +72,8 @@ common_args=(--build-arg BASE_IMAGE="$STANDIN_IMAGE" --build-arg BASE_DIGEST=unr
   --build-arg SOURCE_URL=local-ci)
 NPU_CI_IMAGE=localhost/vlgrpo:ci-npu-a2
 GPU_CI_IMAGE=localhost/vlgrpo:ci-gpu
+# the engine's store persists between runs: never let a failed build leave the previous run's image behind
+docker image rm -f "$NPU_CI_IMAGE" "$GPU_CI_IMAGE" >/dev/null 2>&1 || true
 
 # ---- 2 npu.Dockerfile ---------------------------------------------------------------------------------------
 t=$SECONDS
@@ -171,6 +173,9 @@ else
   compose rm -f -s stop-probe >/dev/null 2>&1 || true
 fi
 
+# bound the persistent store: dangling images go, the build cache keeps at most 12 GB
+docker image prune -f >/dev/null 2>&1 || true
+docker builder prune -f --keep-storage 12gb >/dev/null 2>&1 || true
 log "docker image test took $((SECONDS - T0)) s (stand-in cache: $CACHE)"
 ((${#failures[@]})) && printf '  failed: %s\n' "${failures[@]}"
 echo "test-docker: ${passed} passed, ${failed} failed"
