@@ -71,6 +71,11 @@ RUN python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/vl
     && rm -rf /tmp/vlgrpo-python
 COPY docker/image/ /opt/vlgrpo/image/
 RUN /opt/vlgrpo/image/place-sitecustomize.sh /opt/vlgrpo/sitecustomize.json
+# CANN's environment for every bash the container runs (the entrypoints), through BASH_ENV: the vendor
+# base only adds it to ~/.bashrc, which non-interactive shells never read (docker/image/cann-env.sh).
+ARG CANN_SET_ENV="/usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh"
+RUN printf '%s\n' ${CANN_SET_ENV} >/opt/vlgrpo/cann-set-env.list
+ENV BASH_ENV=/opt/vlgrpo/image/cann-env.sh
 COPY entrypoints/ /opt/vlgrpo/entrypoints/
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
