@@ -222,6 +222,13 @@ vg_help() {
     done
   fi
   printf '\nFixed for every launch (no variable reaches them): %s\n' "$VG_FIXED_NOTE"
+  printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed);
+'
+  printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch.'
+  local exports=""
+  for d in "${VG_EXPORTS[@]}"; do exports+="${exports:+, }\`$d\`"; done
+  if [[ -n $exports ]]; then printf ' Exported for verl: %s.' "$exports"; fi
+  printf '\n'
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # the VG_* hooks are read by the sourced entrypoint
 # Test harness: runs a recipe entrypoint's main with the test hooks of entrypoints/lib/node.sh set from
 # TEST_* variables (the entrypoint itself never reads them from the environment):
 #   TEST_DEV_DIR           folder scanned for davinci<N> device files (default: an empty folder)
