@@ -52,6 +52,10 @@ test-python: venv verl-0.7.1 ## pytest suites of the vlgrpo package (CPU, strict
 test-bats: tools ## bats suites of the entrypoints
 	tests/bats/run.sh
 
+.PHONY: demo
+demo: venv ## the npu-async-grpo launch planned end to end on the shipped Qwen3-VL-30B-A3B metadata + Geometry3K sample (dry run, 2+2 Atlas A3 nodes; nothing starts)
+	scripts/demo.sh --python $(PY)
+
 .PHONY: test-gpu
 test-gpu: ## GPU suite + pos-embed/start-up benches on a CUDA machine (not in CI; skips without CUDA); logs in $$OUT or out/gpu
 	tests/gpu/run.sh
