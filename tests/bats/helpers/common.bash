@@ -93,3 +93,8 @@ assert_no_python() {
   c=$(calls)
   [[ $c != *python3* ]] || fail "expected no python3 call, got: $c"
 }
+
+# add_stub NAME — one more recording stub on PATH for this test.
+add_stub() {
+  cp "$REPO_ROOT/tests/bats/stubs/recorder" "$T/bin/$1"
+}

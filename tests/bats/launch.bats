@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# What the entrypoints exec: the exact argv for the defaults (reviewed against verl v0.8.0's scripts,
+# docs/recipes.md), the preflight call with the same argv, cluster mode, exit statuses and secrets.
+
+setup() {
+  load helpers/common
+  common_setup
+}
+
+@test "fully-async defaults: preflight gets the exact argv, then exactly that argv is exec'd" {
+  entry fa
+  assert_success
+  [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
+  # call 1: the preflight, with a file holding the final argv one element per line
+  run call_argv 1
+  assert_output "$(printf '%s\n' -m vlgrpo preflight --argv-file "${output##*$'\n'}")"
+  diff <(expected_defaults fa) "$STUB_LOG/0001.python3.argv-file"
+  # call 2: the exec'd program (python3 records its argv without the program name)
+  diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0002.python3"
+  assert_file_contains "$STUB_LOG/0002.python3.env" '^VLLM_USE_V1=1$'
+  assert_file_contains "$STUB_LOG/0002.python3.env" '^CUDA_DEVICE_MAX_CONNECTIONS=1$'
+  # the argv file is removed before the exec
+  assert_file_not_exists "$(tail -n 1 "$STUB_LOG/0001.python3")"
+}
+
+@test "veomni defaults: preflight gets the exact argv, then exactly that argv is exec'd" {
+  entry vo
+  assert_success
+  [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
+  diff <(expected_defaults vo) "$STUB_LOG/0001.python3.argv-file"
+  diff <(expected_defaults vo | tail -n +2) "$STUB_LOG/0002.python3"
+}
+
+@test "the reviewed default argv files start with the fixed program and module" {
+  run head -n 3 "$REPO_ROOT/tests/bats/fixtures/fa-defaults.argv"
+  assert_output $'python3\n-m\nverl.experimental.fully_async_policy.fully_async_main'
+  run head -n 3 "$REPO_ROOT/tests/bats/fixtures/vo-defaults.argv"
+  assert_output $'python3\n-m\nverl.trainer.main_ppo'
+}
+
+@test "dry run (variable and --dry-run flag): plan on stdout, argv one per line, preflight runs, nothing exec'd" {
+  VLGRPO_DRY_RUN=1 entry fa
+  assert_success
+  diff <(expected_defaults fa) <(plan_argv)
+  assert_line '# preflight: clean'
+  assert_line '# topology: trainer 2 node(s) x 16 + rollout 2 node(s) x 16 = 64 npu devices'
+  [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
+  rm -rf "${STUB_LOG:?}"/*
+  entry vo --dry-run
+  assert_success
+  diff <(expected_defaults vo) <(plan_argv)
+  [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
+}
+
+@test "preflight findings (exit 2) stop the launch with exit 2; a broken preflight (exit 1) with exit 1" {
+  STUB_PREFLIGHT_RC=2 entry fa
+  assert_failure 2
+  assert_equal "$(calls | grep -c python3)" 1
+  [[ $stderr == *"preflight found problems"* ]]
+  rm -rf "${STUB_LOG:?}"/*
+  STUB_PREFLIGHT_RC=7 entry vo
+  assert_failure 1
+  assert_equal "$(calls | grep -c python3)" 1
+  [[ $stderr == *"preflight could not run"* ]]
+}
+
+@test "VLGRPO_PREFLIGHT=warn reports findings and launches anyway; the preflight still runs" {
+  VLGRPO_PREFLIGHT=warn STUB_PREFLIGHT_RC=2 entry fa
+  assert_success
+  assert_equal "$(calls | grep -c python3)" 2
+  [[ $stderr == *"continuing because VLGRPO_PREFLIGHT=warn"* ]]
+}
+
+@test "cluster mode: wait then probe with nodes = trainer + rollout nodes, then preflight, then exec with RAY_ADDRESS" {
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 VLGRPO_RAY_WAIT_TIMEOUT=120 VLGRPO_ROLLOUT_NNODES=1 entry fa
+  assert_success
+  [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3\n0003.python3\n0004.python3' ]] || fail "calls: $(calls)"
+  run call_argv 1
+  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --timeout 120)"
+  run call_argv 2
+  assert_output "$(printf '%s\n' -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16)"
+  run call_argv 3
+  assert_line --index 2 preflight
+  assert_file_contains "$STUB_LOG/0004.python3.env" '^RAY_ADDRESS=10.0.0.1:6379$'
+}
+
+@test "cluster mode (veomni, GPU): nodes = trainer nodes, resource GPU" {
+  add_stub nvidia-smi
+  VLGRPO_PLATFORM=gpu VLGRPO_RAY_ADDRESS=head.example:6379 VLGRPO_TRAINER_DEVICES_PER_NODE=8 entry vo
+  assert_success
+  [[ $(calls) == $'0000.nvidia-smi\n0001.python3\n0002.python3\n0003.python3\n0004.python3' ]] || fail "calls: $(calls)"
+  run call_argv 1
+  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address head.example:6379 --resource GPU --nodes 2 --per-node 8 --timeout 600)"
+}
+
+@test "cluster not ready: wait exit 2 -> exit 2, wait exit 1 -> exit 1, probe exit 2 -> exit 2; nothing launched" {
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 STUB_CLUSTER_WAIT_RC=2 entry fa
+  assert_failure 2
+  assert_equal "$(calls | grep -c python3)" 1
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 STUB_CLUSTER_WAIT_RC=1 entry fa
+  assert_failure 1
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 STUB_CLUSTER_PROBE_RC=2 entry vo
+  assert_failure 2
+  assert_equal "$(calls | grep -c python3)" 2
+}
+
+@test "WANDB_API_KEY_FILE: the key reaches verl's environment, never argv, stdout or stderr" {
+  local key=0123456789abcdef0123456789abcdef01234567
+  printf '%s\n' "$key" >"$T/wandb.key"
+  unset WANDB_MODE
+  WANDB_API_KEY_FILE=$T/wandb.key entry fa
+  assert_success
+  assert_file_contains "$STUB_LOG/0002.python3.env" "^WANDB_API_KEY=$key\$"
+  ! grep -rq "$key" "$STUB_LOG"/*.python3 "$STUB_LOG"/*.argv-file
+  [[ $output != *"$key"* && $stderr != *"$key"* ]]
+  # dry run shows that a key is set, not the key
+  WANDB_API_KEY_FILE=$T/wandb.key entry fa --dry-run
+  assert_line '# environment: WANDB_API_KEY (set, not shown)'
+  [[ $output != *"$key"* && $stderr != *"$key"* ]]
+}
+
+@test "secrets: wandb without a key is refused for a launch (warning in a dry run); bad key files are refused unseen" {
+  unset WANDB_MODE
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_LOGGER: includes wandb"* ]]
+  assert_no_python
+  entry fa --dry-run
+  assert_success
+  assert_line --partial '# warning: VLGRPO_LOGGER has wandb'
+  VLGRPO_LOGGER=console entry fa
+  assert_success
+  printf 'not a key; secret-ish text\n' >"$T/bad.key"
+  WANDB_API_KEY_FILE=$T/bad.key entry fa
+  assert_failure 2
+  [[ $stderr == *"WANDB_API_KEY_FILE: the file does not hold one W&B API key (contents not shown)"* ]]
+  [[ $stderr != *"secret-ish"* ]]
+  WANDB_API_KEY=x WANDB_API_KEY_FILE=$T/bad.key entry fa
+  assert_failure 2
+  [[ $stderr == *"both WANDB_API_KEY and WANDB_API_KEY_FILE are set"* ]]
+}
+
+@test "every problem is reported at once, one line each, naming the variable and the fix" {
+  VLGRPO_TRAINER_NNODES=0 VLGRPO_LR=fast VLGRPO_LOGGER=stdout entry fa
+  assert_failure 2
+  run grep -c ': error: VLGRPO_' <<<"$stderr"
+  assert_output 3
+  [[ $stderr == *"VLGRPO_TRAINER_NNODES: 0 is not an integer in 1..512; fix: "* ]]
+  [[ $stderr == *"VLGRPO_LR: fast is not a number in 1e-12..1; fix: "* ]]
+  [[ $stderr == *"VLGRPO_LOGGER: stdout is not a comma list of distinct values from: console, wandb, tensorboard, mlflow, swanlab, file; fix: "* ]]
+}
+
+@test "relative paths are made absolute against the working directory" {
+  cd "$T"
+  VLGRPO_MODEL_PATH=model VLGRPO_TRAIN_FILE=./data/train.parquet VLGRPO_CHECKPOINT_DIR=data/../ckpt entry fa --dry-run
+  assert_success
+  assert_line "actor_rollout_ref.model.path=$T/model"
+  assert_line "data.train_files=$T/data/train.parquet"
+  assert_line "trainer.default_local_dir=$T/ckpt"
+}
