@@ -26,6 +26,7 @@ def test_status_json_verify_in_a_plain_process():
     # pinned stack (transformers 4.57.6, verl 0.8.0, no torch_npu): both transformers faults present
     assert rows["qwen3_vl.vision_pos_embed"]["status"] == "applied"
     assert rows["qwen3_vl_moe.router_dtype"]["status"] == "applied"
+    assert rows["qwen3_vl.text_rotary_device"]["status"] == "applied"
     assert rows["npu.qwen3_vl_moe.train_routing"]["status"] == "not needed"
     npu_target = {t["target"]: t for t in rows["npu.qwen3_vl_moe.train_routing"]["targets"]}
     assert "No module named 'torch_npu'" in npu_target[
@@ -35,7 +36,7 @@ def test_status_json_verify_in_a_plain_process():
 
 def test_status_text_and_exit_code_on_failure():
     code = ("import sys\nfrom vlgrpo.patches import registry, cli\n"
-            "registry.PATCHES[1]['replacement'] = 'vlgrpo.patches.no_such_module:forward'\n"
+            "registry.get('qwen3_vl_moe.router_dtype')['replacement'] = 'vlgrpo.patches.no_such_module:forward'\n"
             "sys.exit(cli.main(['status']))")
     proc = run_py(code, check=False)
     assert proc.returncode == 2

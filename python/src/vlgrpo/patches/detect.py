@@ -129,3 +129,45 @@ def routing_scatter_guarded_by_training(obj):
                 return True, (f"line {node.lineno} of {fn.name}: dense (tokens x num_experts) routing matrix built "
                               f"only under `if {ast.unparse(node.test)}`")
     return False, "dense routing matrix built in both train and eval mode"
+
+
+def _mentions(node, attrs=(), names=()):
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in attrs:
+            return True
+        if isinstance(n, ast.Name) and n.id in names:
+            return True
+    return False
+
+
+def rotary_inv_freq_off_device(obj):
+    """Text M-RoPE fault (B01 note): ``self.inv_freq`` enters the frequency matmul without being moved to the
+    device of ``position_ids``/``x`` (transformers 4.57.x ``Qwen3VLTextRotaryEmbedding.forward`` and the MoE copy;
+    huggingface/transformers#45859). Decorators (``torch.no_grad``, ``dynamic_rope_update``) are looked through via
+    ``__wrapped__`` until a function that reads ``inv_freq``."""
+    func = obj
+    for _ in range(8):
+        fn = function_node(func)
+        if _mentions(fn, attrs=("inv_freq",)):
+            break
+        nxt = getattr(func, "__wrapped__", None)
+        if nxt is None or getattr(func, "__vlgrpo_patch__", None):
+            return False, "does not read inv_freq (not the Qwen3-VL rotary pattern)"
+        func = nxt
+    else:
+        return False, "does not read inv_freq (decorator chain too deep)"
+    derived = set()
+    first = None
+    for node in _ordered(fn):
+        if isinstance(node, ast.Assign) and _mentions(node.value, attrs=("inv_freq",), names=derived):
+            derived.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            first = first or node
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+                and _mentions(node.func.value, attrs=("inv_freq",), names=derived)
+                and any(_mentions(a, attrs=("device",)) or (isinstance(a, ast.keyword) and a.arg == "device")
+                        for a in list(node.args) + list(node.keywords))):
+            return False, f"line {node.lineno} of {fn.name}: inv_freq is moved to the computation device"
+    line = first.lineno if first is not None else fn.lineno
+    return True, (f"line {line} of {fn.name}: self.inv_freq is multiplied with position_ids without moving it to "
+                  f"their device (device mismatch when the buffer stays on the CPU under FSDP2 CPU offload)")

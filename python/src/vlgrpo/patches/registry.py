@@ -63,6 +63,27 @@ PATCHES = (
         "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
     },
     {
+        "id": "qwen3_vl.text_rotary_device",
+        "summary": (
+            "Qwen3-VL text M-RoPE `forward` multiplies the `inv_freq` buffer with `position_ids` without moving it "
+            "to their device: a device-mismatch error when the buffer stays on the CPU under FSDP2 CPU offload; "
+            "replaced by a forward that moves `inv_freq` to `position_ids.device` (bitwise equal otherwise)."
+        ),
+        "upstream": "huggingface/transformers#45859 (fix: transformers PR #45861); field case B01 note",
+        "applies_when": (
+            "the bound text rotary `forward` reads `self.inv_freq` and never moves it to the computation device "
+            "(transformers 4.57.x)"
+        ),
+        "targets": (
+            (_QWEN3_VL, "Qwen3VLTextRotaryEmbedding.forward"),
+            (_QWEN3_VL_MOE, "Qwen3VLMoeTextRotaryEmbedding.forward"),
+        ),
+        "detector": _P + "detect:rotary_inv_freq_off_device",
+        "replacement": _P + "text_rotary:text_rotary_forward",
+        "verify": _P + "text_rotary:verify",
+        "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+    },
+    {
         "id": "qwen3_vl_moe.router_dtype",
         "summary": (
             "Qwen3-VL-MoE sparse MoE block casts the top-k routing weights to the hidden-state dtype and scatters "

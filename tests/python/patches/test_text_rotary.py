@@ -1,0 +1,70 @@
+"""Text M-RoPE device fix (``qwen3_vl.text_rotary_device``, field case B01 note): real transformers 4.57.6 rotary
+classes, upstream method as the reference. On the CPU the device mismatch is observed with a recorder of torch
+calls whose tensors live on different devices ("meta" positions stand in for the accelerator); the GPU suite
+checks the real error on CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers.models.qwen3_vl import modeling_qwen3_vl as dense
+from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as moe
+from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
+
+from vlgrpo.patches import detect, text_rotary
+
+ROPE = {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True}
+CASES = [(dense.Qwen3VLTextRotaryEmbedding, Qwen3VLTextConfig), (moe.Qwen3VLMoeTextRotaryEmbedding, Qwen3VLMoeTextConfig)]
+
+
+def _upstream(cls):
+    f = cls.forward
+    while getattr(f, "__vlgrpo_patch__", None):
+        f = f.__wrapped__
+    return f
+
+
+def _positions(seq=11):
+    pos = torch.arange(seq)[None, None, :].expand(3, 2, seq).clone()
+    pos[1, :, 3:7], pos[2, :, 3:7] = torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 0, 1])  # a 2x2 image
+    return pos
+
+
+@pytest.mark.parametrize("cls,cfg_cls", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bitwise_equal_to_upstream_on_one_device(cls, cfg_cls, dtype):
+    rotary = cls(cfg_cls(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1, rope_scaling=ROPE))
+    x = torch.randn(2, 11, 32, dtype=dtype)
+    for pos in (_positions(), torch.arange(11)[None].expand(2, 11)):  # 3-D M-RoPE and plain 2-D positions
+        ref = _upstream(cls)(rotary, x, pos)
+        got = text_rotary.text_rotary_forward(rotary, x, pos)
+        assert all(torch.equal(a, b) and a.dtype == dtype for a, b in zip(ref, got))
+        assert got[0].shape == (2, 11, 16)
+
+
+@pytest.mark.parametrize("cls,cfg_cls", CASES)
+def test_no_device_mixing_when_inv_freq_stays_on_cpu(cls, cfg_cls):
+    rotary = cls(cfg_cls(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1, rope_scaling=ROPE))
+    assert rotary.inv_freq.device.type == "cpu"
+    x, pos = torch.randn(2, 11, 32), _positions().to("meta")
+    with text_rotary.DeviceMixRecorder() as rec:
+        _upstream(cls)(rotary, x, pos)
+    assert ("matmul", ["cpu", "meta"]) in rec.mixed  # the upstream fault: on CUDA/NPU this raises
+    with text_rotary.DeviceMixRecorder() as rec:
+        cos, sin = text_rotary.text_rotary_forward(rotary, x, pos)
+    assert rec.mixed == [] and cos.device == sin.device == pos.device
+
+
+def test_detector_on_real_code():
+    for cls, _ in CASES:
+        faulty, reason = detect.rotary_inv_freq_off_device(_upstream(cls))
+        assert faulty and "inv_freq" in reason
+    assert detect.rotary_inv_freq_off_device(text_rotary.text_rotary_forward)[0] is False
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # moves inv_freq with .to(x.device)
+
+    assert detect.rotary_inv_freq_off_device(Qwen2RotaryEmbedding.forward)[0] is False
+
+
+def test_verify_passes():
+    text_rotary.verify()
