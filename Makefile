@@ -105,7 +105,7 @@ lock: venv ## regenerate the hash-pinned locks docker/locks/* with uv (per platf
 	UV=$(VENV)/bin/uv docker/lock.sh
 
 .PHONY: docs
-docs: docs-settings ## regenerate README's generated blocks, compose.yaml's image names and docker/vlgrpo.env.example
+docs: docs-settings docs-patches ## regenerate README's generated blocks, compose.yaml's image names and docker/vlgrpo.env.example
 	$(IMAGES) sync
 
 .PHONY: docs-settings
