@@ -224,3 +224,24 @@ def test_shim_text_matches_installer():
     from vlgrpo.patches import cli
 
     assert cli.shim_source() == SHIM.read_text()
+
+
+def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
+    from vlgrpo.patches import bootstrap
+
+    ours, before, copy, foreign = (tmp_path / n for n in ("ours", "before", "copy", "foreign"))
+    for d in (ours, before, copy, foreign):
+        d.mkdir()
+    (ours / "sitecustomize.py").write_text(SHIM.read_text())
+    (before / "sitecustomize.py").write_text("X = 1\n")  # before ours: Python would have imported it instead
+    (copy / "sitecustomize.py").write_text(SHIM.read_text())  # another copy of our shim: skipped
+    (foreign / "sitecustomize.py").write_text("Y = 1\n")
+    link = tmp_path / "link-to-ours"
+    link.symlink_to(ours)
+    own = str(ours / "sitecustomize.py")
+    assert bootstrap.find_next_sitecustomize(own, [str(before), str(ours), str(copy), str(foreign)]) == str(
+        foreign / "sitecustomize.py")
+    # sys.path names our directory through a symlink (e.g. venv lib64 -> lib)
+    assert bootstrap.find_next_sitecustomize(own, [str(link), str(foreign)]) == str(foreign / "sitecustomize.py")
+    assert bootstrap.find_next_sitecustomize(own, [str(ours), str(copy)]) is None
+    assert bootstrap.find_next_sitecustomize(own, [str(foreign)]) is None  # ours not on the path at all

@@ -9,12 +9,24 @@ Public API (what doctor/preflight/tests call)::
     import vlgrpo.patches
     vlgrpo.patches.install()                 # idempotent; sitecustomize already did it in the images
     rows = vlgrpo.patches.status(verify=True)  # list of dicts, see status()
+    vlgrpo.patches.bootstrap_state()["via"]  # "sitecustomize"/"pth" when loaded at start-up
 
 CLI: ``python -m vlgrpo patches status [--verify] [--json]``, ``python -m vlgrpo patches table``,
 ``python -m vlgrpo patches install-sitecustomize [--site-packages DIR]``.
 """
 
 STATUSES = ("applied", "not needed", "target absent", "disabled", "failed")
+
+
+def bootstrap_state() -> dict:
+    """How the patch loader got into this interpreter: ``{"installed": bool, "via": "sitecustomize" | "pth" | "api"
+    | "status" | None, "enabled": bool, "disabled_ids": tuple, "strict": bool, "chained_sitecustomize": path | None,
+    ...}``. ``via`` is ``None`` when nothing loaded it (no sitecustomize/.pth in this interpreter)."""
+    from vlgrpo.patches import bootstrap
+
+    state = dict(bootstrap.STATE)
+    state["hook_errors"] = list(state["hook_errors"])
+    return state
 
 
 def install(via: str = "api"):

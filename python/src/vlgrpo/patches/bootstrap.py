@@ -217,25 +217,27 @@ def find_next_sitecustomize(own_file, search_path=None):
     """Return the path of the next ``sitecustomize.py`` on ``sys.path`` after the directory of ``own_file``.
 
     A ``vlgrpo_orig_sitecustomize.py`` next to ours (the file ``install-sitecustomize`` found in its place)
-    comes first. Directories before ours are not searched (Python would have imported that one instead of ours); copies of
-    our own shim are skipped. ``None`` when there is none.
+    comes first. Directories before ours are not searched (Python would have imported that one instead of ours);
+    copies of our own shim are skipped. ``None`` when there is none. Paths are compared as absolute paths, and
+    through symlinks (``realpath``) only when that finds no match, to keep start-up cheap.
     """
     search_path = sys.path if search_path is None else search_path
-    own_dir = os.path.realpath(os.path.dirname(os.path.abspath(own_file)))
+    own_dir = os.path.dirname(os.path.abspath(own_file))
     kept = os.path.join(own_dir, KEPT_NAME)  # a foreign one that install-sitecustomize moved aside
     if os.path.isfile(kept):
         return kept
-    seen_own = False
-    for entry in search_path:
-        try:
-            real = os.path.realpath(entry or os.getcwd())
-        except (OSError, ValueError):
+    for resolve in (os.path.abspath, os.path.realpath):
+        own = resolve(own_dir)
+        entries = [resolve(e or os.getcwd()) for e in search_path if isinstance(e, str)]
+        if own in entries:
+            break
+    else:
+        return None
+    for entry in entries[entries.index(own) + 1:]:
+        if entry == own:
             continue
-        if not seen_own:
-            seen_own = real == own_dir
-            continue
-        candidate = os.path.join(real, "sitecustomize.py")
-        if real != own_dir and os.path.isfile(candidate) and not _is_our_shim(candidate):
+        candidate = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(candidate) and not _is_our_shim(candidate):
             return candidate
     return None
 
