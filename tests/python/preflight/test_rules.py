@@ -164,3 +164,54 @@ def test_validate_config_runs_for_main_ppo():
 def test_upstream_fully_async_has_no_verl_assert_failures():
     report = run_preflight(read_argv(UPSTREAM_FULLY_ASYNC), check_data=False, model_path=MODEL_30B)
     assert _by_code(report, "verl.assert") == [] and _by_code(report, "verl.dataclass") == []
+
+
+def test_b19_veomni_version_is_the_pinned_one(monkeypatch):
+    import importlib.metadata as md
+
+    real = md.version
+    monkeypatch.setattr(md, "version", lambda name: "0.1.11" if name == "veomni" else real(name))
+    report = run_preflight(read_argv(UPSTREAM_VEOMNI), check_data=False, model_path=MODEL_30B)
+    (f,) = _by_code(report, "rules.veomni-version")
+    assert f.severity == "error" and "0.1.11" in f.what and "0.1.9a5" in f.what
+
+
+def test_b19_veomni_absent_here_is_a_warning():
+    report = run_preflight(read_argv(UPSTREAM_VEOMNI), check_data=False, model_path=MODEL_30B)
+    hits = _by_code(report, "rules.veomni-version")
+    try:
+        import importlib.metadata as md
+
+        md.version("veomni")
+        installed = True
+    except md.PackageNotFoundError:
+        installed = False
+    if installed:
+        assert all(f.severity == "error" for f in hits) or hits == []
+    else:
+        assert [f.severity for f in hits] == ["warning"]
+
+
+def test_reward_migration_from_source_equals_verls_import():
+    """vlgrpo compiles verl's migrate_legacy_reward_impl from the installed source (skipping its module's
+    heavy imports); the result must equal the real function's on the upstream fully-async config."""
+    import copy
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from vlgrpo.preflight.launch import parse_launch
+    from vlgrpo.preflight.verl_checks import _load_function
+
+    spec = parse_launch(set_override(read_argv(UPSTREAM_FULLY_ASYNC), "trainer.logger", "[console]"))
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=spec.config_dir, version_base=None):
+        cfg = compose(spec.config_name, overrides=[o.text for o in spec.overrides])
+    from verl.experimental.reward_loop.reward_loop import migrate_legacy_reward_impl as real
+
+    ours = _load_function("experimental/reward_loop/reward_loop.py", "migrate_legacy_reward_impl")
+    assert ours is not real
+    a = OmegaConf.to_container(real(copy.deepcopy(cfg)))
+    b = OmegaConf.to_container(ours(copy.deepcopy(cfg)))
+    assert a == b and a["reward"]["reward_manager"]["name"] == "dapo" and "reward_model" not in a

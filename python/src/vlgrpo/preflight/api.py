@@ -82,6 +82,7 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     verl_checks.check_checkpoint_engine(work, report)
     rules.check_logger(work, report, loc)
     rules.check_veomni(work, report, loc)
+    s.update(rules.check_veomni_install(work, report))
     source = "given"
     if devices_per_node is None:
         devices_per_node, source = rules.detect_devices_per_node()

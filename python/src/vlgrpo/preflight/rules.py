@@ -164,6 +164,36 @@ def check_veomni(work: Any, report: Report, loc: Locator) -> None:
                 f"an expert_parallel_size dividing {world}"))
 
 
+#: VeOmni version the images pin (docs: notes/pins.md -- 0.1.10+ ship a transformers>=5.2 Qwen3-VL-MoE only).
+PINNED_VEOMNI = "0.1.9a5"
+
+
+def check_veomni_install(work: Any, report: Report) -> dict[str, Any]:
+    """B19: the VeOmni recipe needs the pinned VeOmni in this interpreter (the image)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .report import WARNING
+
+    engine = work.get("model_engine")
+    if engine != "veomni":
+        return {}
+    try:
+        installed = version("veomni")
+    except PackageNotFoundError:
+        report.add(Finding(
+            "rules.veomni-version", WARNING, f"VeOmni is not installed here (the images pin {PINNED_VEOMNI})",
+            Where(key="model_engine"), "model_engine=veomni imports VeOmni in every training worker",
+            "run preflight inside the training image"))
+        return {"veomni": None}
+    if installed != PINNED_VEOMNI:
+        report.add(Finding(
+            "rules.veomni-version", ERROR, f"VeOmni {installed} is installed; this stack pins {PINNED_VEOMNI}",
+            Where(key="model_engine"), "VeOmni 0.1.10+ only ship a Qwen3-VL-MoE model for transformers>=5.2; on "
+            "transformers 4.57 the first forward with images fails (verl issue #6146)",
+            f"pip install --no-deps veomni=={PINNED_VEOMNI}"))
+    return {"veomni": installed}
+
+
 def detect_devices_per_node() -> tuple[int | None, str]:
     """Accelerators on this node: NPUs from ``/dev/davinci[0-9]*``, else CUDA devices from torch. (None, why)
     when none can be seen (a CPU build host)."""
