@@ -133,13 +133,6 @@ vg_secrets() {
 
 VG_NOTES=()
 
-# _vg_python ARGS... — run a vlgrpo helper module with the fixed interpreter; returns its status.
-_vg_run_status() {
-  local rc=0
-  "$@" || rc=$?
-  printf '%s' "$rc"
-}
-
 # vg_cluster — cluster mode (VLGRPO_RAY_ADDRESS): bounded wait for the nodes, then the visibility probe,
 # then RAY_ADDRESS for verl. Exit 2 when the cluster is not ready, 1 when the check itself failed.
 vg_cluster() {
@@ -148,14 +141,15 @@ vg_cluster() {
   res=${VG_PLATFORM^^}
   printf '%s: cluster %s: waiting for %s node(s) with %s %s each (timeout %ss)\n' \
     "$VG_PROG" "$addr" "$VG_CLUSTER_NODES" "$VG_CLUSTER_PER_NODE" "$res" "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2
-  rc=$(_vg_run_status python3 -m vlgrpo cluster wait --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}")
+  rc=0
+  python3 -m vlgrpo cluster wait --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}" || rc=$?
   if ((rc != 0)); then
     printf '%s: cluster %s is not ready (vlgrpo cluster wait exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
-  rc=$(_vg_run_status python3 -m vlgrpo cluster probe --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE")
+  python3 -m vlgrpo cluster probe --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" || rc=$?
   if ((rc != 0)); then
     printf '%s: device probe on cluster %s failed (vlgrpo cluster probe exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
@@ -171,7 +165,8 @@ vg_preflight() {
   local f rc
   f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX")
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
-  rc=$(_vg_run_status python3 -m vlgrpo preflight --argv-file "$f")
+  rc=0
+  python3 -m vlgrpo preflight --argv-file "$f" || rc=$?
   rm -f -- "$f"
   case $rc in
     0) VG_PREFLIGHT_RESULT="clean" ;;
