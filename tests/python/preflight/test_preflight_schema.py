@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
+from preflight_helpers import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
 
 from vlgrpo.preflight import run_preflight
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import MODEL_30B, REPO, UPSTREAM_VEOMNI
+from preflight_helpers import MODEL_30B, REPO, UPSTREAM_VEOMNI
 
 from vlgrpo.preflight import cli
 from vlgrpo.preflight.report import Finding, Report, Where

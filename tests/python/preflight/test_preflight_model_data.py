@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import MODEL_30B, REPO, UPSTREAM_FULLY_ASYNC, read_argv, set_override
+from preflight_helpers import MODEL_30B, REPO, UPSTREAM_FULLY_ASYNC, read_argv, set_override
 
 from vlgrpo.preflight import run_preflight
 from vlgrpo.preflight.dataset import PromptCounter, build_messages, pre_resize_hw
