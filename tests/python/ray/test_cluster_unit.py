@@ -1,0 +1,102 @@
+"""vlgrpo.cluster without a cluster: the readiness verdict on hand-built node lists, input validation, the
+test hook's refusal on real hardware, and the bounded wait against an address nobody listens on."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import time
+
+import pytest
+
+from vlgrpo import cluster
+from vlgrpo.cluster import NodeInfo, evaluate, nodes_from_ray
+
+
+def ray_node(ip: str, alive: bool = True, **res: float) -> dict:
+    return {"NodeID": f"id-{ip}", "Alive": alive, "NodeManagerAddress": ip, "Resources": {"CPU": 8.0, **res}}
+
+
+def test_ready_when_every_node_has_enough():
+    v = evaluate([NodeInfo("a", "10.0.0.1", 16), NodeInfo("b", "10.0.0.2", 16)], "NPU", 2, 16)
+    assert v.ok and v.missing == 0 and not v.short_nodes
+
+
+def test_short_and_missing_nodes_are_named_with_their_counts():
+    nodes = nodes_from_ray([ray_node("10.0.0.1", NPU=8.0), ray_node("10.0.0.2", NPU=4.0), ray_node("10.0.0.3")], "NPU")
+    v = evaluate(nodes, "NPU", 3, 8)
+    assert not v.ok
+    assert v.describe() == (
+        "need 3 node(s) x 8 NPU (= 24); ready 1 [10.0.0.1: 8 NPU] (8 NPU); "
+        "short [10.0.0.2: 4 NPU] (each needs 8); missing 2 node(s)"
+    )
+
+
+def test_b15_a_node_started_with_gpus_instead_of_npus_does_not_count():
+    nodes = nodes_from_ray([ray_node("10.0.0.1", NPU=16.0), ray_node("10.0.0.2", GPU=16.0)], "NPU")
+    v = evaluate(nodes, "NPU", 2, 16)
+    assert v.missing == 1 and [n.ip for n in v.ready_nodes] == ["10.0.0.1"]
+
+
+def test_dead_nodes_ignored_and_ips_sorted_numerically():
+    raw = [ray_node("10.0.0.10", NPU=8.0), ray_node("10.0.0.9", NPU=8.0), ray_node("10.0.0.2", alive=False, NPU=8.0)]
+    assert [n.ip for n in nodes_from_ray(raw, "NPU")] == ["10.0.0.9", "10.0.0.10"]
+
+
+def test_extra_nodes_are_fine():
+    nodes = [NodeInfo(str(i), f"10.0.0.{i}", 8) for i in range(1, 5)]
+    assert evaluate(nodes, "GPU", 2, 8).ok
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.1", "10.0.0.1:", ":6379", "10.0.0.1:0", "10.0.0.1:70000", "h:p"])
+def test_bad_address_is_a_usage_error(bad):
+    with pytest.raises(cluster.UsageError, match="--address"):
+        cluster.parse_address(bad)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["wait"],
+        ["wait", "--address", "h:1", "--resource", "TPU", "--nodes", "1", "--per-node", "1"],
+        ["wait", "--address", "h:1", "--resource", "NPU", "--nodes", "0", "--per-node", "1"],
+        ["probe", "--address", "nohostport", "--resource", "NPU", "--nodes", "1", "--per-node", "1"],
+        ["bogus"],
+    ],
+)
+def test_cli_refuses_invalid_input_with_exit_2(argv, capsys):
+    assert cluster.main(argv) == 2
+    assert capsys.readouterr().err.startswith("cluster: ")
+
+
+def test_probe_hook_refused_when_torch_npu_is_installed(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "torch_npu" else real(name, *a))
+    with pytest.raises(cluster.UsageError, match="refused because torch_npu is installed"):
+        cluster.load_probe_hook("NPU", {"VLGRPO_PROBE_DEVICE_MODULE": "json"})
+
+
+def test_probe_hook_refused_on_a_cuda_build_of_torch(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "12.9")
+    with pytest.raises(cluster.UsageError, match="a CUDA build of torch"):
+        cluster.load_probe_hook("GPU", {"VLGRPO_PROBE_DEVICE_MODULE": "json"})
+
+
+def test_probe_hook_needs_a_device_count_function():
+    with pytest.raises(cluster.UsageError, match="no callable device_count"):
+        cluster.load_probe_hook("NPU", {"VLGRPO_PROBE_DEVICE_MODULE": "json"})
+    assert cluster.load_probe_hook("NPU", {}) is None
+
+
+def test_wait_is_bounded_when_no_head_listens(capsys):
+    with socket.socket() as s:  # a port that is free now and has no listener
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    rc = cluster.main(["wait", "--address", f"127.0.0.1:{port}", "--resource", "NPU", "--nodes", "1",
+                       "--per-node", "8", "--timeout", "2"])
+    assert rc == 2
+    assert time.monotonic() - t0 < 10
+    assert f"Ray head 127.0.0.1:{port} not reachable" in capsys.readouterr().err
