@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# What the node is: platform detection, devices per node (/dev/davinci*, npu-smi, nvidia-smi,
+# visibility variables, the dry-run planning override) and the checkpoint folder inside a container
+# (mountinfo). The /dev, mountinfo and container-marker hooks are set through tests/bats/helpers/
+# run-entry.sh; the entrypoints never read them from the environment.
+
+setup() {
+  load helpers/common
+  common_setup python3 ray
+  unset VLGRPO_PLATFORM
+  export VLGRPO_DRY_RUN=1
+}
+
+davinci() {
+  local i
+  for ((i = 0; i < $1; i++)); do : >"$T/dev/davinci$i"; done
+  : >"$T/dev/davinci_manager" # a control device, not an NPU
+}
+
+argv_value() { plan_argv | sed -n "s/^$1=//p"; }
+
+@test "Ascend detected from /dev/davinci[0-9]* (16 on an A3 node): platform npu, 16 per node, fsdp 32" {
+  davinci 16
+  entry fa
+  assert_success
+  assert_line '# platform: npu; devices per node on this node: 16 ('"$T"'/dev/davinci[0-9]*)'
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 16
+  assert_equal "$(argv_value rollout.n_gpus_per_node)" 16
+  assert_equal "$(argv_value actor_rollout_ref.actor.fsdp_config.fsdp_size)" 32
+}
+
+@test "Ascend from npu-smi info -l when /dev shows none: A2 (8 x 1 chip) and A3 (8 x 2 chips)" {
+  add_stub npu-smi
+  STUB_NPU_COUNT=8 STUB_NPU_CHIPS=1 entry vo
+  assert_success
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 8
+  assert_equal "$(argv_value trainer.experiment_name)" grpo-8gpu
+  STUB_NPU_COUNT=8 STUB_NPU_CHIPS=2 entry vo
+  assert_success
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 16
+}
+
+@test "NVIDIA detected from nvidia-smi -L; CUDA_VISIBLE_DEVICES limits the count" {
+  add_stub nvidia-smi
+  STUB_GPU_COUNT=8 entry vo
+  assert_success
+  assert_line --partial '# platform: gpu; devices per node on this node: 8 (nvidia-smi -L)'
+  assert_equal "$(argv_value actor_rollout_ref.actor.veomni.fsdp_size)" 16
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=0,1,2,3 entry vo
+  assert_success
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 4
+}
+
+@test "devices per node above what the node has is refused (placement would pend forever)" {
+  davinci 8
+  VLGRPO_TRAINER_DEVICES_PER_NODE=16 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_TRAINER_DEVICES_PER_NODE: 16 devices per node, but this node has 8"* ]] || fail "$stderr"
+  VLGRPO_ROLLOUT_DEVICES_PER_NODE=9 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_ROLLOUT_DEVICES_PER_NODE: 9 devices per node, but this node has 8"* ]] || fail "$stderr"
+}
+
+@test "no accelerator and no platform: refused with the planning fix; the planning override is dry-run only" {
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_PLATFORM: no Ascend NPU"*"VLGRPO_PLAN_DEVICES_PER_NODE=N"* ]] || fail "$stderr"
+  VLGRPO_PLATFORM=npu entry fa
+  assert_failure 2
+  [[ $stderr == *"platform npu but no device found"* ]] || fail "$stderr"
+  VLGRPO_PLATFORM=npu VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
+  assert_success
+  unset VLGRPO_DRY_RUN
+  davinci 16
+  rm -rf "${STUB_LOG:?}"/*
+  WANDB_MODE=offline VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_PLAN_DEVICES_PER_NODE: a planning override, refused for a real launch"* ]] || fail "$stderr"
+  assert_no_python
+}
+
+mountinfo() {
+  # a realistic container mountinfo: overlay root, proc, shm tmpfs, plus the given extra lines
+  {
+    printf '%s\n' '612 540 0:52 / / rw,relatime master:297 - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A:/var/lib/docker/overlay2/l/B,upperdir=/var/lib/docker/overlay2/x/diff,workdir=/var/lib/docker/overlay2/x/work'
+    printf '%s\n' '613 612 0:55 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw'
+    printf '%s\n' '620 612 0:60 / /dev/shm rw,nosuid,nodev,noexec,relatime - tmpfs shm rw,size=65536k'
+    printf '%s\n' "$@"
+  } >"$T/mountinfo"
+  export TEST_MOUNTINFO=$T/mountinfo TEST_CONTAINER_MARKER=$T/.dockerenv
+  : >"$T/.dockerenv"
+}
+
+@test "in a container the checkpoint folder must be a mount: container layer refused, bind mount accepted" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  mountinfo
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: $T/ckpt is inside the container's own file system, so checkpoints vanish with the container; fix: mount a host or shared volume there"* ]] || fail "$stderr"
+  assert_no_python
+  mountinfo "700 612 8:1 /srv/ckpt $T/ckpt rw,relatime - ext4 /dev/sda1 rw"
+  entry fa
+  assert_success
+}
+
+@test "in a container a tmpfs checkpoint mount is refused; a mount point with an escaped space is parsed" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  mountinfo "701 612 0:70 / $T/ckpt rw,relatime - tmpfs tmpfs rw"
+  entry vo
+  assert_failure 2
+  [[ $stderr == *"is on a tmpfs mount ($T/ckpt) that does not outlive the container"* ]] || fail "$stderr"
+  # a mount of "$T/ck pt" (octal \040) must not count as a mount of $T/ckpt
+  mountinfo "702 612 8:1 /x $T/ck\\040pt rw - ext4 /dev/sda1 rw"
+  entry vo
+  assert_failure 2
+  # a parent folder mounted from the host covers the checkpoint folder
+  mountinfo "703 612 0:80 / $T rw,relatime - nfs4 server:/export rw"
+  entry vo
+  assert_success
+}
+
+@test "a planning dry run in a container only warns about the checkpoint mount; a plain dry run refuses" {
+  mountinfo
+  VLGRPO_PLATFORM=npu VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
+  assert_success
+  assert_line --partial "# warning: VLGRPO_CHECKPOINT_DIR: $T/ckpt is inside the container's own file system"
+  davinci 16
+  entry fa
+  assert_failure 2
+}
+
+@test "outside a container no mount is required; an unreadable checkpoint path is refused" {
+  davinci 16
+  entry fa
+  assert_success
+  VLGRPO_CHECKPOINT_DIR=$T/missing entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: $T/missing is not a readable directory"* ]] || fail "$stderr"
+}
+
+@test "the real entrypoint file inspects the real node (no hook reachable from the environment)" {
+  # TEST_* hooks are read by the test harness only; the real file ignores them
+  TEST_DEV_DIR=$T/dev TEST_CONTAINER_MARKER=/nonexistent VLGRPO_PLATFORM=npu VLGRPO_PLAN_DEVICES_PER_NODE=16 direct fa
+  if [[ -e /.dockerenv || -e /run/.containerenv ]]; then
+    # this machine is a container: the real markers are seen
+    assert_success
+    assert_line --partial '# warning: VLGRPO_CHECKPOINT_DIR'
+  else
+    assert_success
+  fi
+  ! grep -nE 'TEST_(DEV_DIR|MOUNTINFO|CONTAINER_MARKER)' "$FA" "$VO" "$REPO_ROOT"/entrypoints/lib/*.sh || fail "an entrypoint reads a test hook variable"
+}
