@@ -10,6 +10,7 @@
 #   VLGRPO_WHEELS     folder of wheels to install there (default .whl): transformers 4.57.6 and what it
 #                     requires that the machine lacks (tokenizers 0.22.1, huggingface-hub 0.36.0)
 #   VLGRPO_GPU_WORK   folder for the per-test logs and JSON (default LOGDIR/work)
+#   VLGRPO_GIT_REV    commit id to record in env.txt (the device copy of the tree has no .git)
 #   VLGRPO_GPU_SKIP_BENCH=1   run only pytest
 #
 # On the lent H200 (python3 3.12, torch 2.11, transformers 5.17, no package index) the wheels are
@@ -53,7 +54,8 @@ fi
 {
     echo "# command: tests/gpu/run.sh (PYTHON=$PY, PYTHONPATH=${PYTHONPATH:-})"
     date -u +"# date: %Y-%m-%dT%H:%M:%SZ"
-    echo "# git: $(git rev-parse HEAD 2>/dev/null || echo '?') $(git status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed paths"
+    # the device copy of the tree has no .git: pass VLGRPO_GIT_REV=$(git rev-parse HEAD) from where it came
+    echo "# git: ${VLGRPO_GIT_REV:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 || true
     "$PY" - <<'EOF' 2>&1 || true
 import platform, sys, torch, os
