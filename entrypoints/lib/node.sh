@@ -83,7 +83,7 @@ vg_detect_node() {
     n=$vis from="$visvar"
   fi
   if [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
-    if ((VG_DRY_RUN)); then
+    if ((${VG_DRY_RUN:-0})); then
       n=${VG_VAL[PLAN_DEVICES_PER_NODE]} from="planning override VLGRPO_PLAN_DEVICES_PER_NODE"
     else
       vg_problem VLGRPO_PLAN_DEVICES_PER_NODE "a planning override, refused for a real launch (it would hide the node's real device count)" \
@@ -175,7 +175,7 @@ vg_check_checkpoint_dir() {
 # A planning dry run (VLGRPO_PLAN_DEVICES_PER_NODE) describes another machine, so this container's
 # storage only earns a warning in the plan; every other run refuses.
 _vg_storage_problem() {
-  if ((VG_DRY_RUN)) && [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
+  if ((${VG_DRY_RUN:-0})) && [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
     VG_NOTES+=("warning: $1: $2 (planning dry run: not refused here; a launch on this machine would be)")
   else
     vg_problem "$1" "$2" "$3"
