@@ -19,6 +19,7 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
     assert_equal "$(argv_value data.filter_overlong_prompts)" True
   done
   # the upstream fully-async script's data.truncation='left' cannot come back through any door
+  rm -rf "${STUB_LOG:?}"/*
   VLGRPO_TRUNCATION=left direct fa
   assert_failure 2
   direct fa "data.truncation='left'"
