@@ -47,6 +47,8 @@ if ! py_path=$(command -v -- "$PY"); then
   printf 'demo: interpreter %s not found; run make demo (it builds .venv first) or pass --python PY\n' "$PY" >&2
   exit 1
 fi
+# absolute, without resolving the file itself (a venv's python is a symlink that must stay one)
+if [[ $py_path == */* ]]; then py_path=$(cd -- "$(dirname -- "$py_path")" && pwd -P)/${py_path##*/}; fi
 PY=$py_path
 OUT=${OUT:-$REPO/build/demo}
 mkdir -p -- "$OUT"
