@@ -49,6 +49,13 @@ import time
 from typing import Any, Callable, Iterable
 
 RESOURCES = ("NPU", "GPU")
+
+
+def _say(line: str) -> None:
+    """Progress line on stdout, flushed at once (the recipe's output is usually a pipe: docker, Slurm)."""
+    print(line, flush=True)
+
+
 NOSET_ENV = {
     "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
@@ -196,7 +203,7 @@ def wait(
     per_node: int,
     timeout: float,
     interval: float = 2.0,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = _say,
 ) -> Readiness:
     """Poll ``ray.nodes()`` until :func:`evaluate` is ok or ``timeout`` seconds pass.
 
@@ -307,7 +314,7 @@ def probe(
     per_node: int,
     timeout: float = 300.0,
     count_fn: Callable[[], int] | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = _say,
 ) -> tuple[list[ProbeResult], list[str]]:
     """Run one device-count task on each of the first ``nnodes`` ready nodes.
 
@@ -459,12 +466,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         results, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn)
         for r in results:
-            print(f"cluster: probe {r.ip} ({r.hostname}): sees {r.visible} {args.resource} [{r.source}] env={r.env}")
+            _say(f"cluster: probe {r.ip} ({r.hostname}): sees {r.visible} {args.resource} [{r.source}] env={r.env}")
         for p in problems:
             print(f"cluster: FAIL {p}", file=sys.stderr)
         if problems:
             return 2
-        print(f"cluster: probe ok on {len(results)} node(s), each sees >= {args.per_node} {args.resource}")
+        _say(f"cluster: probe ok on {len(results)} node(s), each sees >= {args.per_node} {args.resource}")
         return 0
     except TimeoutError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
