@@ -171,6 +171,13 @@ def test_every_gather_method_matches(towers, device, method):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the Triton path runs on CUDA")
+def test_cuda_uses_the_triton_path_when_triton_is_installed():
+    pytest.importorskip("triton")
+    table = torch.zeros(2304, 8, dtype=torch.bfloat16, device="cuda")
+    assert pe._method(table, None) == "triton"  # the first-use check passed: the fp32/bf16 tests ran Triton
+
+
 def test_unknown_method_is_named(towers):
     with pytest.raises(ValueError, match="method='fast'"):
         pe.interpolate_pos_embed(towers("dense").pos_embed, torch.tensor([[1, 4, 4]]), 48, 2, method="fast")

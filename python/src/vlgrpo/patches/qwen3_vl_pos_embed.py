@@ -18,8 +18,14 @@ What the upstream method (transformers 4.57.x-5.5.x, field case B01) gets wrong,
 - it iterates ``grid_thw`` tensor elements (4.57.x: one device sync per element) and rebuilds every image's
   indices in Python lists. Here ``grid_thw`` is read once (``tolist()``: one device-to-host copy, none on the
   CPU), indices/weights are built once per distinct ``(h, w)`` with vectorised tensor ops and kept in a bounded
-  LRU cache on the target device, repeated images and video frames reuse them, and the merge-order permutation
-  is folded into the index order so one fused gather + weighted sum (``F.embedding_bag``) writes the output.
+  LRU cache on the target device, repeated images and video frames reuse them (each distinct grid is embedded
+  once and copied), and the merge-order permutation is folded into the index order so one fused 4-tap gather +
+  weighted sum writes the output: a Triton kernel on CUDA (float32 weights and accumulation),
+  ``F.embedding_bag`` on the CPU, a chunked ``F.embedding`` + float32 sum elsewhere (e.g. Ascend NPU).
+  Peak extra memory is about the output itself (no (rows, 4, hidden) intermediates).
+
+Settings (environment): ``VLGRPO_POS_EMBED_CACHE_MB`` (index cache bound per process, default 64 MiB, 0 = off),
+``VLGRPO_POS_EMBED_TRITON=0`` (use ``F.embedding_bag`` on CUDA).
 
 Imported only when a target module is imported (it imports torch).
 """
@@ -241,8 +247,10 @@ def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
 _TRITON = None  # None: not tried yet; False: unavailable; else a namespace with the kernels
 
 
-def _triton():
-    """The Triton kernels (defined on first use), or ``False`` when Triton is unavailable or switched off."""
+def _triton(device: torch.device | None = None):
+    """The Triton kernels, or ``False`` when Triton is unavailable, switched off (``VLGRPO_POS_EMBED_TRITON=0``)
+    or fails its first-use check: both kernels are compiled and run once on ``device`` on a tiny grid and compared
+    with the torch path; any error or mismatch falls back to ``F.embedding_bag`` (logged once)."""
     global _TRITON
     if _TRITON is None:
         if os.environ.get("VLGRPO_POS_EMBED_TRITON", "1") == "0":
@@ -250,10 +258,23 @@ def _triton():
             return _TRITON
         try:
             _TRITON = _define_triton()
-        except Exception as exc:  # ImportError, or a Triton that does not work here: use embedding_bag
+            if device is not None:
+                _check_triton(device)
+        except Exception as exc:  # ImportError, no C compiler, unsupported GPU, ...: use embedding_bag
             _TRITON = False
-            _warn_once(f"Triton unavailable ({type(exc).__name__}: {exc}); using F.embedding_bag on CUDA")
+            _warn_once(f"Triton path disabled ({type(exc).__name__}: {exc}); using F.embedding_bag on CUDA")
     return _TRITON
+
+
+def _check_triton(device: torch.device) -> None:
+    keys = [(2, 2), (4, 6)]
+    idx, wts, _ = _build_triton(keys, 3, 2, device)
+    ref_idx, ref_wts, _ = _build(keys, 3, 2, device, torch.float32)
+    table = torch.arange(9 * 5, dtype=torch.float32, device=device).view(9, 5) / 7
+    got = _Gather4.apply(idx, wts, table)
+    want = F.embedding_bag(ref_idx, table, mode="sum", per_sample_weights=ref_wts)
+    if not (torch.equal(idx, ref_idx) and torch.equal(wts, ref_wts) and torch.allclose(got, want, atol=1e-5)):
+        raise AssertionError("Triton kernels disagree with the torch path on a 2x2 + 4x6 grid")
 
 
 def _warn_once(message: str) -> None:
@@ -380,12 +401,13 @@ class _Gather4(torch.autograd.Function):
 
 def _method(table: torch.Tensor, method: str | None) -> str:
     if method is None:
-        if table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton():
+        if table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton(table.device):
             return "triton"
         return "embedding_bag" if table.device.type in _EMBEDDING_BAG_DEVICES else "gather"
     if method not in ("triton", "embedding_bag", "gather"):
         raise ValueError(f"method={method!r}: use 'triton', 'embedding_bag', 'gather' or None (automatic)")
-    if method == "triton" and not (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton()):
+    if method == "triton" and not (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES
+                                   and _triton(table.device)):
         raise ValueError(f"method='triton' needs a CUDA table of dtype float32/bfloat16/float16 and Triton; got "
                          f"{table.device} {table.dtype}")
     return method
