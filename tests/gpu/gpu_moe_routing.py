@@ -1,8 +1,8 @@
 """Train- and eval-mode routing of transformers' Qwen3VLMoeTextSparseMoeBlock on CUDA; one JSON result.
 
-Started by tests/gpu/test_moe_routing.py in a subprocess, with or without the vlgrpo sitecustomize on
+Started by tests/gpu/test_gpu_moe_routing.py in a subprocess, with or without the vlgrpo sitecustomize on
 PYTHONPATH (the patch loader runs as in an image). The block is the real class of the imported
-transformers (4.57.6 in the suite) with the scaled-down config of tinyqwen.py (hidden 512, 16 experts,
+transformers (4.57.6 in the suite) with the scaled-down config of gpu_tinyqwen.py (hidden 512, 16 experts,
 top-8, MoE intermediate 256).
 
 Cases (each records its numbers or the exception):
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import tinyqwen  # noqa: E402
+import gpu_tinyqwen as tinyqwen  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to smoke-test this script
 

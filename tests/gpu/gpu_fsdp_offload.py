@@ -1,6 +1,6 @@
 """FSDP2 (+ CPU offload) training steps of the scaled-down Qwen3-VL-30B-A3B on CUDA; one JSON result.
 
-Run under torchrun (one process per GPU); tests/gpu/test_fsdp_offload.py starts it in subprocesses,
+Run under torchrun (one process per GPU); tests/gpu/test_gpu_fsdp_offload.py starts it in subprocesses,
 with and without the vlgrpo sitecustomize on PYTHONPATH, so the patch loader works exactly as in an
 image (interpreter start-up, post-import hooks), never imported by hand.
 
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-import tinyqwen  # noqa: E402
+import gpu_tinyqwen as tinyqwen  # noqa: E402
 
 DEV = "cuda"
 

@@ -1,6 +1,6 @@
 """Field case B01 on real hardware: FSDP2 CPU offload of the scaled-down Qwen3-VL-30B-A3B.
 
-Each test starts tests/gpu/fsdp_offload.py under torchrun (see its docstring for the wrapping, which
+Each test starts tests/gpu/gpu_fsdp_offload.py under torchrun (see its docstring for the wrapping, which
 mirrors verl 0.8.0's apply_fsdp2) on a Geometry3K batch made by the real processor:
 
 * without the vlgrpo sitecustomize the offloaded model's vision forward fails with the device error
@@ -30,9 +30,9 @@ import re
 
 import pytest
 
-from conftest import HERE, load_json, log_dir, run_script, torchrun
+from gpu_helpers import HERE, load_json, log_dir, run_script, torchrun
 
-SCRIPT = str(HERE / "fsdp_offload.py")
+SCRIPT = str(HERE / "gpu_fsdp_offload.py")
 STEPS = 4
 DEVICE_ERROR = re.compile(r"(Expected all tensors to be on the same device|is on cpu, different from other tensors"
                           r"|found at least two devices)", re.I)

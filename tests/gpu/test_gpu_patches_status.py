@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import log_dir, run_script
+from gpu_helpers import log_dir, run_script
 
 TF_IDS = ("qwen3_vl.vision_pos_embed", "qwen3_vl_moe.router_dtype")
 

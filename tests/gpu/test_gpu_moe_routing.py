@@ -1,18 +1,18 @@
 """Train-mode MoE routing of transformers 4.57.6's Qwen3VLMoeTextSparseMoeBlock on CUDA (B03, and the
-train == eval property B04 is about), through tests/gpu/moe_routing.py in subprocesses.
+train == eval property B04 is about), through tests/gpu/gpu_moe_routing.py in subprocesses.
 
 Tolerances: bf16 outputs and gradients within 2e-2 relative L2 of the float64 reference written in
-moe_routing.py, and train within 2e-2 of eval (measured on CPU: about 6e-3 and 4e-3).
+gpu_moe_routing.py, and train within 2e-2 of eval (measured on CPU: about 6e-3 and 4e-3).
 """
 
 from __future__ import annotations
 
-from conftest import HERE, load_json, log_dir, run_script
+from gpu_helpers import HERE, load_json, log_dir, run_script
 import sys
 
 import pytest
 
-SCRIPT = str(HERE / "moe_routing.py")
+SCRIPT = str(HERE / "gpu_moe_routing.py")
 RTOL = 2e-2
 
 
