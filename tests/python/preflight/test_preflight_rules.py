@@ -127,8 +127,16 @@ def test_b05_pinned_verl_does_not_ban_placeholders(clean_fixed_report):
     info = clean_fixed_report.summary["vision_tokens"]
     assert info["verl_bans_vision_placeholders"] is False  # PR #7038 is first in v0.9.0
     assert info["placeholder_ids"] == {"<|image_pad|>": 151655, "<|video_pad|>": 151656}
-    (f,) = _by_code(clean_fixed_report, "rules.vision-token-ban")
-    assert f.severity == "warning" and "151655" in f.what and "151656" in f.what
+    # the vlgrpo patch package adds the ban; with it enabled there is nothing to report
+    assert info["patch_id"] == "rollout.vision_placeholder_ban" and info["covered_by_patch"] is True
+    assert [f for f in clean_fixed_report.findings if f.code == "rules.vision-token-ban"] == []
+
+
+def test_b05_warns_when_the_ban_patch_is_disabled(fixed_argv, monkeypatch):
+    monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", "rollout.vision_placeholder_ban")
+    report = run_preflight(fixed_argv, check_data=False)
+    (f,) = _by_code(report, "rules.vision-token-ban")
+    assert f.severity == "warning" and "151655" in f.what and "151656" in f.what and "switched off" in f.what
 
 
 # --- B19: VeOmni layout ------------------------------------------------------------------------------------

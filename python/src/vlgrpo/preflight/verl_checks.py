@@ -397,26 +397,34 @@ def check_vision_token_ban(work: Any, report: Report, tokenizer: Any = None) -> 
     info = {"verl_bans_vision_placeholders": bool(defined and used), "placeholder_ids": ids}
     if info["verl_bans_vision_placeholders"] or work.actor_rollout_ref.rollout.name != "vllm":
         return info
-    patched = False
+    patch_id = None
     try:
         from vlgrpo.patches import registry
 
         for rec in registry.PATCHES:
             text = repr(rec)
             if "151655" in text or "image_pad" in text or "vision placeholder" in text.lower():
-                patched = True
-                info["patch_id"] = rec.get("id")
+                patch_id = rec.get("id")
+                break
     except Exception:  # noqa: BLE001 - the patch package is optional here
         pass
+    # the switches of vlgrpo.patches.bootstrap: VLGRPO_PATCHES=off, VLGRPO_PATCHES_DISABLED=<id>,<id>
+    all_off = os.environ.get("VLGRPO_PATCHES", "on").strip().lower() in ("0", "off", "false", "no")
+    disabled = {x.strip() for x in os.environ.get("VLGRPO_PATCHES_DISABLED", "").split(",") if x.strip()}
+    patched = patch_id is not None and not all_off and patch_id not in disabled
+    info["patch_id"] = patch_id
     if not patched:
         id_text = ", ".join(f"{k} = {v}" for k, v in ids.items()) or "<|image_pad|> = 151655, <|video_pad|> = 151656"
+        state = ("and the vlgrpo patch that bans them is switched off here "
+                 f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED names {patch_id})" if patch_id else
+                 "and no vlgrpo patch bans them")
         report.add(Finding(
             "rules.vision-token-ban", WARNING,
             f"verl {_installed_verl_version()} does not ban the vision placeholder tokens ({id_text}) in vLLM "
-            "sampling (verl PR #7038 adds it; first released in v0.9.0)",
+            f"sampling (verl PR #7038 adds it; first released in v0.9.0), {state}",
             Where(key="actor_rollout_ref.rollout.name"),
             "a sampled placeholder crashes get_rope_index or vLLM's masked scatter hours into training "
             "(verl issue #5817)",
-            "keep the vlgrpo patch that bans these ids at engine setup enabled, or use a verl with PR #7038"))
+            f"keep the vlgrpo patch {patch_id or '(vision placeholder ban)'} enabled, or use a verl with PR #7038"))
     info["covered_by_patch"] = patched
     return info
