@@ -190,7 +190,7 @@ class Cluster:
         problems = []
         for node in reversed(self.nodes):
             rc, survivors = node.stop()
-            if rc is None or survivors:
+            if rc != 0 or survivors:
                 problems.append(f"{node.role} {node.ip}: exit {rc}, survivors {survivors}")
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return problems
