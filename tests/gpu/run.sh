@@ -11,6 +11,8 @@
 #                     requires that the machine lacks (tokenizers 0.22.1, huggingface-hub 0.36.0)
 #   VLGRPO_GPU_WORK   folder for the per-test logs and JSON (default LOGDIR/work)
 #   VLGRPO_GIT_REV    commit id to record in env.txt (the device copy of the tree has no .git)
+#   VLGRPO_GPU_PYTEST_ARGS    extra pytest arguments for tests/gpu (e.g. "-k status")
+#   VLGRPO_GPU_SKIP_POSEMBED_TESTS=1   do not run tests/python/patches/test_pos_embed.py (its CUDA variants)
 #   VLGRPO_GPU_SKIP_BENCH=1   run only pytest
 #
 # On the lent H200 (python3 3.12, torch 2.11, transformers 5.17, no package index) the wheels are
@@ -73,13 +75,28 @@ EOF
 cat "$LOGDIR/env.txt"
 
 status=0
-log "pytest tests/gpu"
+log "pytest tests/gpu ${VLGRPO_GPU_PYTEST_ARGS:-}"
 set +e
+# shellcheck disable=SC2086  # VLGRPO_GPU_PYTEST_ARGS is a word list on purpose (e.g. -k status)
 VLGRPO_GPU_LOGDIR="$WORK" "$PY" -m pytest tests/gpu -v -rA --durations=0 -p no:cacheprovider --junitxml "$WORK/junit.xml" \
-    2>&1 | tee "$LOGDIR/pytest.log"
+    ${VLGRPO_GPU_PYTEST_ARGS:-} 2>&1 | tee "$LOGDIR/pytest.log"
 status=${PIPESTATUS[0]}
 set -e
 log "pytest exit $status"
+
+# The pos-embed tests of the CPU suite run their CUDA variants here (issue 2: "on CPU and CUDA"):
+# transformers 4.57.6 from the wheels, vlgrpo from python/src.
+if [[ ${VLGRPO_GPU_SKIP_POSEMBED_TESTS:-0} != 1 && -f tests/python/patches/test_pos_embed.py ]]; then
+    log "pytest tests/python/patches/test_pos_embed.py (CUDA variants)"
+    set +e
+    PYTHONPATH="$PWD/python/src${PYTHONPATH:+:$PYTHONPATH}" VLGRPO_PATCHES_STRICT=1 "$PY" -m pytest \
+        tests/python/patches/test_pos_embed.py -v -rA -p no:cacheprovider 2>&1 | tee "$WORK/pytest_pos_embed_cuda.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    log "pytest test_pos_embed.py exit $rc"
+    ((rc == 0)) || status=1
+    grep -E '^(=+ .*(passed|failed|skipped|error).* =+)$' "$WORK/pytest_pos_embed_cuda.log" | tail -1 >>"$LOGDIR/pytest.log" || true
+fi
 
 # run_bench NAME CMD...: log to LOGDIR/bench_NAME.log; a failing benchmark makes the exit status 1
 run_bench() {
