@@ -163,7 +163,11 @@ vg_cluster() {
 VG_PREFLIGHT_RESULT="not run"
 vg_preflight() {
   local f rc
-  f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX")
+  if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX" 2>/dev/null); then
+    printf '%s: cannot create the preflight argv file in %s (set TMPDIR to a writable folder); nothing was started\n' \
+      "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
+    exit "$VG_EXIT_FAILURE"
+  fi
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
   rc=0
   python3 -m vlgrpo preflight --argv-file "$f" || rc=$?

@@ -160,3 +160,10 @@ setup() {
   assert_line "data.train_files=$T/data/train.parquet"
   assert_line "trainer.default_local_dir=$T/ckpt"
 }
+
+@test "a failure that is not configuration exits 1 (unwritable TMPDIR for the preflight argv file), nothing runs" {
+  TMPDIR=$T/no-such-dir entry fa
+  assert_failure 1
+  [[ $stderr == *"cannot create the preflight argv file"* ]] || fail "$stderr"
+  assert_no_python
+}
