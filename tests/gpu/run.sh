@@ -74,6 +74,13 @@ EOF
 } >"$LOGDIR/env.txt"
 cat "$LOGDIR/env.txt"
 
+TF=$("$PY" -c 'import transformers; print(transformers.__version__)' 2>/dev/null || echo none)
+if [[ $TF != 4.57.6 ]]; then
+    log "error: the GPU suite needs transformers 4.57.6 (the pinned version) in the test processes, found '$TF';" \
+        "fix: run tests/gpu/fetch-wheels.sh where PyPI is reachable (wheels into $WHEELS), or set VLGRPO_WHEELS"
+    exit 2
+fi
+
 status=0
 log "pytest tests/gpu ${VLGRPO_GPU_PYTEST_ARGS:-}"
 set +e
