@@ -188,3 +188,13 @@ def test_missing_columns_and_files(fixed_argv, tmp_path):
     argv = set_override(argv, "data.val_files", str(tmp_path / "absent.parquet"))
     report = run_preflight(argv)
     assert {"data.columns", "data.missing"} <= set(_codes(report))
+
+
+def test_budget_below_every_row_with_filtering_on(fixed_argv):
+    argv = set_override(fixed_argv, "data.max_prompt_length", "100")  # every sample prompt is > 150 tokens
+    argv = set_override(argv, "actor_rollout_ref.rollout.max_model_len", None)
+    report = run_preflight(argv)
+    dropped = [f for f in report.findings if f.code == "data.all-rows-dropped"]
+    assert sorted(f.what.split(" row")[0] for f in dropped) == ["every train", "every val"]
+    assert dropped[0].where.position == argv.index("data.max_prompt_length=100")
+    assert report.exit_code == 2

@@ -342,6 +342,13 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     "data.filter_overlong_prompts=True, or raise data.max_prompt_length"))
         if largest:
             info["largest_prompt"] = largest
+        if filtering and counter is not None and info["rows"] and info["over_budget"] == info["rows"]:
+            report.add(Finding(
+                "data.all-rows-dropped", ERROR,
+                f"every {split} row ({info['rows']}) is longer than max_prompt_length {max_len}",
+                loc.where("data.max_prompt_length"),
+                "with data.filter_overlong_prompts=True verl drops them all and the dataloader is empty",
+                f"raise data.max_prompt_length (largest prompt: {largest.get('tokens')} tokens)"))
     if not custom_reward:
         for ds, paths in sorted(sources.items()):
             handled, note = reward_handles(ds)
