@@ -91,20 +91,6 @@ status=${PIPESTATUS[0]}
 set -e
 log "pytest exit $status"
 
-# The pos-embed tests of the CPU suite run their CUDA variants here (issue 2: "on CPU and CUDA"):
-# transformers 4.57.6 from the wheels, vlgrpo from python/src.
-if [[ ${VLGRPO_GPU_SKIP_POSEMBED_TESTS:-0} != 1 && -f tests/python/patches/test_pos_embed.py ]]; then
-    log "pytest tests/python/patches/test_pos_embed.py (CUDA variants)"
-    set +e
-    PYTHONPATH="$PWD/python/src${PYTHONPATH:+:$PYTHONPATH}" VLGRPO_PATCHES_STRICT=1 "$PY" -m pytest \
-        tests/python/patches/test_pos_embed.py -v -rA -p no:cacheprovider 2>&1 | tee "$WORK/pytest_pos_embed_cuda.log"
-    rc=${PIPESTATUS[0]}
-    set -e
-    log "pytest test_pos_embed.py exit $rc"
-    ((rc == 0)) || status=1
-    grep -E '^(=+ .*(passed|failed|skipped|error).* =+)$' "$WORK/pytest_pos_embed_cuda.log" | tail -1 >>"$LOGDIR/pytest.log" || true
-fi
-
 # run_bench NAME CMD...: log to LOGDIR/bench_NAME.log; a failing benchmark makes the exit status 1
 run_bench() {
     local name=$1 rc
@@ -131,6 +117,20 @@ if [[ ${VLGRPO_GPU_SKIP_BENCH:-0} != 1 ]]; then
     run_bench pos_embed env PYTHONPATH="$PWD/python/src" "$PY" bench/pos_embed.py --device cuda \
         "${src_args[@]}" --out "$LOGDIR/bench_pos_embed.json"
     run_bench startup env PYTHONPATH= "$PY" bench/startup.py --runs 30 --markdown
+fi
+
+# The pos-embed tests of the CPU suite run their CUDA variants here (issue 2: "on CPU and CUDA"):
+# transformers 4.57.6 from the wheels, vlgrpo from python/src.
+if [[ ${VLGRPO_GPU_SKIP_POSEMBED_TESTS:-0} != 1 && -f tests/python/patches/test_pos_embed.py ]]; then
+    log "pytest tests/python/patches/test_pos_embed.py (CUDA variants)"
+    set +e
+    PYTHONPATH="$PWD/python/src${PYTHONPATH:+:$PYTHONPATH}" VLGRPO_PATCHES_STRICT=1 "$PY" -m pytest \
+        tests/python/patches/test_pos_embed.py -v -rA -p no:cacheprovider 2>&1 | tee "$WORK/pytest_pos_embed_cuda.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    log "pytest test_pos_embed.py exit $rc"
+    ((rc == 0)) || status=1
+    grep -E '^(=+ .*(passed|failed|skipped|error).* =+)$' "$WORK/pytest_pos_embed_cuda.log" | tail -1 >>"$LOGDIR/pytest.log" || true
 fi
 
 rm -f "$WORK"/*.pt
