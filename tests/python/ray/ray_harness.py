@@ -129,6 +129,13 @@ class Cluster:
         self.port = free_port()
         self.address = f"127.0.0.2:{self.port}"
         self.nodes: list[RayNode] = []
+        # vlgrpo's sitecustomize shim, installed by the real installer, first on every node's PYTHONPATH:
+        # Ray workers inherit the raylet's environment, so the doctor can check the shim in their actors
+        from vlgrpo.patches.cli import install_sitecustomize
+
+        self.shim_dir = root / "shim"
+        self.shim_dir.mkdir()
+        install_sitecustomize(str(self.shim_dir), pth=False)
 
     def env(self, ip: str, devices: int, physical: int, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") and not k.startswith("RAY_")}
@@ -147,6 +154,7 @@ class Cluster:
             HCCL_SOCKET_IFNAME="lo",
             GLOO_SOCKET_IFNAME="lo",
             STANDIN_PHYSICAL_NPUS=str(physical),
+            PYTHONPATH=str(self.shim_dir),
         )
         env.update(extra)
         return env

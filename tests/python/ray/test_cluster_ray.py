@@ -151,6 +151,16 @@ def test_probe_passes_when_every_node_sees_enough(cluster):
     assert "stand-in npu_standin" in out.stdout  # the report says the count came from the test hook
 
 
+def test_b18_doctor_finds_our_sitecustomize_in_an_actor_on_every_node(cluster):
+    skip = "versions,devices,driver,torch-devices,shm,patches,ckpt-engine,model,data,checkpoint-space"
+    out = run_cli("doctor", "--skip", skip, "--json", RAY_ADDRESS=cluster.address, PYTHONPATH=str(cluster.shim_dir))
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = {r["name"]: r for r in json.loads(out.stdout)}
+    for ip in ("127.0.0.2", "127.0.0.3"):
+        r = got[f"sitecustomize[ray actor on {ip}]"]
+        assert r["status"] == "PASS" and r["detail"].startswith(str(cluster.shim_dir / "sitecustomize.py")), r
+
+
 def test_sigterm_stops_the_worker_and_only_its_processes(cluster):
     worker = [n for n in cluster.nodes if n.role == "worker"][0]
     head = [n for n in cluster.nodes if n.role == "head"][0]
