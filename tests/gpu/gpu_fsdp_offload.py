@@ -9,18 +9,21 @@ Wrapping mirrors verl 0.8.0 ``verl/utils/fsdp_utils.py`` (``apply_fsdp2`` /
 class is in the model's ``_no_split_modules`` (Qwen3VLMoeTextDecoderLayer, Qwen3VLMoeVisionBlock) and,
 because the config has ``tie_word_embeddings=False``, every ``nn.Embedding`` (this includes
 ``model.visual.pos_embed``) gets its own ``fully_shard``; then the root. Mixed precision as verl's
-actor: fp32 parameters, ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32,
-cast_forward_inputs=True)``; offload as verl's ref / offload_policy: ``CPUOffloadPolicy(pin_memory=True)``.
+actor: fp32 parameters (``--param-dtype bfloat16``: verl's forward-only ref model, B01's set-up),
+``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32, cast_forward_inputs=True)``; offload as verl's
+ref / offload_policy: ``CPUOffloadPolicy(pin_memory=True)``.
 
-Because ``pos_embed`` is its own FSDP unit, its sharded fp32 parameter lives on the CPU between its own
-pre-forward (unshard) and post-forward hooks. transformers 4.57.x ``fast_pos_embed_interpolate`` reads
+Because ``pos_embed`` is its own FSDP unit, its sharded parameter lives on the CPU outside its own
+forward: only its pre-forward hook (unshard) puts a GPU copy in place, and the post-forward hook
+(reshard) takes it away again. transformers 4.57.x ``fast_pos_embed_interpolate`` reads
 ``self.pos_embed.weight.device`` *before* calling ``self.pos_embed``: it gets ``cpu`` and builds the
 index / weight tensors there, while the unsharded weight is on the GPU -> the device error of field case
 B01.
 
 Runs (``--runs``, comma separated, in this order):
   ref        no offload: first loss, all gradients after one backward, losses of ``--steps`` AdamW
-             steps. With ``--save-ref PATH`` rank 0 saves them (the reference for later runs).
+             steps. With ``--save-ref PATH`` (one GPU) the first run's numbers are saved there (the
+             reference for later processes).
   offload    the same with CPUOffloadPolicy. An exception in the forward is caught and recorded
              (type, message, innermost frames) instead of the numbers.
 Each run builds the model afresh from the same seed. Every run is compared (see :func:`compare`) with
