@@ -18,7 +18,7 @@ import difflib
 import json
 from typing import Any
 
-from .launch import LaunchSpec, Override
+from .launch import LaunchSpec
 from .report import ERROR, Finding, Report, Where
 
 
@@ -161,7 +161,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException
-    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf import OmegaConf
 
     version = _verl_version()
     parsed = parse_overrides(spec, report)
@@ -216,7 +216,6 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                 f"verl {version} ({spec.config_name}) does not accept the overrides together",
                 "fix the overrides Hydra names"))
             return ComposeResult(None, base, parsed, groups)
-    _ = (DictConfig, ListConfig)
     return ComposeResult(final, base, parsed, groups)
 
 
