@@ -18,7 +18,8 @@ targets       ``(module, attribute path[, detector])``. The path is resolved at 
 detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: str)`` inspects the installed
               code itself (its source, parsed with :mod:`ast`).
 replacement   ``"module:function"``; installed in place of a faulty target (a per-target copy carrying
-              ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id).
+              ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id). With ``"wraps": True`` it is
+              a factory ``replacement(original) -> function`` for fixes that call the original.
 verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an
               independent reference and raises ``AssertionError`` on mismatch.
 recheck_after ``(module, function)`` pairs of upstream functions that may rebind the targets (verl's monkey
@@ -124,6 +125,28 @@ PATCHES = (
         "replacement": _P + "moe_routing:npu_sparse_moe_block_forward",
         "verify": _P + "moe_routing:verify_train_routing",
         "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+    },
+)
+
+PATCHES = PATCHES + (
+    {
+        "id": "rollout.vision_placeholder_ban",
+        "summary": (
+            "verl's vLLM rollout lets the policy sample `<|image_pad|>`/`<|video_pad|>` (151655/151656); the next "
+            "consumer then crashes hours into training (get_rope_index StopIteration, vLLM masked-scatter AICPU "
+            "crash on Ascend); a logit bias now bans the model's image/video placeholder ids in every request."
+        ),
+        "upstream": "verl-project/verl#5817 (fix for vLLM: verl PR #7038; related PR #6656)",
+        "applies_when": (
+            "verl's vLLM server module never ties image_token_id/video_token_id to a sampling ban "
+            "(verl v0.8.0); vLLM rollouts only"
+        ),
+        "targets": (("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.generate"),),
+        "detector": _P + "rollout_ban:missing_ban",
+        "replacement": _P + "rollout_ban:make_generate",
+        "wraps": True,
+        "verify": _P + "rollout_ban:verify",
+        "recheck_after": (),
     },
 )
 
