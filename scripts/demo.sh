@@ -113,7 +113,7 @@ versions=$("$PY" -c 'import importlib.metadata as m
 print(" ".join(f"{p} {m.version(p)}" for p in ("vlgrpo", "verl", "transformers", "torch")))' 2>/dev/null) ||
   fail 1 "$PY lacks the vlgrpo package or its stack (run make venv, or pass --python)"
 
-say "${B}vlgrpo demo${N}: npu-async-grpo (entrypoints/fully-async-grpo.sh) dry run, planned for Atlas A3"
+say "${B}vlgrpo demo${N}: npu-async-grpo (entrypoints/fully-async-grpo.sh) dry run, planned for ${VLGRPO_PLATFORM:-npu} nodes with ${VLGRPO_PLAN_DEVICES_PER_NODE:-16} devices each"
 say "  interpreter: $PY ($versions)"
 say "  model:       ${MODEL#"$REPO"/} (Qwen3-VL-30B-A3B-Instruct metadata: config, tokenizer, chat template, processors; no weights)"
 say "  data:        ${SAMPLE#"$REPO"/} (Geometry3K sample)"
@@ -148,6 +148,12 @@ if [[ ${VLGRPO_DRY_RUN:-1} != 1 && ${VLGRPO_DRY_RUN:-1} != true && ${VLGRPO_DRY_
   fail 2 "VLGRPO_DRY_RUN=$VLGRPO_DRY_RUN: the demo only plans; unset it"
 fi
 printf '%s\n' "${demo_env[@]:1}" >"$LOGS/entrypoint.env"
+plan_platform=${VLGRPO_PLATFORM:-npu} plan_devices=${VLGRPO_PLAN_DEVICES_PER_NODE:-16}
+case $plan_platform:$plan_devices in
+  npu:16) TARGET="Atlas A3 (16 NPUs per node)" ;;
+  npu:8) TARGET="Atlas A2 / 910B (8 NPUs per node)" ;;
+  *) TARGET="$plan_platform, $plan_devices devices per node" ;;
+esac
 run_step "entrypoint dry run: allowlist, validation, preflight (verl schema and checks, model folder, token counts)" \
   entrypoint env "${demo_env[@]}" "$ENTRY"
 ENTRY_RC=$RC
@@ -177,7 +183,8 @@ sed -n '/^# command (/q;p' "$LOGS/entrypoint.out"
 head_line "topology"
 topo=$(sed -n 's/^# topology: //p' "$LOGS/entrypoint.out")
 say "  $topo"
-say "  (Atlas A3: 16 NPUs per node, from the planning override VLGRPO_PLAN_DEVICES_PER_NODE; on a cluster node the entrypoint counts /dev/davinci*)"
+say "  $TARGET; devices per node: $(sed -n 's/^# platform: [a-z]*; devices per node on this node: //p' "$LOGS/entrypoint.out")"
+say "  (on a cluster node the entrypoint counts the node's own devices: /dev/davinci* or npu-smi, nvidia-smi)"
 
 head_line "token budget (preflight: the model folder's tokenizer, chat template and image processor on every row)"
 budget=$(grep -E '^(verl [0-9]|token budget:|data [a-z]+:|token counts:|result:)' "$LOGS/entrypoint.err" || true)
@@ -203,7 +210,8 @@ except (OSError, ValueError) as exc:
 for p in doc.get("patches", []):
     hits = [t["target"].rsplit(".", 2)[-2] + "." + t["target"].rsplit(".", 1)[-1]
             for t in p.get("targets", []) if t.get("status") == "applied"]
-    where = ("on " + ", ".join(hits)) if hits else (p.get("reason", "").split(": ", 1)[-1][:150])
+    reason = p.get("reason", "").split(" | ")[0]
+    where = ("on " + ", ".join(hits)) if hits else (reason if len(reason) <= 110 else reason[:107] + "...")
     print(f"  {p['id']:<32} {p['status']:<13} verify {p.get('verify') or '-':<5} {where}")
 EOF
 )
@@ -217,9 +225,13 @@ preflight=$(sed -n 's/^# preflight: //p' "$LOGS/entrypoint.out")
 nwarn=$(grep -c '^WARNING \[' "$LOGS/entrypoint.err" || true)
 nargs=$(sed -n 's/^# command (\([0-9]*\) arguments.*/\1/p' "$LOGS/entrypoint.out")
 printf '\n'
+over=0
+while read -r n; do over=$((over + n)); done < <(sed -n 's/^data [a-z]*: .*; over budget: \([0-9][0-9]*\)$/\1/p' "$LOGS/entrypoint.err")
+dropped=""
+if ((over > 0)); then dropped="; $over prompt(s) over max_prompt_length would be dropped (filter_overlong_prompts)"; fi
 if ((ENTRY_RC == 0 && PATCH_RC == 0)) && [[ $preflight == clean ]]; then
-  printf '%sverdict: READY%s -- the npu-async-grpo launch would exec %s arguments on %s; preflight clean (%s warning(s)), patches verified; nothing started (%ds)\n' \
-    "$G" "$N" "$nargs" "$topo" "$nwarn" "$elapsed"
+  printf '%sverdict: READY%s -- the npu-async-grpo launch would exec %s arguments on %s; preflight clean (%s warning(s))%s; patches verified; nothing started (%ds)\n' \
+    "$G" "$N" "$nargs" "$topo" "$nwarn" "$dropped" "$elapsed"
   exit 0
 fi
 why=()
