@@ -245,3 +245,18 @@ def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
     assert bootstrap.find_next_sitecustomize(own, [str(link), str(foreign)]) == str(foreign / "sitecustomize.py")
     assert bootstrap.find_next_sitecustomize(own, [str(ours), str(copy)]) is None
     assert bootstrap.find_next_sitecustomize(own, [str(foreign)]) is None  # ours not on the path at all
+
+
+def test_spawned_worker_processes_load_the_patches_too(shim_dir):
+    # vLLM workers and Ray actors are fresh interpreters (spawn): they get the bootstrap from sitecustomize as well
+    code = ("import json, multiprocessing as mp\n"
+            "def probe(q):\n"
+            "    import sys, vlgrpo.patches as P\n"
+            "    q.put([P.bootstrap_state()['via'], type(sys.meta_path[0]).__name__, 'torch' in sys.modules])\n"
+            "if __name__ == '__main__':\n"
+            "    ctx = mp.get_context('spawn'); q = ctx.Queue(); p = ctx.Process(target=probe, args=(q,))\n"
+            "    p.start(); res = q.get(timeout=60); p.join()\n"
+            "    print(json.dumps(res))\n")
+    script = shim_dir.parent / "spawn_probe.py"
+    script.write_text(code)
+    assert run_py(script, path=[shim_dir]).json == ["sitecustomize", "PostImportFinder", False]
