@@ -350,12 +350,11 @@ def check_site_ray(ctx: Context) -> list[Result]:
     except ImportError:
         return [Result("sitecustomize[ray]", FAIL, "ray is not installed", "use the image's Python")]
     address = os.environ.get("RAY_ADDRESS", "")
-    started_here = not address
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        else:  # a private single-node instance, stopped by ray.shutdown() below
+        else:  # a private single-node instance (RAY_ADDRESS unset), stopped by ray.shutdown() below
             ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20, logging_level="ERROR",
                      log_to_driver=False)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -376,9 +375,7 @@ def check_site_ray(ctx: Context) -> list[Result]:
         return results
     finally:
         if ray.is_initialized():
-            ray.shutdown()
-        if started_here:
-            pass  # ray.shutdown() stops the processes this ray.init() started
+            ray.shutdown()  # disconnects; for the private instance, also stops the processes ray.init() started
 
 
 def check_patches(ctx: Context) -> Result:
