@@ -13,6 +13,17 @@ source "$VG_LIB_DIR/checks.sh"
 # shellcheck source=entrypoints/lib/launch.sh
 source "$VG_LIB_DIR/launch.sh"
 
+# Settings of entrypoints/ray-node.sh (the Ray head/worker of the same image). A recipe started in a
+# container whose environment also configures its Ray node sees them; they are accepted and ignored
+# here (ray-node.sh validates them). tests/bats/cli.bats keeps this list equal to ray-node.sh's
+# declarations that the recipes do not share.
+for vg_sibling in RAY_AGENT_PORT RAY_CARDS_WAIT RAY_CLIENT_PORT RAY_DASHBOARD RAY_DASHBOARD_HOST \
+  RAY_DASHBOARD_PORT RAY_HEAD RAY_HEAD_WAIT RAY_MEMORY_MB RAY_NODE_IP RAY_NUM_CPUS RAY_OBJECT_STORE_MB \
+  RAY_PORT RAY_STOP_GRACE RAY_TEMP_DIR TEST_DEVICE_COUNT; do
+  VG_SIBLING[$vg_sibling]=ray-node.sh
+done
+unset vg_sibling
+
 # Derived default of the per-node device counts: what this node offers.
 vg_default_node_devices() { printf '%s' "$VG_NODE_DEVICES"; }
 

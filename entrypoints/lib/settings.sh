@@ -25,6 +25,9 @@
 VG_PROBLEMS=()
 VG_NAMES=()
 declare -gA VG_TYPE=() VG_ALLOWED=() VG_DEFAULT=() VG_MEANING=() VG_VAL=() VG_RAW=() VG_SRC=()
+# VLGRPO_* names that belong to a sibling entrypoint of the same image (filled by the caller, e.g.
+# lib/common.sh): accepted and ignored by the unknown-variable check, validated by their owner.
+declare -gA VG_SIBLING=()
 
 readonly VG_EXIT_CONFIG=2 VG_EXIT_FAILURE=1
 readonly VG_MAX_LEN=1024
@@ -298,9 +301,6 @@ vg_resolve_derived() {
   done
 }
 
-# Known VLGRPO_ variables that belong to other parts of the image (read by the patch package in every
-# Python process). They are declared as settings in lib/common.sh so they are validated here too.
-
 # vg_check_unknown_vars — every exported VLGRPO_* must be a declared setting; otherwise name the
 # nearest declared one.
 vg_check_unknown_vars() {
@@ -308,7 +308,7 @@ vg_check_unknown_vars() {
   while IFS= read -r v; do
     [[ $v == VLGRPO_* ]] || continue
     short=${v#VLGRPO_}
-    [[ -n ${VG_TYPE[$short]+set} ]] && continue
+    [[ -n ${VG_TYPE[$short]+set} || -n ${VG_SIBLING[$short]+set} ]] && continue
     best=$(vg_nearest "$short")
     vg_problem "$v" "not a setting of $VG_PROG (unknown VLGRPO_ variable)" \
       "unset it${best:+, or did you mean VLGRPO_$best?} (--help lists the settings)"

@@ -105,3 +105,15 @@ readme_region() {
   assert_output $'sourced\nvg_entry'
   assert_no_python
 }
+
+@test "ray-node.sh's own variables are accepted and ignored by the recipes; the sibling list matches its declarations" {
+  local rn=$REPO_ROOT/entrypoints/ray-node.sh theirs ours shared
+  [[ -f $rn ]] || skip "entrypoints/ray-node.sh not present"
+  theirs=$(bash -c 'source "$1"; ray_node_declare; printf "%s\n" "${VG_NAMES[@]}"' _ "$rn" | sort)
+  shared=$( (setting_names fa; setting_names vo) | sort -u)
+  ours=$(bash -c 'source "$1"; printf "%s\n" "${!VG_SIBLING[@]}"' _ "$FA" | sort)
+  assert_equal "$ours" "$(comm -23 <(printf '%s\n' "$theirs") <(printf '%s\n' "$shared"))"
+  VLGRPO_RAY_HEAD=10.0.0.1:6379 VLGRPO_RAY_NODE_IP=10.0.0.2 VLGRPO_DRY_RUN=1 entry fa
+  assert_success
+  assert_equal "$(plan_argv)" "$(expected_defaults fa)"
+}
