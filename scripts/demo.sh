@@ -126,9 +126,9 @@ if ((RC != 0)); then show_log convert; fail $((RC == 2 ? 2 : 1)) "the geo3k conv
 sed 's/^/      /' "$LOGS/convert.out"
 
 # 2. the entrypoint -----------------------------------------------------------------------------------
-# python3 for the entrypoint is this interpreter. Its stdout goes to stderr: the entrypoint reads the
-# preflight's exit status from a command substitution (entrypoints/lib/launch.sh _vg_run_status), which
-# would otherwise also swallow the preflight's report; the report lands in logs/entrypoint.err.
+# python3 for the entrypoint is this interpreter, with its stdout sent to stderr: the entrypoint's own
+# stdout then holds only the plan (comment lines, then the argv), and the preflight's report (its stdout)
+# lands in logs/entrypoint.err next to the entrypoint's messages.
 printf '#!/bin/sh\nexec %q "$@" 1>&2\n' "$PY" >"$OUT/bin/python3"
 chmod +x "$OUT/bin/python3"
 
