@@ -25,7 +25,7 @@ done
 unset vg_sibling
 
 # Derived default of the per-node device counts: what this node offers.
-vg_default_node_devices() { printf '%s' "$VG_NODE_DEVICES"; }
+vg_default_node_devices() { if ((VG_NODE_DEVICES > 0)); then printf '%s' "$VG_NODE_DEVICES"; fi; }
 
 vg_common_settings() {
   vg_setting DRY_RUN bool "" false \

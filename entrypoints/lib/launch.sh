@@ -262,6 +262,12 @@ vg_entry() {
   vg_detect_node
   vg_flush_problems
   vg_resolve_derived
+  for e in "${VG_NAMES[@]}"; do
+    if [[ ${VG_DEFAULT[$e]} == @vg_default_node_devices:* && -z ${VG_VAL[$e]} ]]; then
+      vg_problem "VLGRPO_$e" "unset, and this node has no accelerator to count (cluster mode from a CPU node)" \
+        "set VLGRPO_$e to the devices per node of the cluster's nodes (vlgrpo cluster wait checks it)"
+    fi
+  done
   vg_flush_problems
 
   "$VG_RECIPE_CHECK"

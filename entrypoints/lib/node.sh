@@ -91,6 +91,12 @@ vg_detect_node() {
     fi
   fi
   VG_NODE_DEVICES=$n VG_NODE_DEVICES_FROM=$from
+  if ((n == 0)) && [[ -n ${VG_VAL[RAY_ADDRESS]-} ]]; then
+    # Cluster mode from a node without accelerators (a CPU head or login node): the per-node counts
+    # must be given and `vlgrpo cluster wait/probe` checks them against the cluster's nodes.
+    VG_NODE_DEVICES_FROM="none here; cluster mode: the cluster's nodes are checked by vlgrpo cluster wait/probe"
+    return 0
+  fi
   if ((n == 0)) && [[ -z ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
     vg_problem VLGRPO_PLATFORM "platform $VG_PLATFORM but no device found ($from)" \
       "check the device mounts of the container, or plan with VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=N"

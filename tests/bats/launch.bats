@@ -167,3 +167,17 @@ setup() {
   [[ $stderr == *"cannot create the preflight argv file"* ]] || fail "$stderr"
   assert_no_python
 }
+
+@test "cluster mode from a node without accelerators: per-node counts must be given, the cluster check verifies them" {
+  rm -f "$T/bin/npu-smi"
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_TRAINER_DEVICES_PER_NODE: unset, and this node has no accelerator to count"* ]] || fail "$stderr"
+  [[ $stderr == *"VLGRPO_ROLLOUT_DEVICES_PER_NODE: unset"* ]] || fail "$stderr"
+  assert_no_python
+  VLGRPO_RAY_ADDRESS=10.0.0.1:6379 VLGRPO_TRAINER_DEVICES_PER_NODE=16 VLGRPO_ROLLOUT_DEVICES_PER_NODE=16 entry fa
+  assert_success
+  run call_argv 0
+  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 4 --per-node 16 --timeout 600)"
+  diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0003.python3"
+}
