@@ -585,7 +585,8 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
         for key in keys:
             spans[key] = torch.arange(start, start + key[0] * key[1], device=device)
             start += key[0] * key[1]
-        return embedded.index_select(0, torch.cat([spans[(h, w)] for t, h, w in rows for _ in range(t)]))
+        # F.embedding = index_select forward with a deterministic (sort-based) backward on CUDA.
+        return F.embedding(torch.cat([spans[(h, w)] for t, h, w in rows for _ in range(t)]), embedded)
     # Mostly distinct grids: one fused gather over the full index (output written once, no copies).
     parts = [pieces[(h, w)] for t, h, w in rows for _ in range(t)]
     idx = torch.cat([p[0] for p in parts])
