@@ -65,7 +65,11 @@ vg_detect_node() {
       VG_PLATFORM=gpu
     fi
   fi
-  if [[ -z $VG_PLATFORM ]]; then
+  if [[ -z $VG_PLATFORM && -n ${VG_VAL[RAY_ADDRESS]-} ]]; then
+    vg_problem VLGRPO_PLATFORM "no accelerator on this node to tell the platform from (cluster mode)" \
+      "set VLGRPO_PLATFORM=npu or gpu for the cluster's nodes"
+    return 0
+  elif [[ -z $VG_PLATFORM ]]; then
     vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found on this node" \
       "run on an accelerator node, or plan elsewhere with VLGRPO_DRY_RUN=1 VLGRPO_PLATFORM=npu|gpu VLGRPO_PLAN_DEVICES_PER_NODE=N"
     return 0
