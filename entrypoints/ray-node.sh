@@ -37,6 +37,9 @@ source "$RAY_NODE_DIR/lib/node.sh"
 source "$RAY_NODE_DIR/lib/ray.sh"
 
 VG_PROG=ray-node.sh
+# recipe settings reaching this script are named as such in the refusal (lib/settings.sh)
+# shellcheck disable=SC2034
+VG_OTHER_RECIPES=("$RAY_NODE_DIR/fully-async-grpo.sh" "$RAY_NODE_DIR/veomni-grpo.sh")
 
 # ---- settings: NAME TYPE ALLOWED DEFAULT MEANING (environment variable VLGRPO_<NAME>) -------------
 ray_node_declare() {

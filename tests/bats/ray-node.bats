@@ -227,6 +227,15 @@ EOF
   stderr_has "did you mean VLGRPO_RAY_HEAD?"
 }
 
+@test "a recipe setting (the recipes' env file) is refused, named, nothing started" {
+  davinci 8
+  export VLGRPO_MODEL_PATH=$T/model
+  node head
+  assert_failure 2
+  stderr_has "VLGRPO_MODEL_PATH"
+  assert_ray_not_started
+}
+
 @test "hostile values never reach ray start and run nothing" {
   davinci 8
   local v var
