@@ -15,6 +15,7 @@ source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
 VG_PROG=veomni-grpo.sh
 VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer\`, \`model_engine=veomni\`, colocated vLLM rollout) of Qwen3-VL-30B-A3B on Geometry3K."
 VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
+VG_OTHER_RECIPES=("$VG_LIB_DIR/../fully-async-grpo.sh")
 VG_EXPORTS=()
 VG_RECIPE_CHECK=vo_check
 VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."

@@ -28,6 +28,7 @@ declare -gA VG_TYPE=() VG_ALLOWED=() VG_DEFAULT=() VG_MEANING=() VG_VAL=() VG_RA
 # VLGRPO_* names that belong to a sibling entrypoint of the same image (filled by the caller, e.g.
 # lib/common.sh): accepted and ignored by the unknown-variable check, validated by their owner.
 declare -gA VG_SIBLING=()
+VG_OTHER_RECIPES=() # paths of the other recipe entrypoints, for messages about their settings
 
 readonly VG_EXIT_CONFIG=2 VG_EXIT_FAILURE=1
 readonly VG_MAX_LEN=1024
@@ -304,15 +305,35 @@ vg_resolve_derived() {
 # vg_check_unknown_vars — every exported VLGRPO_* must be a declared setting; otherwise name the
 # nearest declared one.
 vg_check_unknown_vars() {
-  local v short best
+  local v short best other
   while IFS= read -r v; do
     [[ $v == VLGRPO_* ]] || continue
     short=${v#VLGRPO_}
     [[ -n ${VG_TYPE[$short]+set} || -n ${VG_SIBLING[$short]+set} ]] && continue
+    other=$(_vg_other_recipe_of "$short")
+    if [[ -n $other ]]; then
+      vg_problem "$v" "a setting of $other, not of $VG_PROG" \
+        "unset it for this recipe (keep one env file per recipe)"
+      continue
+    fi
     best=$(vg_nearest "$short")
     vg_problem "$v" "not a setting of $VG_PROG (unknown VLGRPO_ variable)" \
       "unset it${best:+, or did you mean VLGRPO_$best?} (--help lists the settings)"
   done < <(compgen -e)
+}
+
+# _vg_other_recipe_of NAME — the file name of another recipe (VG_OTHER_RECIPES, paths) that declares
+# NAME, if any. Each is sourced in a child shell (its guard keeps it from running).
+_vg_other_recipe_of() {
+  local f
+  for f in "${VG_OTHER_RECIPES[@]}"; do
+    [[ -f $f ]] || continue
+    if bash -c 'source "$1" && [[ -n ${VG_TYPE[$2]+set} ]]' _ "$f" "$1" 2>/dev/null; then
+      printf '%s' "${f##*/}"
+      return 0
+    fi
+  done
+  return 0
 }
 
 # vg_nearest WORD — the declared setting name with the smallest edit distance to WORD (Levenshtein,

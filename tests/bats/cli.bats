@@ -72,10 +72,13 @@ readme_region() {
   VLGRPO_TRAINER_NNODE=2 direct vo
   assert_failure 2
   [[ $stderr == *"VLGRPO_TRAINER_NNODE: not a setting of veomni-grpo.sh"*"did you mean VLGRPO_TRAINER_NNODES?"* ]] || fail "$stderr"
-  # a fully-async-only setting given to the VeOmni recipe (nearest by edit distance: ROLLOUT_N)
+  # a setting of the other recipe is named as such
   VLGRPO_ROLLOUT_NNODES=2 direct vo
   assert_failure 2
-  [[ $stderr == *"VLGRPO_ROLLOUT_NNODES: not a setting of veomni-grpo.sh"*"did you mean VLGRPO_ROLLOUT_N?"* ]] || fail "$stderr"
+  [[ $stderr == *"VLGRPO_ROLLOUT_NNODES: a setting of fully-async-grpo.sh, not of veomni-grpo.sh; fix: unset it for this recipe"* ]] || fail "$stderr"
+  VLGRPO_EP_SIZE=2 direct fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_EP_SIZE: a setting of veomni-grpo.sh, not of fully-async-grpo.sh"* ]] || fail "$stderr"
   VLGRPO_TRUST_REMOTE_CODE=True direct fa
   assert_failure 2
   [[ $stderr == *"VLGRPO_TRUST_REMOTE_CODE: not a setting"* ]]
