@@ -20,7 +20,8 @@
 #     machine) and never pkill.
 #
 # Settings come only from the allowlisted VLGRPO_* variables below (no arguments besides head|worker and
-# --help); an unknown VLGRPO_* variable, a malformed value or a missing requirement exits 2.
+# --help); the recipes' own settings are accepted and ignored; any other VLGRPO_* variable, a malformed
+# value or a missing requirement exits 2.
 #
 # Test-only: VLGRPO_TEST_DEVICE_COUNT=N declares N accelerators on a machine that has none (CI). It is
 # refused when this node has real accelerators, so it cannot change what a real node declares.
@@ -37,9 +38,21 @@ source "$RAY_NODE_DIR/lib/node.sh"
 source "$RAY_NODE_DIR/lib/ray.sh"
 
 VG_PROG=ray-node.sh
-# recipe settings reaching this script are named as such in the refusal (lib/settings.sh)
-# shellcheck disable=SC2034
-VG_OTHER_RECIPES=("$RAY_NODE_DIR/fully-async-grpo.sh" "$RAY_NODE_DIR/veomni-grpo.sh")
+
+# The recipes' settings (fully-async-grpo.sh, veomni-grpo.sh of the same image) are accepted and ignored
+# here, as the recipes accept and ignore this script's (lib/common.sh): one environment may configure both
+# a container's Ray node and its recipe. Their names come from the recipes' own declarations (each sourced
+# in a child shell; its guard keeps it from running), so the two cannot drift; their values are never used
+# here and are validated by the recipe that reads them. Any other VLGRPO_* variable is refused.
+ray_node_siblings() {
+  local f name
+  for f in fully-async-grpo.sh veomni-grpo.sh; do
+    [[ -f $RAY_NODE_DIR/$f ]] || continue
+    while IFS= read -r name; do
+      [[ -z $name || -n ${VG_TYPE[$name]+set} ]] || VG_SIBLING[$name]=$f
+    done < <(bash -c 'source "$1" && printf "%s\n" "${VG_NAMES[@]}"' _ "$RAY_NODE_DIR/$f" 2>/dev/null || true)
+  done
+}
 
 # ---- settings: NAME TYPE ALLOWED DEFAULT MEANING (environment variable VLGRPO_<NAME>) -------------
 ray_node_declare() {
@@ -341,6 +354,7 @@ ray_node_main() {
       ;;
   esac
   vg_read_settings
+  ray_node_siblings
   vg_check_unknown_vars
   if [[ -n ${VG_VAL[RAY_NODE_IP]-} ]]; then ray_node_ipv4 VLGRPO_RAY_NODE_IP "${VG_VAL[RAY_NODE_IP]-}"; fi
   if [[ -n ${VG_VAL[RAY_DASHBOARD_HOST]-} ]]; then ray_node_ipv4 VLGRPO_RAY_DASHBOARD_HOST "${VG_VAL[RAY_DASHBOARD_HOST]-}"; fi
