@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from preflight_helpers import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
 
@@ -22,23 +21,27 @@ def _by_code(report, code):
 
 # --- B12: fully-async invariants (messages are verl's own, read from the installed source) -----------------
 
-@pytest.mark.parametrize(
-    "key, value, verl_message",
-    [
-        ("data.train_batch_size", "64", "train_batch_size must be zero"),
-        ("data.gen_batch_size", "2", "gen_batch_size must be one"),
-        ("actor_rollout_ref.hybrid_engine", "True", "not self.hybrid_engine"),
-        ("actor_rollout_ref.rollout.calculate_log_probs", "False", "must rollout calculate log_probs"),
-        ("async_training.trigger_parameter_sync_step", "0", "trigger_parameter_sync_step must larger or equal than 1"),
-    ],
-)
-def test_b12_fully_async_invariants(fixed_argv, key, value, verl_message):
-    argv = set_override(fixed_argv, key, value)
+B12_CASES = [
+    ("data.train_batch_size", "64", "train_batch_size must be zero"),
+    ("data.gen_batch_size", "2", "gen_batch_size must be one"),
+    ("actor_rollout_ref.hybrid_engine", "True", "not self.hybrid_engine"),
+    ("actor_rollout_ref.rollout.calculate_log_probs", "False", "must rollout calculate log_probs"),
+    ("async_training.trigger_parameter_sync_step", "0", "trigger_parameter_sync_step must larger or equal than 1"),
+]
+
+
+def test_b12_fully_async_invariants(fixed_argv):
+    """All five B12 inputs in one launch (one preflight run); each is reported with verl's own message at its
+    argv position."""
+    argv = list(fixed_argv)
+    for key, value, _ in B12_CASES:
+        argv = set_override(argv, key, value)
     report = run_preflight(argv, check_data=False)
-    hits = [f for f in _by_code(report, "verl.assert") if verl_message in f.what]
-    assert hits, [f.line() for f in report.findings]
-    assert hits[0].where.key == key
-    assert hits[0].where.position == argv.index(f"{key}={value}")
+    asserts = _by_code(report, "verl.assert")
+    for key, value, verl_message in B12_CASES:
+        hits = [f for f in asserts if verl_message in f.what and f.where.key == key]
+        assert hits, (key, [f.line() for f in asserts])
+        assert hits[0].where.position == argv.index(f"{key}={value}")
     assert report.exit_code == 2
 
 

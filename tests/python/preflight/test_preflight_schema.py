@@ -6,7 +6,6 @@ vlgrpo's output: e.g. `+` on an existing key is refused by Hydra, a quoted list 
 
 from __future__ import annotations
 
-import pytest
 
 from preflight_helpers import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
 
@@ -55,26 +54,22 @@ def test_upstream_veomni_composes_cleanly():
         3072, 4096, 4096, 32768)
 
 
-@pytest.mark.parametrize(
-    "extra, code, position_of_second",
-    [
-        # B11: same-value duplicate is still a duplicate
-        (["data.max_prompt_length=2048"], "schema.duplicate-key", -1),
-        # B11 minimal inputs: truncation left then error (Hydra keeps error), n=8 then ++n=16
-        (["data.truncation=error"], "schema.duplicate-key", -1),
-        (["++actor_rollout_ref.rollout.n=16"], "schema.duplicate-key", -1),
-    ],
-)
-def test_duplicates_name_both_positions(extra, code, position_of_second):
+def test_duplicates_name_both_positions():
+    """B11 inputs in one launch: a same-value duplicate, truncation left then error (Hydra keeps error),
+    rollout.n=16 then ++rollout.n=16."""
+    extra = ["data.max_prompt_length=2048", "data.truncation=error", "++actor_rollout_ref.rollout.n=16"]
     argv = read_argv(UPSTREAM_FULLY_ASYNC) + extra
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
-    (f,) = [x for x in _find(report, code) if x.where.position == len(argv) - 1]
-    key = extra[0].lstrip("+").split("=")[0]
-    first = next(i for i, a in enumerate(argv) if a.lstrip("+").split("=")[0] == key)
-    assert f.where.key == key
-    assert f"argv[{first}]" in f.what and f"argv[{len(argv) - 1}]" in f.what
-    if extra[0] == "data.max_prompt_length=2048":
-        assert "(same value)" in f.what
+    dups = {f.where.position: f for f in _find(report, "schema.duplicate-key")}
+    for offset, text in enumerate(extra):
+        pos = len(argv) - len(extra) + offset
+        key = text.lstrip("+").split("=")[0]
+        first = next(i for i, a in enumerate(argv) if a.lstrip("+").split("=")[0] == key)
+        f = dups[pos]
+        assert f.where.key == key and f.where.override == text
+        assert f"argv[{first}]" in f.what and f"argv[{pos}]" in f.what
+    assert "(same value)" in dups[len(argv) - 3].what
+    assert "(different values; Hydra keeps the last)" in dups[len(argv) - 2].what
     assert report.exit_code == 2
 
 
