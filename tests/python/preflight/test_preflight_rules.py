@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-
 from preflight_helpers import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
 
 from vlgrpo.preflight import run_preflight
-
-
-def _fixed_async_argv(fixed_argv, **changes):
-    argv = list(fixed_argv)
-    for key, value in changes.items():
-        argv = set_override(argv, key.replace("__", "."), value)
-    return argv
 
 
 def _by_code(report, code):

@@ -6,7 +6,6 @@ vlgrpo's output: e.g. `+` on an existing key is refused by Hydra, a quoted list 
 
 from __future__ import annotations
 
-
 from preflight_helpers import MODEL_30B, UPSTREAM_FULLY_ASYNC, UPSTREAM_VEOMNI, read_argv, set_override
 
 from vlgrpo.preflight import run_preflight
