@@ -76,8 +76,9 @@ run_step() {
   shift 2
   STEP=$((STEP + 1))
   printf '[%d/%d] %s ' "$STEP" "$NSTEPS" "$label"
-  "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err" &
-  pid=$!
+  # its own process group (setsid), so an interrupted demo stops the whole step: see the traps below
+  setsid "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err" </dev/null &
+  pid=$! STEP_PID=$!
   while kill -0 "$pid" 2>/dev/null; do
     t=$((SECONDS - s))
     if [[ -t 1 ]]; then
@@ -90,10 +91,19 @@ run_step() {
   done
   RC=0
   wait "$pid" || RC=$?
+  STEP_PID=""
   t=$((SECONDS - s))
   if [[ -t 1 ]]; then printf '\r[%d/%d] %s ' "$STEP" "$NSTEPS" "$label"; else printf '\n      '; fi
   if ((RC == 0)); then printf -- '-> done in %ds\n' "$t"; else printf -- '-> exit %d after %ds\n' "$RC" "$t"; fi
 }
+
+# A step still running when the demo ends (Ctrl-C, a closed pipe) is stopped: SIGTERM to its process group.
+STEP_PID=""
+# shellcheck disable=SC2317 # called from the EXIT trap
+stop_step() { if [[ -n $STEP_PID ]]; then kill -TERM -- "-$STEP_PID" 2>/dev/null || true; fi; }
+trap stop_step EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM PIPE
 
 show_log() { # show_log NAME — the step's output, for a failure
   local f
@@ -113,7 +123,13 @@ versions=$("$PY" -c 'import importlib.metadata as m
 print(" ".join(f"{p} {m.version(p)}" for p in ("vlgrpo", "verl", "transformers", "torch")))' 2>/dev/null) ||
   fail 1 "$PY lacks the vlgrpo package or its stack (run make venv, or pass --python)"
 
-say "${B}vlgrpo demo${N}: npu-async-grpo (entrypoints/fully-async-grpo.sh) dry run, planned for ${VLGRPO_PLATFORM:-npu} nodes with ${VLGRPO_PLAN_DEVICES_PER_NODE:-16} devices each"
+plan_platform=${VLGRPO_PLATFORM:-npu} plan_devices=${VLGRPO_PLAN_DEVICES_PER_NODE:-16}
+case $plan_platform:$plan_devices in
+  npu:16) TARGET="Atlas A3 (16 NPUs per node)" ;;
+  npu:8) TARGET="Atlas A2 / 910B (8 NPUs per node)" ;;
+  *) TARGET="$plan_platform, $plan_devices devices per node" ;;
+esac
+say "${B}vlgrpo demo${N}: npu-async-grpo (entrypoints/fully-async-grpo.sh) dry run, planned for $TARGET"
 say "  interpreter: $PY ($versions)"
 say "  model:       ${MODEL#"$REPO"/} (Qwen3-VL-30B-A3B-Instruct metadata: config, tokenizer, chat template, processors; no weights)"
 say "  data:        ${SAMPLE#"$REPO"/} (Geometry3K sample)"
@@ -148,12 +164,6 @@ if [[ ${VLGRPO_DRY_RUN:-1} != 1 && ${VLGRPO_DRY_RUN:-1} != true && ${VLGRPO_DRY_
   fail 2 "VLGRPO_DRY_RUN=$VLGRPO_DRY_RUN: the demo only plans; unset it"
 fi
 printf '%s\n' "${demo_env[@]:1}" >"$LOGS/entrypoint.env"
-plan_platform=${VLGRPO_PLATFORM:-npu} plan_devices=${VLGRPO_PLAN_DEVICES_PER_NODE:-16}
-case $plan_platform:$plan_devices in
-  npu:16) TARGET="Atlas A3 (16 NPUs per node)" ;;
-  npu:8) TARGET="Atlas A2 / 910B (8 NPUs per node)" ;;
-  *) TARGET="$plan_platform, $plan_devices devices per node" ;;
-esac
 run_step "entrypoint dry run: allowlist, validation, preflight (verl schema and checks, model folder, token counts)" \
   entrypoint env "${demo_env[@]}" "$ENTRY"
 ENTRY_RC=$RC
