@@ -198,3 +198,41 @@ def test_budget_below_every_row_with_filtering_on(fixed_argv):
     assert sorted(f.what.split(" row")[0] for f in dropped) == ["every train", "every val"]
     assert dropped[0].where.position == argv.index("data.max_prompt_length=100")
     assert report.exit_code == 2
+
+
+def _reference_qwen3vl_processor(counter):
+    """transformers' own Qwen3VLProcessor (its __call__ and apply_chat_template), built from the folder's
+    tokenizer, image processor and chat_template.json. ProcessorMixin.__init__ insists on the video processor,
+    which needs torchvision (absent on the CPU test machine), so the object is assembled without it; images
+    never touch the video path."""
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+
+    tok = counter.tokenizer
+    p = object.__new__(Qwen3VLProcessor)
+    p.image_processor, p.tokenizer, p.video_processor = counter.image_processor, tok, None
+    with open(os.path.join(MODEL_30B, "chat_template.json"), encoding="utf-8") as fh:
+        p.chat_template = json.load(fh)["chat_template"]
+    for name, text in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
+                       ("vision_end", "<|vision_end|>")):
+        setattr(p, f"{name}_token", text)
+        setattr(p, f"{name}_token_id", tok.convert_tokens_to_ids(text))
+    return p
+
+
+def test_counts_equal_transformers_qwen3vl_processor_on_every_sample_row(counter, sample_data):
+    import pyarrow.parquet as pq
+
+    from vlgrpo.preflight.dataset import _open_image
+
+    if counter.processor is not None:
+        pytest.skip("the real AutoProcessor is available here; the counter already uses it")
+    ref = _reference_qwen3vl_processor(counter)
+    for split in ("train", "test"):
+        for row in pq.read_table(os.path.join(sample_data, f"{split}.parquet")).to_pylist():
+            images = [_open_image(it, sample_data) for it in row["images"]]
+            messages = build_messages(row["prompt"], images)
+            total, image_tokens = counter.count(messages, images)
+            raw = ref.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            out = ref(text=[raw], images=[counter.pre_resize(im) for im in images])
+            assert total == len(out["input_ids"][0])
+            assert image_tokens == sum(int(g.prod()) for g in out["image_grid_thw"]) // 4
