@@ -32,6 +32,15 @@ $(VERL071)/.installed: $(STAMP)
 .PHONY: verl-0.7.1
 verl-0.7.1: $(VERL071)/.installed ## verl 0.7.1 --no-deps into .cache/verl-0.7.1 (NPU-bug patch tests)
 
+# VeOmni 0.1.9a5 (the pinned one; binds its own copy of the faulty MoE block forward) for the patch tests.
+VEOMNI := .cache/veomni-0.1.9a5
+$(VEOMNI)/.installed: $(STAMP)
+	$(PY) -m pip install --no-input --quiet --no-deps --target $(VEOMNI) veomni==0.1.9a5
+	touch $@
+
+.PHONY: veomni-0.1.9a5
+veomni-0.1.9a5: $(VEOMNI)/.installed ## VeOmni 0.1.9a5 --no-deps into .cache/veomni-0.1.9a5 (patch tests)
+
 .PHONY: docs-patches
 docs-patches: venv ## regenerate README.md's patch table from the patch registry
 	$(PY) -m vlgrpo patches table --readme README.md
@@ -45,7 +54,7 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck) from D
 test: venv tools lint test-python test-bats test-docker ## run every suite (what CI runs)
 
 .PHONY: test-python
-test-python: venv verl-0.7.1 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
+test-python: venv verl-0.7.1 veomni-0.1.9a5 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
 	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
 
 .PHONY: test-bats

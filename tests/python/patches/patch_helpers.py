@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 SHIM = REPO / "python" / "sitecustomize.py"
 NPU_STUB = REPO / "tests" / "python" / "npu_stub"
 VERL_071 = REPO / ".cache" / "verl-0.7.1"
+VEOMNI = REPO / ".cache" / "veomni-0.1.9a5"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 MODEL_CONFIG = REPO / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "config.json"
 

@@ -12,7 +12,7 @@ import re
 
 import pytest
 import torch
-from patch_helpers import MODEL_CONFIG, VERL_071
+from patch_helpers import MODEL_CONFIG, SCENARIOS, VEOMNI, VERL_071, run_py
 from reference_moe import reference_moe
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
@@ -125,7 +125,9 @@ def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match=SCATTER_ERROR):
         model(**batch)
     record = {"id": "qwen3_vl_moe.router_dtype"}
-    patched = engine._clone(moe_routing.sparse_moe_block_forward, record["id"], ORIGINAL_FORWARD, "test")
+    replacement = moe_routing.make_sparse_moe_block_forward(ORIGINAL_FORWARD)
+    assert replacement is moe_routing.sparse_moe_block_forward  # transformers' forward calls experts with 3 args
+    patched = engine._clone(replacement, record["id"], ORIGINAL_FORWARD, "test")
     monkeypatch.setattr(m.Qwen3VLMoeTextSparseMoeBlock, "forward", patched)
     losses = {}
     for training in (True, False):
@@ -173,3 +175,35 @@ def test_train_routing_detector_on_real_code(verl_071):
     assert detect.routing_scatter_guarded_by_training(npu_080)[0] is False
     assert detect.routing_scatter_guarded_by_training(ORIGINAL_FORWARD)[0] is False
     assert detect.routing_scatter_guarded_by_training(moe_routing.npu_sparse_moe_block_forward)[0] is False
+
+
+# --- VeOmni 0.1.9a5 binds its own copy of the faulty forward (the VeOmni recipe never goes through verl) ---------
+
+def _veomni_scenario(shim_dir, env=None):
+    if not (VEOMNI / "veomni").is_dir():
+        pytest.fail(f"VeOmni 0.1.9a5 is not installed in {VEOMNI}; run `make veomni-0.1.9a5` (make test-python does)")
+    out = run_py(SCENARIOS / "veomni_block.py", path=[shim_dir, VEOMNI], env=env).json
+    assert "crash" not in out, out.get("crash")
+    return out
+
+
+def test_veomni_block_forward_fixed_after_its_patch(shim_dir):
+    out = _veomni_scenario(shim_dir)
+    assert out["forward"] == [out["forward"][0], "sparse_moe_block_forward_topk"]
+    assert out["wrapped_file"].endswith("veomni/models/transformers/qwen3_vl_moe/modeling_qwen3_vl_moe.py")
+    assert out["status"][0] == "applied" and "Qwen3VLMoeTextSparseMoeBlock_forward" in out["status"][1]
+    assert out["experts_class"].startswith("veomni.")
+    for mode in ("train", "eval"):
+        res = out[mode]
+        assert "error" not in res, res
+        assert res["err"] < 0.03 * res["ref_max"]  # bf16 autocast vs float64 reference
+        # VeOmni's experts still get their 4th argument: compact top-k weights, renormalised, hidden dtype
+        assert res["n_args"] == 4 and res["topk"][:2] == [[4, 2], "torch.float32"] and res["topk"][2] < 1e-6
+    assert out["fp32_identical"] == [True, True]
+
+
+def test_veomni_block_forward_unpatched_raises(shim_dir):
+    out = _veomni_scenario(shim_dir, env={"VLGRPO_PATCHES": "off"})
+    assert out["forward"][1] == "Qwen3VLMoeTextSparseMoeBlock_forward"
+    for mode in ("train", "eval"):
+        assert out[mode]["error"] == "RuntimeError: scatter(): Expected self.dtype to be equal to src.dtype"

@@ -74,8 +74,10 @@ def ours(func):
         replacement = resolve(registry.get(pid)["replacement"])
     except Exception:
         return None
-    code = getattr(replacement, "__vlgrpo_code__", None) or getattr(replacement, "__code__", False)
-    return pid if getattr(func, "__code__", None) is code else None
+    codes = getattr(replacement, "__vlgrpo_code__", None) or getattr(replacement, "__code__", None)
+    codes = codes if isinstance(codes, tuple) else (codes,)
+    code = getattr(func, "__code__", None)
+    return pid if code is not None and any(code is c for c in codes) else None
 
 
 def _detect(detector: str, patch_id: str, func):
@@ -140,12 +142,9 @@ def check_target(record: dict, module_name: str, path: str, apply: bool = True, 
         if not apply:
             return _record(record, module_name, path, PENDING, f"faulty, not applied yet: {reason}", original)
         replacement = resolve(record["replacement"])
-        if record.get("wraps"):  # a factory: replacement(original) -> function that calls the original
-            new = replacement(current)
-            new.__wrapped__, new.__vlgrpo_patch__ = current, record["id"]
-            new.__vlgrpo_target__ = f"{module_name}.{path}"
-        else:
-            new = _clone(replacement, record["id"], current, f"{module_name}.{path}")
+        if record.get("wraps"):  # a factory: replacement(original) -> the function to install
+            replacement = replacement(current)
+        new = _clone(replacement, record["id"], current, f"{module_name}.{path}")
         setattr(owner, attr, new)
         if getattr(owner, attr) is not new:
             raise RuntimeError(f"setattr on {module_name}.{path} did not take effect")

@@ -48,6 +48,52 @@ def sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     return routed_out, router_logits
 
 
+def sparse_moe_block_forward_topk(self, hidden_states: torch.Tensor):
+    """Drop-in for VeOmni 0.1.9a5's ``Qwen3VLMoeTextSparseMoeBlock_forward``
+    (``veomni/models/transformers/qwen3_vl_moe/modeling_qwen3_vl_moe.py``, bound over transformers' block by
+    ``apply_veomni_qwen3vlmoe_patch``), which repeats the B03 cast and also hands its experts the compact top-k
+    weights for the fused MoE kernels. Same as :func:`sparse_moe_block_forward`, plus that 4th argument: the
+    top-k weights (tokens, top_k) in the hidden-state dtype, exactly as VeOmni passes them.
+
+    Returns:
+        ``(routed_out, router_logits)``.
+    """
+    batch_size = hidden_states.shape[0]
+    flat = hidden_states.reshape(-1, self.hidden_size)
+    router_logits = self.gate(flat)
+    probs = torch.softmax(router_logits, dim=-1, dtype=torch.float32)
+    top_weights, router_indices = torch.topk(probs, self.top_k, dim=-1)
+    top_weights = top_weights / top_weights.sum(dim=-1, keepdim=True)
+    routing_weights = torch.zeros_like(router_logits).scatter_(
+        1, router_indices, top_weights.to(router_logits.dtype))
+    routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices,
+                              top_weights.to(flat.dtype))
+    return routed_out, router_logits
+
+
+def _experts_call_arity(func) -> int:
+    """Number of positional arguments the function passes to ``self.experts(...)`` (0 if it never calls it)."""
+    import ast
+
+    from vlgrpo.patches.detect import function_node
+
+    for node in ast.walk(function_node(func)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "experts"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+            return len(node.args) + len(node.keywords)
+    return 0
+
+
+def make_sparse_moe_block_forward(original):
+    """Pick the replacement matching the faulty forward that is bound: VeOmni's (4 arguments to the experts) or
+    transformers' (3)."""
+    return sparse_moe_block_forward_topk if _experts_call_arity(original) >= 4 else sparse_moe_block_forward
+
+
+make_sparse_moe_block_forward.__vlgrpo_code__ = (sparse_moe_block_forward.__code__,
+                                                 sparse_moe_block_forward_topk.__code__)
+
+
 def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     """Drop-in ``NPUQwen3VLMoeTextSparseMoeBlock.forward`` (verl 0.7.x ``npu_patch.py``), dense in both modes.
 

@@ -19,7 +19,8 @@ detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: s
               code itself (its source, parsed with :mod:`ast`).
 replacement   ``"module:function"``; installed in place of a faulty target (a per-target copy carrying
               ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id). With ``"wraps": True`` it is
-              a factory ``replacement(original) -> function`` for fixes that call the original.
+              a factory ``replacement(original) -> function`` (to call the original, or to pick the variant
+              matching the installed code); its ``__vlgrpo_code__`` lists the code objects it can return.
 verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an
               independent reference and raises ``AssertionError`` on mismatch.
 recheck_after ``(module, function)`` pairs of upstream functions that may rebind the targets (verl's monkey
@@ -34,6 +35,7 @@ _VERL_QWEN3_VL = "verl.models.transformers.qwen3_vl"
 _VERL_QWEN3_5 = "verl.models.transformers.qwen3_5"
 _VERL_NPU = "verl.models.transformers.npu_patch"
 _VERL_MONKEY = "verl.models.transformers.monkey_patch"
+_VEOMNI_QWEN3_VL_MOE = "veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe"
 
 PATCHES = (
     {
@@ -92,16 +94,22 @@ PATCHES = (
             "src.dtype' under mixed precision; replaced by a forward that casts to the router-logits dtype."
         ),
         "upstream": "verl-project/verl#4401 (fix: verl PR #4402, gated there at transformers<=4.57.3); "
-        "huggingface/transformers#41418",
+        "huggingface/transformers#41418; the same cast in VeOmni 0.1.9a5's block forward",
         "applies_when": (
             "the bound `Qwen3VLMoeTextSparseMoeBlock.forward` casts routing weights to another tensor's dtype "
-            "before scattering them into `zeros_like(router_logits)` (every transformers 4.57.x; not 5.x)"
+            "before scattering them into `zeros_like(router_logits)` (every transformers 4.57.x, and VeOmni "
+            "0.1.9a5's copy, re-checked after `apply_veomni_qwen3vlmoe_patch`; not transformers 5.x)"
         ),
         "targets": ((_QWEN3_VL_MOE, "Qwen3VLMoeTextSparseMoeBlock.forward"),),
         "detector": _P + "detect:scatter_dtype_mismatch",
-        "replacement": _P + "moe_routing:sparse_moe_block_forward",
+        "replacement": _P + "moe_routing:make_sparse_moe_block_forward",
+        "wraps": True,
         "verify": _P + "moe_routing:verify_router_dtype",
-        "recheck_after": ((_VERL_MONKEY, "apply_monkey_patch"),),
+        # VeOmni 0.1.9a5 binds its own copy of the faulty forward over transformers' when it builds the model
+        "recheck_after": (
+            (_VERL_MONKEY, "apply_monkey_patch"),
+            (_VEOMNI_QWEN3_VL_MOE, "apply_veomni_qwen3vlmoe_patch"),
+        ),
     },
     {
         "id": "npu.qwen3_vl_moe.train_routing",
