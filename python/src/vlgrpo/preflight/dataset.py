@@ -325,8 +325,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 report.add(Finding(
                     "data.image-exceeds-budget", severity,
                     f"{len(image_alone)} row(s) whose image tokens alone exceed max_prompt_length {max_len}: {rows}",
-                    Where(position=where.position, override=where.override, key="data.max_prompt_length", file=path,
-                          row=image_alone[0][0]),
+                    Where(position=where.position, override=where.override, key=key, file=path, row=image_alone[0][0]),
                     "no truncation can fit them: verl raises at rollout for image prompts (verl issue #4975)"
                     + (" -- with filtering on, verl drops them" if filtering else ""),
                     "downscale those images, drop the rows, or raise data.max_prompt_length"))
@@ -336,7 +335,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 report.add(Finding(
                     "data.over-budget", severity,
                     f"{len(over)} row(s) longer than max_prompt_length {max_len}: {rows}{more}",
-                    Where(key="data.max_prompt_length", file=path, row=over[0][0]),
+                    Where(position=where.position, override=where.override, key=key, file=path, row=over[0][0]),
                     ("data.filter_overlong_prompts=True: verl drops these rows before training" if filtering else
                      "data.filter_overlong_prompts is off, so these rows reach rollout and fail or get truncated"),
                     "data.filter_overlong_prompts=True, or raise data.max_prompt_length"))
