@@ -16,6 +16,7 @@ Checks (each prints one line: ok / FAIL / n/a with the reason):
               cupy, no vLLM) it cannot register: reported n/a with the registered list, never faked.
   accelerator GPU: flash_attn, cupy import; Ascend: torch_npu and verl's npu_patch (the reason for upstream
               commit c5a9ed569) import with CANN's set_env sourced. n/a on the stand-in.
+  sitecustomize-ray  (--ray) the same inside a Ray worker process (CI runs it in a container of the image)
   entrypoints the recipe entrypoints exist, are executable and parse (bash -n)
 
 Standard library + packaging. Exit 0 when nothing failed, 1 otherwise. Result also in --out (JSON).
@@ -170,6 +171,49 @@ def check_sitecustomize(info: dict) -> None:
     record("sitecustomize", "FAIL" if bad else "ok", "; ".join(bad) if bad else detail)
 
 
+RAY_PROBE = (
+    "import json, os, ray\n"
+    "ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=78_643_200)\n"
+    "@ray.remote\n"
+    "def probe():\n"
+    "    import sys\n"
+    "    try:\n"
+    "        import sitecustomize\n"
+    "        f = sitecustomize.__file__\n"
+    "    except ImportError:\n"
+    "        f = None\n"
+    "    from vlgrpo.patches import bootstrap as b\n"
+    "    return {'file': f, 'state': {k: v for k, v in b.STATE.items() if isinstance(v, (str, bool, type(None)))},\n"
+    "            'chained_loaded': 'vlgrpo_chained_sitecustomize' in sys.modules, 'pid': os.getpid()}\n"
+    "print(json.dumps(ray.get(probe.remote(), timeout=120)))\n"
+    "ray.shutdown()\n")
+
+
+def check_sitecustomize_ray(info: dict) -> None:
+    """The same check inside a Ray worker process (B18: Ray workers are started by Ray, not by us)."""
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    try:
+        proc = subprocess.run([sys.executable, "-c", RAY_PROBE], capture_output=True, text=True, timeout=300, env=env)
+    except subprocess.TimeoutExpired:
+        record("sitecustomize-ray", "FAIL", "Ray probe did not finish within 300 s")
+        return
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        record("sitecustomize-ray", "FAIL", f"Ray probe exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+        return
+    view = json.loads(lines[-1])
+    bad = []
+    if view["file"] is None or os.path.realpath(view["file"]) != os.path.realpath(info["shim"]):
+        bad.append(f"Ray worker imports sitecustomize from {view['file']}, not {info['shim']}")
+    if not view["state"].get("installed"):
+        bad.append("patch bootstrap not installed in the Ray worker")
+    if info.get("kept_as") and not view["chained_loaded"]:
+        bad.append("base sitecustomize not chained in the Ray worker")
+    record("sitecustomize-ray", "FAIL" if bad else "ok",
+           "; ".join(bad) if bad else f"ours in a Ray worker (pid {view['pid']}), bootstrap installed"
+           + (", base's chained" if info.get("kept_as") else ""))
+
+
 def check_ckpt_engine(stand_in: bool) -> None:
     try:
         ce = importlib.import_module("verl.checkpoint_engine")
@@ -222,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lock", action="append", default=[])
     ap.add_argument("--sitecustomize", required=True)
     ap.add_argument("--entrypoints", default="/opt/vlgrpo/entrypoints")
+    ap.add_argument("--ray", action="store_true", help="also check sitecustomize in a Ray worker (starts a 1-CPU local Ray)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     pins = {k: v for k, _, v in (l.strip().partition("=") for l in open(args.pins) if "=" in l and not l.startswith("#"))}
@@ -232,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     check_imports(args.stand_in)
     check_patches()
     check_sitecustomize(json.load(open(args.sitecustomize, encoding="utf-8")))
+    if args.ray:
+        check_sitecustomize_ray(json.load(open(args.sitecustomize, encoding="utf-8")))
     check_ckpt_engine(args.stand_in)
     check_accelerator(args.platform, args.stand_in)
     check_entrypoints(args.entrypoints)

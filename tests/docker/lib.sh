@@ -103,3 +103,52 @@ standin_base() {
   docker image ls --format '{{.Repository}}:{{.Tag}}' localhost/vlgrpo-ci-base | grep -vxF "$STANDIN_IMAGE" \
     | xargs -r /usr/bin/docker image rm >/dev/null 2>&1 || true
 }
+
+# A git server for the verl-git stage: repository = verl 0.8.0's PyPI sdist (hash-checked download) as
+# one commit (FIXTURE_BASE) and a child commit adding verl/_vlgrpo_ci_cherry_pick.py (FIXTURE_FIX) on a
+# side branch; main stays at FIXTURE_BASE. Served read-only by git daemon on 127.0.0.1:GIT_PORT.
+# shellcheck disable=SC2034  # FIXTURE_BASE, FIXTURE_FIX, GIT_PORT are read by run.sh
+verl_git_fixture() {
+  local gitrepo=$WORK/git/verl sdist_dir=$WORK/verl-sdist
+  mkdir -p "$gitrepo" "$sdist_dir"
+  "$PY" -m pip download -q --no-deps --no-binary :all: --require-hashes \
+    -r "$REPO/docker/locks/verl-pypi.txt" -d "$sdist_dir" >/dev/null 2>&1 || { log "verl sdist download failed"; return 1; }
+  tar -xzf "$sdist_dir"/verl-*.tar.gz --strip-components=1 -C "$gitrepo"
+  # fixed dates: the same sdist gives the same commit ids every run, so BuildKit can reuse the stage
+  local g=(env GIT_AUTHOR_DATE=2026-06-01T00:00:00Z GIT_COMMITTER_DATE=2026-06-01T00:00:00Z
+    git -C "$gitrepo" -c user.name=vlgrpo-ci -c user.email=ci@vlgrpo.invalid -c init.defaultBranch=main)
+  "${g[@]}" init -q
+  "${g[@]}" add -A
+  "${g[@]}" commit -q -m "verl 0.8.0 (PyPI sdist): CI stand-in for the v0.8.0 tag commit"
+  FIXTURE_BASE=$("${g[@]}" rev-parse HEAD)
+  "${g[@]}" checkout -q -b ci-fix
+  printf 'CHERRY_PICKED = True\n' >"$gitrepo/verl/_vlgrpo_ci_cherry_pick.py"
+  "${g[@]}" add verl/_vlgrpo_ci_cherry_pick.py
+  "${g[@]}" commit -q -m "CI stand-in for an upstream fix"
+  FIXTURE_FIX=$("${g[@]}" rev-parse HEAD)
+  "${g[@]}" checkout -q main
+  "${g[@]}" config uploadpack.allowAnySHA1InWant true
+  # a fixed port when free (the URL is a build arg: a stable one lets BuildKit reuse the stage), else any
+  GIT_PORT=$(python3 -c '
+import socket
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", 29418))
+except OSError:
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+  git daemon --reuseaddr --listen=127.0.0.1 --port="$GIT_PORT" --base-path="$WORK/git" --export-all \
+    "$WORK/git" >"$WORK/git-daemon.log" 2>&1 &
+  GIT_DAEMON_PID=$!
+  local i
+  for ((i = 0; i < 40; i++)); do
+    git ls-remote "git://127.0.0.1:$GIT_PORT/verl" >/dev/null 2>&1 && return 0
+    sleep 0.25
+  done
+  log "git daemon did not answer"; return 1
+}
+
+stop_git_daemon() {
+  if [[ -n ${GIT_DAEMON_PID:-} ]]; then kill "$GIT_DAEMON_PID" 2>/dev/null || true; wait "$GIT_DAEMON_PID" 2>/dev/null || true; fi
+  GIT_DAEMON_PID=
+}

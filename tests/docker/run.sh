@@ -8,9 +8,11 @@
 #   1  the stand-in base (cached or built)
 #   2  docker/npu.Dockerfile built FROM it up to its last stage, the smoke test (VERL_SOURCE=pypi: CI
 #      cannot reach GitHub, so the cherry-pick of upstream commit c5a9ed569 is NOT exercised here)
+#   2b the verl-git stage (fetch by commit id, cherry-pick by id) against a local git daemon serving verl
+#      0.8.0's PyPI sdist + one CI-made commit: the mechanics, not upstream's commits
 #   3  docker/gpu.Dockerfile likewise (flash-attn not installed: its wheel is a GitHub release asset)
 #   4  labels and build manifest of the image
-#   5  the smoke script again, in a container of the image
+#   5  the smoke script again, in a container of the image, plus the sitecustomize check in a Ray worker
 #   6  `docker compose run --rm npu-async-grpo` in dry run through tests/docker/compose.ci.yaml (no device
 #      mounts): the entrypoint validates the settings and prints the exact verl command
 #   7  `docker compose run --rm npu-doctor`
@@ -73,7 +75,7 @@ common_args=(--build-arg BASE_IMAGE="$STANDIN_IMAGE" --build-arg BASE_DIGEST=unr
 NPU_CI_IMAGE=localhost/vlgrpo:ci-npu-a2
 GPU_CI_IMAGE=localhost/vlgrpo:ci-gpu
 # the engine's store persists between runs: never let a failed build leave the previous run's image behind
-docker image rm -f "$NPU_CI_IMAGE" "$GPU_CI_IMAGE" >/dev/null 2>&1 || true
+docker image rm -f "$NPU_CI_IMAGE" "$NPU_CI_IMAGE-git" "$GPU_CI_IMAGE" >/dev/null 2>&1 || true
 
 # ---- 2 npu.Dockerfile ---------------------------------------------------------------------------------------
 t=$SECONDS
@@ -83,6 +85,35 @@ if build npu-image -f "$REPO/docker/npu.Dockerfile" --target smoke "${common_arg
   ok "2 docker/npu.Dockerfile FROM the stand-in, through its smoke stage ($((SECONDS - t)) s; VERL_SOURCE=pypi: upstream commit c5a9ed569 NOT applied in CI)"
 else
   fail "2 docker/npu.Dockerfile build (log above)"
+fi
+
+# ---- 2b the verl-git stage's mechanics -------------------------------------------------------------------
+# GitHub is out of reach, so the real tag commit and upstream fix cannot be fetched here. What is checked
+# instead: the stage fetches a commit by id from a git server, cherry-picks a second commit by id onto it,
+# verifies HEAD, builds the wheel, and the image records it. The server is a local git daemon with a
+# repository made from verl 0.8.0's PyPI sdist (hash-pinned) plus one CI-made commit as the "fix".
+t=$SECONDS
+git_ok=0
+if verl_git_fixture; then
+  if build npu-image-git -f "$REPO/docker/npu.Dockerfile" --target smoke "${common_args[@]}" \
+      --build-arg PLATFORM=npu-a2 --build-arg CANN_SET_ENV= --build-arg VERL_SOURCE=git \
+      --build-arg VERL_REPO="git://127.0.0.1:$GIT_PORT/verl" --build-arg VERL_COMMIT="$FIXTURE_BASE" \
+      --build-arg VERL_FIX_COMMITS="$FIXTURE_FIX" -t "$NPU_CI_IMAGE-git" "$REPO"; then
+    applied=$(docker run --rm --network host --entrypoint cat "$NPU_CI_IMAGE-git" /opt/vlgrpo/verl-applied.txt)
+    marker=$(docker run --rm --network host --entrypoint python3 "$NPU_CI_IMAGE-git" -c \
+      'import json, verl._vlgrpo_ci_cherry_pick as m; print(m.CHERRY_PICKED, json.load(open("/opt/vlgrpo/build-manifest.json"))["verl"]["applied_commits"])')
+    printf '%s\n' "$applied" "$marker" | sed 's/^/    /'
+    if [[ $(sed -n 2p <<<"$applied") == "$FIXTURE_BASE "* && $(sed -n 1p <<<"$applied") == *"CI stand-in for an upstream fix" \
+        && $marker == "True ['$FIXTURE_FIX']" ]]; then
+      git_ok=1
+    fi
+  fi
+fi
+stop_git_daemon
+if ((git_ok)); then
+  ok "2b verl-git stage: fetch by commit id, cherry-pick by id, wheel, manifest ($((SECONDS - t)) s; local fixture, not upstream c5a9ed569)"
+else
+  fail "2b verl-git stage mechanics (log: npu-image-git)"
 fi
 
 # ---- 3 gpu.Dockerfile ---------------------------------------------------------------------------------------
@@ -111,12 +142,12 @@ else
   fi
 
   # ---- 5 smoke again in a container -------------------------------------------------------------------------
-  if docker run --rm --network host --entrypoint python3 "$NPU_CI_IMAGE" /opt/vlgrpo/image/smoke.py \
-      --platform npu-a2 --stand-in --pins /opt/vlgrpo/pins.env --base-constraints /opt/vlgrpo/constraints/ci-base.txt \
+  if docker run --rm --network host --shm-size 256m --entrypoint python3 "$NPU_CI_IMAGE" /opt/vlgrpo/image/smoke.py \
+      --platform npu-a2 --stand-in --ray --pins /opt/vlgrpo/pins.env --base-constraints /opt/vlgrpo/constraints/ci-base.txt \
       --lock /opt/vlgrpo/locks/stack.txt --lock /opt/vlgrpo/locks/nodeps.txt \
       --sitecustomize /opt/vlgrpo/sitecustomize.json >"$WORK/smoke-run.log" 2>&1; then
-    grep -E '^smoke: [0-9]+ checks' "$WORK/smoke-run.log" | sed 's/^/    /'
-    ok "5 smoke test in a container of the image"
+    grep -E '^smoke: [0-9]+ checks|sitecustomize-ray' "$WORK/smoke-run.log" | sed 's/^/    /'
+    ok "5 smoke test in a container of the image, sitecustomize also checked in a Ray worker"
   else
     cat "$WORK/smoke-run.log"
     fail "5 smoke test in a container"
