@@ -20,6 +20,9 @@ esac
 
 fail() { echo "newcomer: FAIL: $*" >&2; exit 1; }
 
+git -C "$REPO" rev-parse --verify -q HEAD >/dev/null ||
+  fail "$REPO is not a git checkout with a commit: the newcomer test clones it (run it in a git clone)"
+
 # The quick-start block, exactly as the README shows it.
 block=$(awk '
   /<!-- newcomer: demo -->/ { armed = 1; next }
