@@ -117,3 +117,11 @@ def test_unknown_logger_backend():
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
     (f,) = _find(report, "rules.logger")
     assert "neptune" in f.what and f.where.position == argv.index("trainer.logger=[console,neptune]")
+
+
+def test_deleting_a_key_verl_reads():
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "data.max_prompt_length", None) + ["~data.max_prompt_length"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    assert report.internal_error is None
+    assert [f.where.key for f in report.findings if f.code == "schema.required-key"] == ["data.max_prompt_length"]
+    assert report.exit_code == 2

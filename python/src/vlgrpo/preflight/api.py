@@ -37,8 +37,18 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
     except LaunchError as exc:
         report.add(Finding("launch.argv", ERROR, str(exc), Where(), "the entrypoint would exec a launch preflight "
                            "cannot interpret", "pass the argv as: python3 -m <verl module> <overrides...>"))
-    except Exception:  # noqa: BLE001 - internal error -> exit 1
-        report.internal_error = traceback.format_exc()
+    except Exception as exc:  # noqa: BLE001
+        from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+        if isinstance(exc, (ConfigAttributeError, ConfigKeyError)) and getattr(exc, "full_key", None):
+            # a key verl reads (and these checks read) was removed with '~' or never existed
+            report.add(Finding("schema.required-key", ERROR,
+                               f"{exc.full_key} is read by verl but missing from the composed config",
+                               Where(key=str(exc.full_key)), "verl raises the same error after Ray start",
+                               f"do not delete {exc.full_key} (remove its '~' override)"))
+        else:  # internal error -> exit 1
+            report.internal_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n" + \
+                traceback.format_exc()
     timings["total"] = round(time.perf_counter() - t0, 3)
     return report
 

@@ -188,6 +188,6 @@ class Report:
     def to_text(self) -> str:
         out = [f.line() for f in self.findings]
         if self.internal_error:
-            out.append("INTERNAL ERROR: " + self.internal_error.strip().splitlines()[-1])
+            out.append("INTERNAL ERROR: " + self.internal_error.strip().splitlines()[0])
         out += self.summary_lines()
         return "\n".join(out)
