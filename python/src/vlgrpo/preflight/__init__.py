@@ -17,7 +17,8 @@ Finding codes (severity error unless marked W; "E/W": warning when verl would on
 - schema (Hydra compose of the installed verl): ``schema.syntax``, ``schema.duplicate-key``,
   ``schema.unknown-key``, ``schema.missing-plus``, ``schema.plus-on-existing``, ``schema.delete-missing``,
   ``schema.bad-group``, ``schema.rejected``, ``schema.compose``, ``schema.list-as-string``,
-  ``schema.dict-as-string``, ``schema.bool-as-string``, ``schema.number-as-string``, ``schema.missing-value``
+  ``schema.dict-as-string``, ``schema.bool-as-string``, ``schema.number-as-string``, ``schema.missing-value``,
+  ``schema.required-key``
 - verl's own checks: ``verl.dataclass``, ``verl.validate-config``, ``verl.assert``, ``verl.interpolation``,
   ``verl.reward-migration``
 - cross-field rules: ``rules.logger``, ``rules.max-model-len``, ``rules.max-model-len-mismatch``,
