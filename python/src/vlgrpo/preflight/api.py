@@ -125,7 +125,8 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
 
         counter = PromptCounter(mpath, image_patch_size=int(work.data.get("image_patch_size", 14) or 14),
                                 apply_chat_template_kwargs=dict(work.data.get("apply_chat_template_kwargs") or {}),
-                                tokenizer=tokenizer, processor=getattr(hf_model, "processor", None))
+                                tokenizer=tokenizer, processor=getattr(hf_model, "processor", None),
+                                processor_tried=hf_model is not None)
         tokenizer = counter.tokenizer
         s["counted_with"] = counter.method
     s["vision_tokens"] = verl_checks.check_vision_token_ban(work, report, tokenizer)

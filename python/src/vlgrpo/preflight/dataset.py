@@ -72,14 +72,14 @@ class PromptCounter:
     """
 
     def __init__(self, model_path: str, image_patch_size: int = 14, apply_chat_template_kwargs: dict | None = None,
-                 tokenizer: Any = None, processor: Any = None):
+                 tokenizer: Any = None, processor: Any = None, processor_tried: bool = False):
         self.image_patch_size = int(image_patch_size)
         self.kwargs = dict(apply_chat_template_kwargs or {})
         self.processor = processor
         self.tokenizer = tokenizer
         self.image_processor = None
         self.method = ""
-        if self.processor is None:
+        if self.processor is None and not processor_tried:  # verl's HFModelConfig may have tried already
             try:
                 from transformers import AutoProcessor
 

@@ -169,20 +169,39 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=spec.config_dir, version_base=None, job_name="vlgrpo_preflight"):
-        defaults = compose(spec.config_name, overrides=[], return_hydra_config=True)
-        groups = {str(k).split("@")[0] for k in defaults.hydra.runtime.choices.keys()}
-        for po in parsed:
-            po.is_group = "." not in po.key and po.key in groups and not isinstance(po.parsed.value(), dict)
-        group_ovs = [po for po in parsed if po.is_group]
+        # Config groups (e.g. model_engine) select files in the defaults list; Hydra applies them before the
+        # config overrides. Candidates: dot-free keys with a non-dict value; confirmed against the groups
+        # Hydra reports in hydra.runtime.choices of the composed defaults.
+        candidates = [po for po in parsed if "." not in po.key and not po.parsed.is_delete()
+                      and not isinstance(po.parsed.value(), dict)]
         try:
-            base = compose(spec.config_name, overrides=[po.text for po in group_ovs])
+            base = compose(spec.config_name, overrides=[po.text for po in candidates], return_hydra_config=True)
         except Exception as exc:  # noqa: BLE001
-            for po in group_ovs:
-                report.add(Finding(
-                    "schema.bad-group", ERROR, f"config group override rejected by Hydra: {exc}",
-                    Where(position=po.position, override=po.text, key=po.key),
-                    f"verl {version} has no such option for this group", "use an option the group provides"))
-            return ComposeResult(None, None, parsed, groups)
+            base = None
+            group_error = exc
+        if base is not None:
+            groups = {str(k).split("@")[0] for k in base.hydra.runtime.choices.keys()}
+        else:
+            defaults = compose(spec.config_name, overrides=[], return_hydra_config=True)
+            groups = {str(k).split("@")[0] for k in defaults.hydra.runtime.choices.keys()}
+        for po in candidates:
+            po.is_group = po.key in groups
+        group_ovs = [po for po in parsed if po.is_group]
+        if base is None or len(group_ovs) != len(candidates):
+            try:
+                base = compose(spec.config_name, overrides=[po.text for po in group_ovs], return_hydra_config=True)
+            except Exception as exc:  # noqa: BLE001
+                group_error = exc
+                for po in group_ovs:
+                    report.add(Finding(
+                        "schema.bad-group", ERROR, f"config group override rejected by Hydra: {group_error}",
+                        Where(position=po.position, override=po.text, key=po.key),
+                        f"verl {version} has no such option for this group", "use an option the group provides"))
+                return ComposeResult(None, None, parsed, groups)
+        from omegaconf import open_dict
+
+        with open_dict(base):
+            del base["hydra"]
 
         cfg = copy_config(base)
         bad = 0
