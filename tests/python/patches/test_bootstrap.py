@@ -260,3 +260,27 @@ def test_spawned_worker_processes_load_the_patches_too(shim_dir):
     script = shim_dir.parent / "spawn_probe.py"
     script.write_text(code)
     assert run_py(script, path=[shim_dir]).json == ["sitecustomize", "PostImportFinder", False]
+
+
+def test_absent_target_is_reported_never_created(tmp_path):
+    (tmp_path / "demo_absent.py").write_text("class Block:\n    pass\n")
+    (tmp_path / "demo_fix2.py").write_text("def f(self):\n    return 2\ndef detect(fn):\n    return True, 'x'\n")
+    code = ("import json\nfrom vlgrpo.patches import registry\n"
+            "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
+            " 'targets': (('demo_absent', 'Block.forward'), ('demo_absent', 'Missing.forward'),"
+            " ('demo_not_installed', 'f')), 'detector': 'demo_fix2:detect', 'replacement': 'demo_fix2:f',"
+            " 'verify': 'demo_fix2:f', 'recheck_after': ()},)\n"
+            "registry.IDS = registry.IDS + ('demo',)\n"
+            "import vlgrpo.patches as P\n"
+            "row = {r['id']: r for r in P.status()}['demo']\n"
+            "import demo_absent\n"
+            "print(json.dumps([row['status'], [t['status'] for t in row['targets']], [t['reason'] for t in row['targets']],"
+            " hasattr(demo_absent.Block, 'forward'), hasattr(demo_absent, 'Missing')]))")
+    # the real patches are switched off so that status() imports only the demo targets (fast)
+    status, statuses, reasons, has_forward, has_missing = run_py(
+        code, path=[tmp_path], env={"VLGRPO_PATCHES_DISABLED": ",".join(registry.IDS)}).json
+    assert status == "target absent" and statuses == ["target absent"] * 3
+    assert "demo_absent.Block has no attribute 'forward'" in reasons[0]
+    assert "demo_absent has no attribute 'Missing'" in reasons[1]
+    assert "No module named 'demo_not_installed'" in reasons[2]
+    assert has_forward is False and has_missing is False
