@@ -189,7 +189,8 @@ def ensure_all(event: str = "") -> list:
                     _fail(record, module_name, func_name, exc)
             for module_name, path, *detector in record["targets"]:
                 key = (record["id"], module_name, path)
-                if check_target(record, module_name, path, detector=detector[0] if detector else None) == APPLIED and RESULTS[key]["fresh"]:
+                status = check_target(record, module_name, path, detector=detector[0] if detector else None)
+                if status == APPLIED and RESULTS[key]["fresh"]:
                     newly.append(f"{record['id']} -> {module_name}.{path}")
     if newly:
         bootstrap.log_once(("applied", event, tuple(newly)), 20,
