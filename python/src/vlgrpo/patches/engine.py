@@ -175,7 +175,9 @@ def _wrap_recheck(module_name: str, func_name: str) -> None:
 def ensure_all(event: str = "") -> list:
     """Check every target of every enabled record among the imported modules; apply where faulty.
 
-    Returns the list of ``"id -> module.attr"`` strings newly applied by this call; logs them as one line.
+    Returns the list of ``"id -> module.attr"`` strings newly applied by this call and logs them as one line
+    (INFO, logger ``vlgrpo.patches``) that also names every patch active in the process so far, so the last such
+    line of a process is its complete picture.
     """
     newly = []
     with _LOCK:
@@ -193,8 +195,10 @@ def ensure_all(event: str = "") -> list:
                 if status == APPLIED and RESULTS[key]["fresh"]:
                     newly.append(f"{record['id']} -> {module_name}.{path}")
     if newly:
+        active = sorted({pid for (pid, _, _), res in RESULTS.items() if res["status"] == APPLIED})
         bootstrap.log_once(("applied", event, tuple(newly)), 20,
-                           f"applied {', '.join(newly)}" + (f" ({event})" if event else ""))
+                           f"applied {', '.join(newly)}" + (f" ({event})" if event else "")
+                           + f"; active in this process: {', '.join(active)}")
     return newly
 
 
