@@ -119,7 +119,12 @@ ARG STAND_IN=0
 ARG PLATFORM=npu-a2
 ARG BASE_CONSTRAINTS=npu-base.txt
 SHELL ["/bin/bash", "-euo", "pipefail", "-c"]
+# No driver is mounted at build time: CANN's devlib stubs (libascend_hal.so ...) let torch_npu import, as
+# vllm-ascend's own Dockerfile does for its build; the runtime uses the mounted driver instead.
 RUN for f in $CANN_SET_ENV; do set +u; source "$f"; set -u; done; \
+    for d in /usr/local/Ascend/ascend-toolkit/latest/*-linux/devlib; do \
+      if [[ -d $d ]]; then export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; fi; \
+    done; \
     flags=(); if [[ $STAND_IN == 1 ]]; then flags+=(--stand-in); fi; \
     VLGRPO_PATCHES_STRICT=1 python3 /opt/vlgrpo/image/smoke.py --platform "$PLATFORM" "${flags[@]}" \
       --pins /opt/vlgrpo/pins.env --base-constraints "/opt/vlgrpo/constraints/$BASE_CONSTRAINTS" \
