@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034,SC2154  # variables set here are read by the .bats files; $output is set by bats' run
 # Shared set-up for the entrypoint suites: recording stubs first on PATH, a clean VLGRPO_ environment,
 # a model folder, data files and a checkpoint folder in the test's temp dir, and run helpers.
 bats_require_minimum_version 1.5.0
