@@ -168,10 +168,16 @@ vg_preflight() {
       "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
     exit "$VG_EXIT_FAILURE"
   fi
+  # the argv file goes whatever ends this step (a signal too); the report goes to stderr so stdout
+  # carries only the plan and the command
+  trap 'rm -f -- "$f"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
   rc=0
-  python3 -m vlgrpo preflight --argv-file "$f" || rc=$?
+  python3 -m vlgrpo preflight --argv-file "$f" >&2 || rc=$?
   rm -f -- "$f"
+  trap - EXIT INT TERM
   case $rc in
     0) VG_PREFLIGHT_RESULT="clean" ;;
     2)

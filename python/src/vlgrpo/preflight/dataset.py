@@ -338,7 +338,8 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     Where(position=where.position, override=where.override, key=key, file=path, row=over[0][0]),
                     ("data.filter_overlong_prompts=True: verl drops these rows before training" if filtering else
                      "data.filter_overlong_prompts is off, so these rows reach rollout and fail or get truncated"),
-                    "data.filter_overlong_prompts=True, or raise data.max_prompt_length"))
+                    ("raise data.max_prompt_length (VLGRPO_MAX_PROMPT_LENGTH) or downscale the images to keep these rows"
+                     if filtering else "data.filter_overlong_prompts=True, or raise data.max_prompt_length")))
         if largest:
             info["largest_prompt"] = largest
         if filtering and counter is not None and info["rows"] and info["over_budget"] == info["rows"]:
