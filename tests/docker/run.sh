@@ -166,9 +166,12 @@ else
   rc=0
   compose config -q || fail "6 compose config of compose.yaml + compose.ci.yaml"
   compose run --rm npu-async-grpo >"$WORK/dry-run.log" 2>&1 || rc=$?
-  sed 's/^/    /' "$WORK/dry-run.log" | tail -n 60
-  if ((rc == 0)) && grep -q 'fully_async' "$WORK/dry-run.log"; then
-    ok "6 docker compose run --rm npu-async-grpo (dry run, validated command above)"
+  sed 's/^/    /' "$WORK/dry-run.log"
+  # the env_file's VLGRPO_LOGGER=console reached the entrypoint (its default is console,wandb), and the
+  # checkpoint folder is the mounted one
+  if ((rc == 0)) && grep -q 'fully_async' "$WORK/dry-run.log" && grep -qx 'trainer.logger=\[console\]' "$WORK/dry-run.log" \
+      && grep -qx 'trainer.default_local_dir=/checkpoints' "$WORK/dry-run.log"; then
+    ok "6 docker compose run --rm npu-async-grpo (dry run, validated command above; env_file and checkpoint mount seen)"
   else
     fail "6 docker compose run --rm npu-async-grpo exited $rc"
   fi
