@@ -90,6 +90,12 @@ VLGRPO_GPU_LOGDIR="$WORK" "$PY" -m pytest tests/gpu -v -rA --durations=0 -p no:c
 status=${PIPESTATUS[0]}
 set -e
 log "pytest exit $status"
+pack() {  # the per-test logs/JSON as one file in LOGDIR (done now too, so a later timeout keeps them)
+    rm -f "$WORK"/*.pt
+    cp "$LOGDIR/env.txt" "$LOGDIR/pytest.log" "$WORK/" 2>/dev/null || true
+    tar -czf "$LOGDIR/gpu-logs.tar.gz" -C "$(dirname "$WORK")" "$(basename "$WORK")"
+}
+pack
 
 # run_bench NAME CMD...: log to LOGDIR/bench_NAME.log; a failing benchmark makes the exit status 1
 run_bench() {
@@ -133,8 +139,6 @@ if [[ ${VLGRPO_GPU_SKIP_POSEMBED_TESTS:-0} != 1 && -f tests/python/patches/test_
     grep -E '^(=+ .*(passed|failed|skipped|error).* =+)$' "$WORK/pytest_pos_embed_cuda.log" | tail -1 >>"$LOGDIR/pytest.log" || true
 fi
 
-rm -f "$WORK"/*.pt
-cp "$LOGDIR/env.txt" "$LOGDIR/pytest.log" "$WORK/" 2>/dev/null || true
-tar -czf "$LOGDIR/gpu-logs.tar.gz" -C "$(dirname "$WORK")" "$(basename "$WORK")"
+pack
 log "done: exit $status; logs in $LOGDIR"
 exit "$status"
