@@ -44,6 +44,22 @@ def test_status_text_and_exit_code_on_failure():
     assert " failed " in line and "no_such_module" in line
 
 
+def test_verify_failure_counts_only_where_the_fix_is_live():
+    """A self-test that raises fails an applied patch (exit 2) but not one that is not needed in this interpreter
+    (e.g. a transformers 5.x block the 4.57.x-shaped self-test cannot build): there it is reported as n/a."""
+    code = ("import json, sys\nfrom vlgrpo.patches import registry, cli\n"
+            "registry.get('{pid}')['verify'] = 'vlgrpo.patches.no_such_module:verify'\n"
+            "sys.exit(cli.main(['status', '--verify', '--json']))")
+    live = run_py(code.format(pid="qwen3_vl_moe.router_dtype"), check=False)  # applied on 4.57.6
+    assert live.returncode == 2
+    row = {r["id"]: r for r in json.loads(live.stdout)["patches"]}["qwen3_vl_moe.router_dtype"]
+    assert row["status"] == "failed" and row["verify"].startswith("failed: ModuleNotFoundError")
+    idle = run_py(code.format(pid="npu.qwen3_vl_moe.train_routing"), check=False)  # not needed without torch_npu
+    assert idle.returncode == 0, idle.stdout + idle.stderr
+    row = {r["id"]: r for r in json.loads(idle.stdout)["patches"]}["npu.qwen3_vl_moe.train_routing"]
+    assert row["status"] == "not needed" and row["verify"].startswith("n/a (not needed;")
+
+
 def test_status_disabled_switch_exit_zero():
     proc = _cli("patches", "status", "--json", "--no-import", env={"VLGRPO_PATCHES": "off"})
     assert proc.returncode == 0

@@ -66,5 +66,27 @@ def test_detector_on_real_code():
     assert detect.rotary_inv_freq_off_device(Qwen2RotaryEmbedding.forward)[0] is False
 
 
+class _OtherShapeRotary(torch.nn.Module):
+    """A rotary of another layout (like transformers 5.17's, which recombines cos/sin through its own method and has
+    no ``apply_interleaved_mrope``): it still reads ``self.inv_freq`` without a device move, but the 4.57.x-shaped
+    replacement would call attributes it lacks, so the fix must leave it alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.ones(4), persistent=False)
+
+    def forward(self, x, position_ids):
+        freqs = (self.inv_freq[None, None, :, None].float() @ position_ids[:, :, None, :].float()).transpose(2, 3)
+        return self.recombine(freqs.cos()), self.recombine(freqs.sin())
+
+    def recombine(self, t):
+        return t
+
+
+def test_detector_leaves_other_rotary_layouts_alone():
+    faulty, reason = detect.rotary_inv_freq_off_device(_OtherShapeRotary.forward)
+    assert faulty is False and "not the transformers 4.57.x" in reason
+
+
 def test_verify_passes():
     text_rotary.verify()

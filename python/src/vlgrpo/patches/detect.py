@@ -32,11 +32,11 @@ def function_node(obj) -> ast.FunctionDef:
 
 
 def find_function(source: str, qualname: str) -> ast.FunctionDef:
-    """Return the ``FunctionDef`` of ``qualname`` (``"Class.method"`` or ``"func"``) in module ``source``."""
+    """Return the ``FunctionDef`` (or ``AsyncFunctionDef``) of ``qualname`` (``"Class.method"`` or ``"func"``) in module ``source``."""
     body = ast.parse(source).body
     parts = qualname.split(".")
     for i, part in enumerate(parts):
-        wanted = ast.FunctionDef if i == len(parts) - 1 else ast.ClassDef
+        wanted = (ast.FunctionDef, ast.AsyncFunctionDef) if i == len(parts) - 1 else ast.ClassDef
         match = [n for n in body if isinstance(n, wanted) and n.name == part]
         if not match:
             raise KeyError(f"{qualname} not found in source")
@@ -156,6 +156,12 @@ def rotary_inv_freq_off_device(obj):
         func = nxt
     else:
         return False, "does not read inv_freq (decorator chain too deep)"
+    if not _mentions(fn, attrs=("apply_interleaved_mrope",)):
+        # The replacement mirrors the 4.57.x forward (interleaved M-RoPE through ``self.apply_interleaved_mrope``);
+        # a rotary of another shape (e.g. transformers 5.17's ``recomposition_frequencies``) is left alone rather
+        # than replaced by code written for a different class layout.
+        return False, (f"{fn.name} is not the transformers 4.57.x interleaved M-RoPE form (no "
+                       f"self.apply_interleaved_mrope) that this fix replaces; left alone")
     derived = set()
     first = None
     for node in _ordered(fn):
