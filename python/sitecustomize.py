@@ -6,5 +6,7 @@ try:
 except ImportError:
     _vlgrpo_bootstrap = None
 if _vlgrpo_bootstrap is not None:
-    _vlgrpo_bootstrap.install(via='sitecustomize')
-    _vlgrpo_bootstrap.chain_sitecustomize(__file__)
+    try:
+        _vlgrpo_bootstrap.install(via='sitecustomize')
+    finally:  # the shadowed sitecustomize runs even when strict mode re-raised an install error
+        _vlgrpo_bootstrap.chain_sitecustomize(__file__)

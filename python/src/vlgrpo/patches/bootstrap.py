@@ -6,7 +6,8 @@ transformers, verl, ``logging``, ``importlib.util``/``importlib.abc`` or wrapt a
 
 What :func:`install` does
 -------------------------
-1. Reads the switches: ``VLGRPO_PATCHES=off`` (also ``0``/``false``/``no``) disables everything;
+1. Reads the switches: ``VLGRPO_PATCHES=off`` (also ``0``/``false``/``no``) disables everything (any other value
+   than those and ``on``/``1``/``true``/``yes`` keeps them on with a warning naming the accepted values);
    ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` disables single patches; ``VLGRPO_PATCHES_STRICT=1`` makes every
    failure raise instead of being logged and recorded.
 2. Puts a small finder at the front of ``sys.meta_path``. For a module name that a patch targets, it asks the
@@ -27,6 +28,7 @@ import os
 import sys
 
 _OFF_VALUES = ("off", "0", "false", "no", "disable", "disabled")
+_ON_VALUES = ("", "on", "1", "true", "yes", "enable", "enabled")
 
 #: Process-wide state, read by :func:`vlgrpo.patches.status`.
 STATE = {
@@ -39,10 +41,12 @@ STATE = {
     "chained_sitecustomize": None,  # path of the pre-existing sitecustomize we executed
     "chain_error": None,
     "hook_errors": [],  # (module, "ExcType: message") of hooks that raised outside the engine's own guard
+    "late_hooks": [],  # target modules another finder/loader imported past ours; hooked on the next import
 }
 
 KEPT_NAME = "vlgrpo_orig_sitecustomize.py"
 _HOOKS = {}  # module name -> list of callables(module)
+_PENDING = set()  # hooked module names whose hooks have not run yet (see PostImportFinder._sweep)
 _LOGGED = set()
 
 
@@ -78,6 +82,7 @@ class _HookedLoader:
 
     def exec_module(self, module):
         loader = self._vlgrpo_loader
+        _PENDING.discard(self._vlgrpo_name)
         try:  # make the module look exactly as if we had never been there
             module.__loader__ = loader
             if getattr(module, "__spec__", None) is not None:
@@ -92,12 +97,24 @@ class _HookedLoader:
 
 
 class PostImportFinder:
-    """``sys.meta_path`` finder that only intercepts module names with registered post-import hooks."""
+    """``sys.meta_path`` finder that only intercepts module names with registered post-import hooks.
+
+    Another library may later put its own finder in front of ours (``sys.meta_path.insert(0, ...)``) and resolve a
+    target module without asking the finders behind it. Two guards keep the hooks running then, both on the next
+    import that reaches this finder: it moves itself back to the front (it only wraps loaders of target modules
+    and asks the other finders in their order, so their behaviour is unchanged), and it runs the hooks of any
+    target module that got imported past it (fully executed, i.e. ``__spec__._initializing`` is false).
+    """
 
     def __init__(self):
         self._busy = set()
 
     def find_spec(self, fullname, path=None, target=None):
+        meta_path = sys.meta_path
+        if meta_path and meta_path[0] is not self:
+            self._to_front(meta_path)
+        if _PENDING:
+            self._sweep()
         if fullname not in _HOOKS or fullname in self._busy:
             return None
         self._busy.add(fullname)
@@ -124,6 +141,24 @@ class PostImportFinder:
     def invalidate_caches(self):
         pass
 
+    def _to_front(self, meta_path):
+        # Removing and re-inserting keeps the positions of the finders after us unchanged, so an import that is
+        # iterating sys.meta_path right now neither skips nor repeats a finder.
+        try:
+            meta_path.remove(self)
+            meta_path.insert(0, self)
+        except ValueError:
+            pass
+
+    def _sweep(self):
+        for name in tuple(_PENDING):
+            module = sys.modules.get(name)
+            if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+                continue
+            _PENDING.discard(name)
+            STATE["late_hooks"].append(name)
+            run_hooks(name, module)
+
 
 _FINDER = None
 
@@ -134,6 +169,8 @@ def register_hook(module_name, hook):
     module = sys.modules.get(module_name)
     if module is not None:
         _call_hook(module_name, hook, module)
+    else:
+        _PENDING.add(module_name)
 
 
 def run_hooks(module_name, module):
@@ -174,9 +211,16 @@ def install(via="api"):
     try:
         STATE["via"] = via
         STATE["strict"] = strict()
-        if os.environ.get("VLGRPO_PATCHES", "on").strip().lower() in _OFF_VALUES:
+        switch = os.environ.get("VLGRPO_PATCHES", "on").strip().lower()
+        if switch in _OFF_VALUES:
             STATE["enabled"] = False
             return STATE
+        if switch not in _ON_VALUES:
+            msg = (f"VLGRPO_PATCHES={os.environ['VLGRPO_PATCHES']!r} is not a known value; the patches stay ON. "
+                   f"Use one of {', '.join(_OFF_VALUES)} to switch them off, or on/1/true to say so explicitly")
+            if STATE["strict"]:
+                raise ValueError(msg)
+            log_once("bad-switch", 30, "vlgrpo.patches: " + msg)
         from vlgrpo.patches import registry
 
         raw = os.environ.get("VLGRPO_PATCHES_DISABLED", "")

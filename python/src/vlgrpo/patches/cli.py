@@ -36,8 +36,10 @@ def shim_source() -> str:
         "except ImportError:\n"
         "    _vlgrpo_bootstrap = None\n"
         "if _vlgrpo_bootstrap is not None:\n"
-        "    _vlgrpo_bootstrap.install(via='sitecustomize')\n"
-        "    _vlgrpo_bootstrap.chain_sitecustomize(__file__)\n"
+        "    try:\n"
+        "        _vlgrpo_bootstrap.install(via='sitecustomize')\n"
+        "    finally:  # the shadowed sitecustomize runs even when strict mode re-raised an install error\n"
+        "        _vlgrpo_bootstrap.chain_sitecustomize(__file__)\n"
     )
 
 
