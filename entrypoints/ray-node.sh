@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash -p
 # ray-node.sh head|worker — start this node's part of a Ray cluster for the vlgrpo recipes, in the
 # foreground (compose, Kubernetes, Slurm), with its accelerators declared the way Ray and verl expect.
 #
@@ -36,6 +36,10 @@ source "$RAY_NODE_DIR/lib/settings.sh"
 source "$RAY_NODE_DIR/lib/node.sh"
 # shellcheck source=entrypoints/lib/ray.sh
 source "$RAY_NODE_DIR/lib/ray.sh"
+# Inherited environment that would make a child bash or Python run code it names (BASH_FUNC_*, BASH_ENV,
+# SHELLOPTS, PYTHONWARNINGS with a module, LD_PRELOAD, Ray hooks, ...): vg_check_environment.
+# shellcheck source=entrypoints/lib/environment.sh
+source "$RAY_NODE_DIR/lib/environment.sh"
 
 VG_PROG=ray-node.sh
 
@@ -48,9 +52,10 @@ ray_node_siblings() {
   local f name
   for f in fully-async-grpo.sh veomni-grpo.sh; do
     [[ -f $RAY_NODE_DIR/$f ]] || continue
+    # shellcheck disable=SC2016 # expanded by the child bash
     while IFS= read -r name; do
       [[ -z $name || -n ${VG_TYPE[$name]+set} ]] || VG_SIBLING[$name]=$f
-    done < <(bash -c 'source "$1" && printf "%s\n" "${VG_NAMES[@]}"' _ "$RAY_NODE_DIR/$f" 2>/dev/null || true)
+    done < <("$BASH" -p -c 'source "$1" && printf "%s\n" "${VG_NAMES[@]}"' _ "$RAY_NODE_DIR/$f" 2>/dev/null || true)
   done
 }
 
@@ -101,9 +106,11 @@ ray_node_usage() {
 
 # ray_node_ipv4 VAR VALUE: record a problem unless VALUE is a dotted-quad IPv4 address.
 ray_node_ipv4() {
-  local re='^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$'
-  if [[ ! $2 =~ $re ]] || ((10#${BASH_REMATCH[1]} > 255 || 10#${BASH_REMATCH[2]} > 255 || 10#${BASH_REMATCH[3]} > 255 || 10#${BASH_REMATCH[4]} > 255)); then
-    vg_problem "$1" "$(vg_show "$2") is not an IPv4 address" "set a dotted-quad address such as 10.0.0.2"
+  # no leading zeros: inet_aton and some resolvers read 010 as octal (8), others as decimal
+  local o='(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])'
+  local re="^$o\\.$o\\.$o\\.$o\$"
+  if [[ ! $2 =~ $re ]]; then
+    vg_problem "$1" "$(vg_show "$2") is not an IPv4 address" "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)"
   fi
 }
 
@@ -309,6 +316,8 @@ ray_node_interfaces() {
       ray_node_check_ifname "$var" "${!var}" 0
     fi
   done
+  # optional; exported (and printed) as given, so checked like the others
+  if [[ -n ${TP_SOCKET_IFNAME:-} ]]; then ray_node_check_ifname TP_SOCKET_IFNAME "$TP_SOCKET_IFNAME" 1; fi
 }
 
 # ray_node_exports: what verl, vLLM and HCCL/NCCL read, exported for `ray start` and every Ray worker.
@@ -353,6 +362,7 @@ ray_node_main() {
       return 2
       ;;
   esac
+  vg_check_environment
   vg_read_settings
   ray_node_siblings
   vg_check_unknown_vars
@@ -395,6 +405,7 @@ ray_node_main() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  vg_image_env
   if (($# == 0)); then
     ray_node_main
   elif (($# == 1)); then

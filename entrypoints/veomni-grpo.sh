@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash -p
 # GRPO of Qwen3-VL-30B-A3B on Geometry3K with verl's VeOmni engine (hardened entrypoint).
 #
 # Mirrors verl v0.8.0 (commit 7aed6b2) examples/grpo_trainer/run_qwen3_vl_30b_moe_veomni.sh: same
@@ -183,6 +183,7 @@ vo_check() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  vg_image_env
   trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
   for vg_word; do vg_cli "$vg_word"; done
   vg_flush_problems

@@ -234,6 +234,13 @@ vg_help() {
   for d in "${VG_EXPORTS[@]}"; do exports+="${exports:+, }\`$d\`"; done
   if [[ -n $exports ]]; then printf ' Exported for verl: %s.' "$exports"; fi
   printf '\n'
+  printf '\nEnvironment (lib/environment.sh): the entrypoint runs as `#!/bin/bash -p`, so `BASH_ENV`, `SHELLOPTS`,\n'
+  printf '`BASHOPTS` and exported functions do not act on it; a launch is refused while any of these is set, since\n'
+  printf 'they make a child bash or Python run code they name: `BASH_FUNC_*` (exported functions), `BASH_ENV` (except\n'
+  printf 'the image'"'"'s `%s`), `ENV`, `SHELLOPTS`, `BASHOPTS`, `PYTHONSTARTUP`, `PYTHONINSPECT`,\n' "$VG_IMAGE_BASH_ENV"
+  printf '`PYTHONWARNINGS` with a dotted category, `LD_PRELOAD`, `LD_AUDIT`, `RAY_*_HOOK`, `RAY_RUNTIME_ENV_PLUGINS*`;\n'
+  printf 'so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS` (verl would join a cluster nobody checked).\n'
+  printf '`PATH`, `PYTHONPATH`, `LD_LIBRARY_PATH`, `NCCL_*`, `HCCL_*`, `ASCEND_*` and `CUDA_*` pass (the images set them).\n'
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
@@ -252,6 +259,20 @@ vg_plan() {
   printf '%s\n' "${VG_ARGV[@]}"
 }
 
+# vg_check_ray_address — verl's ray.init() joins the cluster named by RAY_ADDRESS: one set without
+# VLGRPO_RAY_ADDRESS (or different from it) would skip the readiness wait and the device probe.
+vg_check_ray_address() {
+  local env_addr=${RAY_ADDRESS-} ours=${VG_VAL[RAY_ADDRESS]-}
+  [[ -n $env_addr && $env_addr != "$ours" ]] || return 0
+  if [[ -z $ours ]]; then
+    vg_problem RAY_ADDRESS "set (value not shown) without VLGRPO_RAY_ADDRESS: verl would join that cluster without the node wait and the device probe" \
+      "set VLGRPO_RAY_ADDRESS to the same HOST:PORT (cluster mode), or unset RAY_ADDRESS"
+  else
+    vg_problem RAY_ADDRESS "differs from VLGRPO_RAY_ADDRESS (verl would join RAY_ADDRESS, not the cluster that was checked)" \
+      "unset RAY_ADDRESS; the launch exports VLGRPO_RAY_ADDRESS as RAY_ADDRESS after the checks"
+  fi
+}
+
 # vg_entry — the whole launch. Called by a recipe after vg_cli has seen every command-line word.
 vg_entry() {
   local e
@@ -260,9 +281,11 @@ vg_entry() {
     vg_help
     exit 0
   fi
+  vg_check_environment
   vg_read_settings
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
   vg_check_unknown_vars
+  vg_check_ray_address
   vg_flush_problems
 
   vg_detect_node

@@ -328,7 +328,9 @@ _vg_other_recipe_of() {
   local f
   for f in "${VG_OTHER_RECIPES[@]}"; do
     [[ -f $f ]] || continue
-    if bash -c 'source "$1" && [[ -n ${VG_TYPE[$2]+set} ]]' _ "$f" "$1" 2>/dev/null; then
+    # this same bash, privileged mode: no BASH_ENV, SHELLOPTS or exported functions in the child
+    # shellcheck disable=SC2016 # expanded by the child bash
+    if "$BASH" -p -c 'source "$1" && [[ -n ${VG_TYPE[$2]+set} ]]' _ "$f" "$1" 2>/dev/null; then
       printf '%s' "${f##*/}"
       return 0
     fi

@@ -94,8 +94,10 @@ readme_region() {
   local f
   for f in "$FA" "$VO" "$REPO_ROOT"/entrypoints/lib/*.sh; do
     ! grep -nE '"\$@"|\$\*|\$\{@|\beval\b' "$f" || fail "$f"
-    ! grep -nE '^\s*(source|\.)\s' "$f" | grep -v 'lib/\|VG_LIB_DIR' || fail "$f sources something else"
+    # lib/ only, and the image's own CANN environment file at its fixed (readonly) path
+    ! grep -nE '^\s*(source|\.)\s' "$f" | grep -v 'lib/\|VG_LIB_DIR' | grep -vx '[0-9]*:    source "$VG_IMAGE_BASH_ENV"' || fail "$f sources something else"
   done
+  grep -qx 'readonly VG_IMAGE_BASH_ENV=/opt/vlgrpo/image/cann-env.sh' "$REPO_ROOT/entrypoints/lib/environment.sh"
   command -v shellcheck >/dev/null || skip "shellcheck not installed (make tools)"
   cd "$REPO_ROOT" # source= directives are relative to the repository root
   run shellcheck -x entrypoints/fully-async-grpo.sh entrypoints/veomni-grpo.sh entrypoints/lib/*.sh

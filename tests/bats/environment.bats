@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# The environment beyond VLGRPO_*: variables that make bash or Python run code chosen by whoever sets
+# the environment (lib/environment.sh), the entrypoints' privileged-mode shebang (`#!/bin/bash -p`),
+# RAY_ADDRESS outside cluster mode, and ray-node.sh's interface and address values. Each attack here
+# ran before the fix: an exported function replaced a command, SHELLOPTS=xtrace printed the W&B key,
+# PYTHONWARNINGS reached the (stub) Python, and ray-node.sh took 010.0.0.1 and an unchecked
+# TP_SOCKET_IFNAME.
+
+setup() {
+  load helpers/common
+  common_setup
+  printf 'abcdefghij0123456789KEYKEYKEY\n' >"$T/wandb.key"
+}
+
+@test "an exported shell function cannot replace a command of the entrypoint (privileged-mode shebang)" {
+  local f
+  for f in "$FA" "$VO" "$REPO_ROOT/entrypoints/ray-node.sh"; do
+    head -n 1 "$f" | grep -qx '#!/bin/bash -p' || fail "$f: shebang is not #!/bin/bash -p"
+    run env "BASH_FUNC_realpath%%=() { touch $CANARY; /usr/bin/realpath \"\$1\" \"\$2\"; }" \
+      "BASH_FUNC_dirname%%=() { touch $CANARY; /usr/bin/dirname \"\$1\" \"\$2\"; }" "$f" --help
+    assert_success
+    assert_file_not_exists "$CANARY"
+  done
+}
+
+@test "exported functions are refused for a launch (every child bash would import them), nothing runs" {
+  # through the hook harness, itself a plain bash: without the check its python3 call would be the function
+  run --separate-stderr env "BASH_FUNC_python3%%=() { touch $CANARY; }" "$HARNESS" "$FA" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: BASH_FUNC_python3%%: an exported shell function"*"fix: unset it before the launch"* ]] || fail "$stderr"
+  assert_no_python
+  assert_file_not_exists "$CANARY"
+}
+
+@test "SHELLOPTS=xtrace neither traces the entrypoint nor prints the W&B key; it is refused" {
+  run --separate-stderr env SHELLOPTS=xtrace WANDB_API_KEY_FILE="$T/wandb.key" "$FA" --dry-run
+  assert_failure 2
+  [[ $stderr$output != *KEYKEYKEY* ]] || fail "the key was printed"
+  [[ $stderr != *"+ set -Eeuo pipefail"* ]] || fail "xtrace came from the environment"
+  [[ $stderr == *"error: SHELLOPTS: sets the start-up file or options of every bash"* ]] || fail "$stderr"
+  assert_no_python
+}
+
+@test "SHELLOPTS=noexec does not turn the launch into a silent success" {
+  run --separate-stderr env SHELLOPTS=noexec "$VO" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: SHELLOPTS: "* ]] || fail "$stderr"
+}
+
+@test "BASH_ENV is not run by the entrypoint and refused unless it is the image's CANN file" {
+  printf 'touch %q\n' "$CANARY" >"$T/evil.sh"
+  BASH_ENV=$T/evil.sh direct fa --help
+  assert_success
+  assert_file_not_exists "$CANARY"
+  BASH_ENV=$T/evil.sh entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: BASH_ENV: names a file every bash of the launch would run first"* ]] || fail "$stderr"
+  [[ $stderr != *evil.sh* ]] || fail "value shown"
+  # the harness is a plain bash, so the file ran there; the entrypoint itself never sourced it again
+  assert_no_python
+  rm -f "$CANARY"
+  BASH_ENV=/opt/vlgrpo/image/cann-env.sh VLGRPO_DRY_RUN=1 entry fa
+  assert_success
+  assert_equal "$(plan_argv)" "$(expected_defaults fa)"
+}
+
+@test "PYTHONWARNINGS with a module (the antigravity + BROWSER gadget) is refused before any Python runs" {
+  PYTHONWARNINGS='all:0:antigravity.x:0:0' BROWSER="touch $CANARY %s" entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: PYTHONWARNINGS: has a dotted warning category"*"fix: use built-in categories only"* ]] || fail "$stderr"
+  assert_no_python
+  assert_file_not_exists "$CANARY"
+  PYTHONWARNINGS=ignore::DeprecationWarning,default::UserWarning entry vo --dry-run
+  assert_success
+}
+
+@test "each code-loading variable is refused by name, value not shown; an empty value counts as unset" {
+  local v n
+  for v in ENV BASHOPTS PYTHONSTARTUP PYTHONINSPECT RAY_RUNTIME_ENV_HOOK RAY_START_HOOK \
+    RAY_JOB_SUBMIT_HOOK RAY_RUNTIME_ENV_PLUGINS RAY_RUNTIME_ENV_PLUGIN_SCHEMAS; do
+    n=$(calls | wc -l)
+    run --separate-stderr env "$v=os.system.SECRETVALUE" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 2 ]] || fail "$v: exit $status"
+    [[ $(calls | wc -l) -eq $n ]] || fail "$v: something ran: $(calls)"
+    [[ $stderr == *"error: $v: "*"(value not shown); fix: "* ]] || fail "$v: $stderr"
+    [[ $stderr != *SECRETVALUE* ]] || fail "$v: value shown"
+    run --separate-stderr env "$v=" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 0 ]] || fail "$v empty: exit $status: $stderr"
+  done
+  for v in LD_PRELOAD LD_AUDIT; do
+    run --separate-stderr env "$v=libc.so.6" "$HARNESS" "$VO" --dry-run
+    assert_failure 2
+    [[ $stderr == *"error: $v: loads a native library into every process"* ]] || fail "$stderr"
+  done
+}
+
+@test "RAY_ADDRESS without (or unlike) VLGRPO_RAY_ADDRESS is refused: verl would skip the node wait and probe" {
+  RAY_ADDRESS=10.0.0.1:6379 entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: RAY_ADDRESS: set (value not shown) without VLGRPO_RAY_ADDRESS"* ]] || fail "$stderr"
+  [[ $stderr != *10.0.0.1* ]] || fail "value shown"
+  assert_no_python
+  RAY_ADDRESS=10.0.0.1:6379 VLGRPO_RAY_ADDRESS=10.0.0.2:6379 entry vo --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: RAY_ADDRESS: differs from VLGRPO_RAY_ADDRESS"* ]] || fail "$stderr"
+  # the KubeRay example's form: RAY_ADDRESS copied into VLGRPO_RAY_ADDRESS
+  RAY_ADDRESS=10.0.0.1:6379 VLGRPO_RAY_ADDRESS=10.0.0.1:6379 entry fa --dry-run
+  assert_success
+  [[ $(call_argv 1) == *cluster*wait* ]] || fail "no cluster wait: $(calls)"
+}
+
+# rnode ROLE — ray-node.sh's main in a plain bash with the /dev hook on an empty folder (as ray-node.bats)
+rnode() {
+  run --separate-stderr bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev" "$1"
+}
+
+ray_node_env() {
+  unset VLGRPO_MODEL_PATH VLGRPO_TRAIN_FILE VLGRPO_VAL_FILE VLGRPO_CHECKPOINT_DIR
+  export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 VLGRPO_DRY_RUN=1
+}
+
+@test "ray-node.sh refuses the same environment, before counting devices" {
+  ray_node_env
+  rnode head
+  assert_success
+  # npu-smi is called to count the NPUs (no /dev/davinci here): an exported function would run instead
+  run --separate-stderr env "BASH_FUNC_npu-smi%%=() { touch $CANARY; }" bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' \
+    _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+  assert_failure 2
+  [[ $stderr == *"error: BASH_FUNC_npu-smi%%: an exported shell function"* ]] || fail "$stderr"
+  assert_file_not_exists "$CANARY"
+  PYTHONWARNINGS=all:0:antigravity.x:0:0 rnode worker
+  assert_failure 2
+  [[ $stderr == *"error: PYTHONWARNINGS: "* ]] || fail "$stderr"
+  [[ $(calls) != *ray* ]] || fail "ray ran"
+}
+
+@test "ray-node.sh: IPv4 addresses with leading zeros (octal to inet_aton) and a hostile TP_SOCKET_IFNAME are refused" {
+  local a
+  ray_node_env
+  for a in 010.0.0.1 10.0.0.01 1.2.3.256 00.1.2.3; do
+    VLGRPO_RAY_NODE_IP=$a rnode head
+    [[ $status -eq 2 && $stderr == *"VLGRPO_RAY_NODE_IP: "*"is not an IPv4 address"* ]] || fail "$a: $status $stderr"
+  done
+  VLGRPO_RAY_NODE_IP=10.0.0.1 VLGRPO_RAY_DASHBOARD_HOST=0.0.0.0 rnode head
+  assert_success
+  VLGRPO_RAY_DASHBOARD_HOST=127.000.0.1 rnode head
+  assert_failure 2
+  TP_SOCKET_IFNAME=$'lo\nray-node: environment FORGED=1' rnode head
+  assert_failure 2
+  [[ $stderr == *"TP_SOCKET_IFNAME: "*"is not a network interface list"* ]] || fail "$stderr"
+  [[ $output != *FORGED* ]] || fail "forged line printed"
+  TP_SOCKET_IFNAME=lo rnode head
+  assert_success
+  assert_line 'ray-node: environment TP_SOCKET_IFNAME=lo'
+}
