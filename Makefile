@@ -66,7 +66,7 @@ demo: venv ## the npu-async-grpo launch planned end to end on the shipped Qwen3-
 	scripts/demo.sh --python $(PY)
 
 .PHONY: test-gpu
-test-gpu: ## GPU suite + pos-embed/start-up benches on a CUDA machine (not in CI; skips without CUDA); logs in $$OUT or out/gpu
+test-gpu: ## GPU suite + pos-embed/start-up benches on a CUDA machine (not in CI; skips without CUDA); logs in $OUT or out/gpu
 	tests/gpu/run.sh
 
 .PHONY: lint
