@@ -138,3 +138,51 @@ def test_bad_answer_letter_is_reported(tmp_path):
     (src / "img_diagram.png").write_bytes(b"png")
     with pytest.raises(SourceError, match="answer 'D'"):
         convert(str(tmp_path / "orig"), str(tmp_path / "out"), splits=("train",))
+
+
+def _one_problem(tmp_path, record, image: bytes | None = None):
+    """An original-layout source with one train problem (the sample's first diagram unless ``image``)."""
+    first = os.path.join(ORIGINAL, "train", sorted(os.listdir(os.path.join(ORIGINAL, "train")), key=int)[0])
+    src = tmp_path / "orig" / "train" / "0"
+    src.mkdir(parents=True)
+    (src / "data.json").write_bytes(record if isinstance(record, bytes) else json.dumps(record).encode())
+    with open(os.path.join(first, "img_diagram.png"), "rb") as fh:
+        (src / "img_diagram.png").write_bytes(fh.read() if image is None else image)
+    return str(tmp_path / "orig")
+
+
+GOOD = {"annotat_text": "Find x.", "choices": ["1", "2", "3", "4"], "answer": "B"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"answer": ""}, "answer ''"),           # '' in 'ABCD' is True: once silently became choice A
+    ({"answer": "AB"}, "answer 'AB'"),       # likewise
+    ({"answer": "C", "choices": ["1", "2"]}, "answer 'C'"),
+    ({"answer": 1}, "answer 1"),             # once a TypeError traceback
+    ({"choices": "1234"}, "'choices' must be a list"),  # once silently took the letter's character
+    ({"annotat_text": None}, "annotat_text"),  # once a KeyError traceback
+])
+def test_malformed_original_records_are_clear_errors(tmp_path, change, message):
+    from vlgrpo.data.geo3k import SourceError, convert
+
+    src = _one_problem(tmp_path, {**GOOD, **change})
+    with pytest.raises(SourceError, match=message):
+        convert(src, str(tmp_path / "out"), splits=("train",))
+    assert not os.path.exists(tmp_path / "out" / "train.parquet")
+
+
+def test_good_record_converts_and_odd_files_are_exit_2(tmp_path, capsys):
+    from vlgrpo.data import cli
+    from vlgrpo.data.geo3k import convert
+
+    assert convert(_one_problem(tmp_path / "ok", GOOD), str(tmp_path / "ok" / "out"), splits=("train",)) == {"train": 1}
+    # a JSON list, non-UTF-8 text, a broken diagram: exit 2 with the problem folder named, no traceback
+    for name, record, image in (("list", b"[1]", None), ("latin1", '{"annotat_text": "caf\xe9"}'.encode("latin-1"), None),
+                                ("png", GOOD, b"\x89PNG\r\n\x1a\n broken")):
+        src = _one_problem(tmp_path / name, record, image)
+        assert cli.main(["geo3k", src, str(tmp_path / name / "out"), "--splits", "train"]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("data geo3k: ") and "Traceback" not in err and "train" in err, err
+    (tmp_path / "file").write_text("x")
+    assert cli.main(["geo3k", ORIGINAL, str(tmp_path / "file")]) == 2
+    assert cli.main(["geo3k", ORIGINAL, str(tmp_path / "o"), "--splits", ","]) == 2

@@ -104,15 +104,54 @@ def iter_original(src: str, split: str) -> Iterator[dict[str, Any]]:
                 image = fh.read()
         except (OSError, ValueError) as exc:
             raise SourceError(f"{base}: {exc}") from exc
+        if not isinstance(record, dict):
+            raise SourceError(f"{base}/data.json: holds a JSON {type(record).__name__}, not a problem record")
         letter = record.get("answer")
-        choices = record.get("choices") or []
-        if letter not in CHOICE_LETTERS or CHOICE_LETTERS.index(letter) >= len(choices):
-            raise SourceError(f"{base}/data.json: answer {letter!r} does not name one of {len(choices)} choices")
+        choices = record.get("choices")
+        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+            raise SourceError(f"{base}/data.json: 'choices' must be a list of strings (got {choices!r:.80})")
+        # one letter, exactly (a bare `in "ABCD"` would take '' or 'AB' for choice A)
+        if not isinstance(letter, str) or len(letter) != 1 or letter not in CHOICE_LETTERS[:len(choices)]:
+            raise SourceError(f"{base}/data.json: answer {letter!r} does not name one of the {len(choices)} "
+                              f"choices ({CHOICE_LETTERS[:len(choices)] or 'none'})")
+        text = record.get("annotat_text")
+        if not isinstance(text, str) or not text.strip():
+            raise SourceError(f"{base}/data.json: 'annotat_text' (the problem text) is missing or empty")
         yield {
             "images": [{"bytes": image, "path": "img_diagram.png"}],
-            "problem": "<image>" + record["annotat_text"],
+            "problem": "<image>" + text,
             "answer": choices[CHOICE_LETTERS.index(letter)],
         }
+
+
+def check_example(example: dict[str, Any], where: str) -> None:
+    """Raise SourceError unless ``example`` is a usable problem: ``problem`` a non-empty string whose
+    ``<image>`` placeholders match the number of images, ``answer`` a non-empty string, and every image
+    decodable by PIL (verl's RLHFDataset opens each one; a broken one fails the row at training time)."""
+    import io
+
+    from PIL import Image
+
+    problem, answer, images = example.get("problem"), example.get("answer"), example.get("images")
+    if not isinstance(problem, str) or not problem.strip():
+        raise SourceError(f"{where}: problem text is missing or not a string ({problem!r:.60})")
+    if not isinstance(answer, str) or not answer.strip():
+        raise SourceError(f"{where}: answer is missing or not a string ({answer!r:.60}); it becomes "
+                          "reward_model.ground_truth")
+    if not isinstance(images, list) or not images:
+        raise SourceError(f"{where}: no image (Geometry3K problems each have a diagram)")
+    if problem.count("<image>") != len(images):
+        raise SourceError(f"{where}: {problem.count('<image>')} <image> placeholder(s) for {len(images)} image(s); "
+                          "verl's RLHFDataset asserts they match")
+    for i, im in enumerate(images):
+        data = im.get("bytes") if isinstance(im, dict) else None
+        if not data:
+            raise SourceError(f"{where}: image {i} has no bytes")
+        try:
+            with Image.open(io.BytesIO(data)) as pic:
+                pic.verify()
+        except Exception as exc:  # noqa: BLE001 - PIL raises several types for broken files
+            raise SourceError(f"{where}: image {i} is not a readable image: {exc}") from exc
 
 
 def to_verl_row(example: dict[str, Any], split: str, index: int, data_source: str = DATA_SOURCE) -> dict[str, Any]:
@@ -159,14 +198,23 @@ def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), lay
     reader = {"hiyouga": iter_hiyouga, "original": iter_original}.get(layout)
     if reader is None:
         raise ValueError(f"unknown layout {layout!r} (auto, hiyouga, original)")
+    if not splits:
+        raise ValueError("no split given (train, validation, test)")
     for split in splits:
         if split not in ORIGINAL_SPLITS:
             raise ValueError(f"unknown split {split!r} (train, validation, test)")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"output {out} exists and is not a folder")
     os.makedirs(out, exist_ok=True)
     counts = {}
     schema = arrow_schema()
     for split in splits:
-        rows = [to_verl_row(ex, split, i, data_source) for i, ex in enumerate(reader(src, split))]
+        rows = []
+        for i, ex in enumerate(reader(src, split)):
+            check_example(ex, f"{src} {split} row {i}")
+            rows.append(to_verl_row(ex, split, i, data_source))
+        if not rows:
+            raise SourceError(f"{src}: the {split} split has no problems")
         table = pa.Table.from_pylist(rows, schema=schema)
         tmp = os.path.join(out, f".{split}.parquet.tmp")
         pq.write_table(table, tmp)
