@@ -90,3 +90,22 @@ def test_rollout_ban_detector_on_installed_server_source(root, monkeypatch):
     namespace["generate"].__module__ = module.__name__
     faulty, reason = rollout_ban.missing_ban(namespace["generate"])
     assert faulty is True and "without banning image/video placeholder tokens" in reason
+
+
+def test_reasons_name_the_line_of_the_installed_file():
+    # at run time the detectors get the bound function; "line N" must be the line in its file, as in the table
+    import inspect
+
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as vl
+    from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as moe
+
+    for bound, detector, words in (
+            (moe.Qwen3VLMoeTextSparseMoeBlock.forward, detect.scatter_dtype_mismatch,
+             "zeros_like(router_logits).scatter_("),
+            (vl.Qwen3VLTextRotaryEmbedding.forward, detect.rotary_inv_freq_off_device, "self.inv_freq")):
+        func = inspect.unwrap(bound)  # the upstream function (also when a vlgrpo patch is bound over it)
+        faulty, reason = detector(func)
+        assert faulty, reason
+        line = int(reason.split("line ", 1)[1].split()[0])
+        text = Path(func.__code__.co_filename).read_text().splitlines()[line - 1]
+        assert words in text, (reason, text)

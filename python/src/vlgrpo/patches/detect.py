@@ -17,14 +17,19 @@ import textwrap
 
 
 def function_node(obj) -> ast.FunctionDef:
-    """Parse ``obj`` (a function, or an ``ast.FunctionDef`` returned as is) into its ``FunctionDef`` node."""
+    """Parse ``obj`` (a function, or an ``ast.FunctionDef`` returned as is) into its ``FunctionDef`` node.
+
+    Line numbers of the returned node are those of the file defining ``obj`` (so a detector's "line N" points at the
+    installed source, as for a node found by :func:`find_function` in a whole module)."""
     if isinstance(obj, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return obj
     code = getattr(obj, "__code__", None)
     if code is None:
         raise TypeError(f"cannot inspect {obj!r}: not a Python function")
-    lines, _ = inspect.getsourcelines(code)
+    lines, first = inspect.getsourcelines(code)
     tree = ast.parse(textwrap.dedent("".join(lines)))
+    if first > 1:
+        ast.increment_lineno(tree, first - 1)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return node
