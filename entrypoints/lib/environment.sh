@@ -21,6 +21,7 @@
 #   LD_PRELOAD, LD_AUDIT          a native library loaded into every process
 #   RAY_*_HOOK, RAY_RUNTIME_ENV_PLUGINS, RAY_RUNTIME_ENV_PLUGIN_SCHEMAS
 #                                 Ray 2.48.0 imports and calls the Python object they name
+#   VLGRPO_<not an identifier>    unknown like any undeclared VLGRPO_ name, but invisible to compgen -e
 # An empty value counts as unset (as for VLGRPO_*).
 #
 # Passed through on purpose (documented decision): PATH, PYTHONPATH, LD_LIBRARY_PATH, NCCL_*/HCCL_*
@@ -56,6 +57,11 @@ vg_check_environment() {
   fi
   while IFS= read -r -d '' e || [[ -n $e ]]; do
     name=${e%%=*} val=${e#*=} why="" fix="unset it for the launch"
+    # a VLGRPO_ name bash cannot hold escapes vg_check_unknown_vars (compgen -e) yet reaches Python
+    if [[ $name == VLGRPO_* && ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      vg_problem "$(vg_show "$name")" "not a setting (not even a valid variable name)" "unset it (--help lists the settings)"
+      continue
+    fi
     [[ -n $val ]] || continue
     case $name in
       BASH_FUNC_*)

@@ -118,13 +118,18 @@ vg_check_per_node() {
   fi
 }
 
-# vg_in_container — true inside Docker/Podman (marker files), see the hook note above.
+# vg_in_container — true inside Docker/Podman (marker files), and in containers that leave no marker
+# (Kubernetes with containerd or CRI-O, the KubeRay example): there the root file system is the
+# container's layer, an overlay (or fuse-overlayfs, aufs, or a tmpfs/ramfs that vanishes likewise), per
+# VG_MOUNTINFO. See the hook note above.
 vg_in_container() {
   local m
   for m in "${VG_CONTAINER_MARKERS[@]}"; do
     [[ -e $m ]] && return 0
   done
-  return 1
+  [[ -r $VG_MOUNTINFO ]] || return 1
+  awk '$5 == "/" { fs = ""; for (i = 6; i <= NF; i++) if ($i == "-") { fs = $(i + 1); break } }
+    END { exit !(fs ~ /^(overlay|fuse-overlayfs|fuse\.fuse-overlayfs|aufs|tmpfs|ramfs)$/) }' "$VG_MOUNTINFO"
 }
 
 # vg_mount_of PATH — prints "MOUNTPOINT FSTYPE" of the deepest mount containing PATH, from

@@ -154,3 +154,11 @@ ray_node_env() {
   assert_success
   assert_line 'ray-node: environment TP_SOCKET_IFNAME=lo'
 }
+
+@test "a VLGRPO_ name that is not a shell identifier (invisible to bash, passed on to Python) is refused" {
+  run --separate-stderr env 'VLGRPO_PATCHES-DISABLED=x' 'VLGRPO_LR =1' "$HARNESS" "$FA" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_PATCHES-DISABLED: not a setting"* ]] || fail "$stderr"
+  [[ $stderr == *'error: VLGRPO_LR\ : not a setting'* ]] || fail "$stderr"
+  assert_no_python
+}

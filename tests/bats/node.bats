@@ -121,6 +121,21 @@ mountinfo() {
   assert_success
 }
 
+@test "a container without marker files (Kubernetes: containerd, CRI-O) is told by its overlay root; its layer is refused" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  mountinfo
+  rm -f "$T/.dockerenv"
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: $T/ckpt is inside the container's own file system"* ]] || fail "$stderr"
+  assert_no_python
+  mountinfo "700 612 8:1 /srv/ckpt $T/ckpt rw,relatime - ext4 /dev/sda1 rw"
+  rm -f "$T/.dockerenv"
+  entry fa
+  assert_success
+}
+
 @test "a planning dry run in a container only warns about the checkpoint mount; a plain dry run refuses" {
   mountinfo
   VLGRPO_PLATFORM=npu VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
@@ -133,6 +148,9 @@ mountinfo() {
 
 @test "outside a container no mount is required; an unreadable checkpoint path is refused" {
   davinci 16
+  # a host: no marker file, root on a disk file system
+  printf '%s\n' '27 1 254:0 / / rw,relatime - ext4 /dev/vda rw' '22 27 0:21 / /proc rw,relatime - proc proc rw' >"$T/host-mountinfo"
+  export TEST_MOUNTINFO=$T/host-mountinfo
   entry fa
   assert_success
   VLGRPO_CHECKPOINT_DIR=$T/missing entry fa
