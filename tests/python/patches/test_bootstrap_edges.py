@@ -3,12 +3,18 @@
 - another library puts its own finder at the front of ``sys.meta_path`` after ours and resolves a target module
   without asking the finders behind it: the hooks must still run;
 - a ``VLGRPO_PATCHES`` value that is neither on nor off is named, not silently taken as on;
-- strict mode re-raising an install error must not skip the ``sitecustomize`` that ours shadows.
+- strict mode re-raising an install error must not skip the ``sitecustomize`` that ours shadows;
+- a target loaded by a finder whose loader has only the legacy ``load_module()`` (nothing to wrap) is hooked on the
+  next import.
 """
 
 from __future__ import annotations
 
-from patch_helpers import run_py
+import os
+import subprocess
+import sys
+
+from patch_helpers import REPO, run_py
 
 DEMO = ("from vlgrpo.patches import registry\n"
         "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
@@ -84,3 +90,44 @@ def test_strict_install_error_still_runs_the_shadowed_sitecustomize(shim_dir, tm
                   env={"VLGRPO_PATCHES_STRICT": "1", "VLGRPO_PATCHES_DISABLED": "no.such.patch"})
     assert proc.stdout.split("\n")[:2] == ["vendor sitecustomize ran", "alive"]
     assert "unknown patch id(s) no.such.patch" in proc.stderr  # strict still reports the install error
+
+
+LEGACY = DEMO + r"""
+import importlib.util, json, sys
+import vlgrpo.patches as P
+P.install()
+
+class LegacyLoader:  # only the old load_module() protocol: the finder cannot wrap it
+    def __init__(self, path):
+        self.path = path
+
+    def load_module(self, name):
+        module = type(sys)(name)
+        module.__file__, module.__loader__ = self.path, self
+        sys.modules[name] = module
+        exec(compile(open(self.path).read(), self.path, "exec"), module.__dict__)
+        return module
+
+class LegacyFinder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "demo_target":
+            return importlib.util.spec_from_loader(name, LegacyLoader(sys.argv[1]))
+        return None
+
+sys.meta_path.insert(1, LegacyFinder())  # behind ours, in front of the path finder
+import demo_target
+import demo_other
+print(json.dumps([demo_target.f(0), P.bootstrap_state().get("late_hooks")]))
+"""
+
+
+def test_target_loaded_by_a_legacy_loader_is_hooked_on_the_next_import(tmp_path):
+    _demo_files(tmp_path)
+    script = tmp_path / "legacy.py"
+    script.write_text(LEGACY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "demo_target.py")], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'
