@@ -131,3 +131,18 @@ def test_target_loaded_by_a_legacy_loader_is_hooked_on_the_next_import(tmp_path)
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'
+
+
+def test_legacy_loaded_target_is_not_hooked_half_executed(tmp_path):
+    # the target's body imports another module before it defines f: the hooks must wait until it finished
+    _demo_files(tmp_path)
+    (tmp_path / "demo_target.py").write_text("import demo_first\n\ndef f(x):\n    return x + 1  # FAULTY\n")
+    (tmp_path / "demo_first.py").write_text("Y = 1\n")
+    script = tmp_path / "legacy.py"
+    script.write_text(LEGACY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "demo_target.py")], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'

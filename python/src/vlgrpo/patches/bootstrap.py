@@ -103,7 +103,8 @@ class PostImportFinder:
     target module without asking the finders behind it. Two guards keep the hooks running then, both on the next
     import that reaches this finder: it moves itself back to the front (it only wraps loaders of target modules
     and asks the other finders in their order, so their behaviour is unchanged), and it runs the hooks of any
-    target module that got imported past it (fully executed, i.e. ``__spec__._initializing`` is false).
+    target module that got imported past it once it is fully executed (``__spec__`` set and not
+    ``_initializing``).
     """
 
     def __init__(self):
@@ -153,7 +154,10 @@ class PostImportFinder:
     def _sweep(self):
         for name in tuple(_PENDING):
             module = sys.modules.get(name)
-            if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+            spec = getattr(module, "__spec__", None)
+            # not imported, or still executing: importlib marks a spec _initializing while the loader runs; a
+            # legacy load_module() leaves __spec__ unset until it returned
+            if module is None or spec is None or getattr(spec, "_initializing", False):
                 continue
             _PENDING.discard(name)
             STATE["late_hooks"].append(name)
