@@ -18,7 +18,7 @@ Finding codes (severity error unless marked W; "E/W": warning when verl would on
   ``schema.unknown-key``, ``schema.missing-plus``, ``schema.plus-on-existing``, ``schema.delete-missing``,
   ``schema.bad-group``, ``schema.rejected``, ``schema.compose``, ``schema.list-as-string``,
   ``schema.dict-as-string``, ``schema.bool-as-string``, ``schema.number-as-string``, ``schema.missing-value``,
-  ``schema.required-key``
+  ``schema.required-key``, ``schema.value-type``
 - verl's own checks: ``verl.dataclass``, ``verl.validate-config``, ``verl.assert``, ``verl.interpolation``,
   ``verl.reward-migration``
 - cross-field rules: ``rules.logger``, ``rules.max-model-len``, ``rules.max-model-len-mismatch``,
@@ -29,7 +29,8 @@ Finding codes (severity error unless marked W; "E/W": warning when verl would on
   ``model.no-config``, ``model.type``, ``model.no-tokenizer``, ``model.no-processor``,
   ``model.no-chat-template`` (W)
 - data: ``data.missing``, ``data.unreadable``, ``data.columns``, ``data.row``, ``data.image-exceeds-budget``
-  (E/W), ``data.over-budget`` (E/W), ``data.all-rows-dropped``, ``data.data-source``, ``data.reward-import`` (W)
+  (E/W), ``data.over-budget`` (E/W), ``data.all-rows-dropped``, ``data.data-source``, ``data.reward-import`` (W), ``data.empty``,
+  ``data.not-checked`` (W)
 """
 
 from __future__ import annotations

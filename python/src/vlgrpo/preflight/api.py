@@ -91,6 +91,8 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     s["verl_asserts_evaluated"] = verl_checks.run_source_asserts(spec, work, report, loc)
     verl_checks.check_checkpoint_engine(work, report)
     rules.check_logger(work, report, loc)
+    if not rules.check_value_types(work, report, loc):
+        return  # the rules below do arithmetic on these values
     rules.check_veomni(work, report, loc)
     s.update(rules.check_veomni_install(work, report))
     source = "given"

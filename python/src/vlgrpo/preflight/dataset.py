@@ -220,6 +220,61 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def _placeholders(prompt: Any) -> int:
+    """Number of ``<image>`` placeholders in the string contents of a prompt (verl's message list)."""
+    if not isinstance(prompt, list):
+        return 0
+    return sum(m.get("content").count("<image>") for m in prompt
+               if isinstance(m, dict) and isinstance(m.get("content"), str))
+
+
+#: file endings verl 0.8.0 ``RLHFDataset._read_files_and_tokenize`` accepts (anything else: ValueError).
+VERL_DATA_SUFFIXES = (".parquet", ".json", ".jsonl")
+
+
+def _expand(files: list[str], key: str, report: Report, loc: Any) -> list[str]:
+    """The local parquet files to check for ``files`` (one setting's value), reporting the rest.
+
+    verl 0.8.0 (``rl_dataset.py``) reads each entry with ``datasets.load_dataset("parquet"|"json",
+    data_files=entry)`` when it ends in .parquet/.json/.jsonl and raises ValueError otherwise; ``datasets``
+    expands glob patterns in ``data_files``, so ``/data/*.parquet`` is a valid entry. Remote entries
+    (``hdfs://``, ``s3://`` ...) are downloaded by verl and cannot be checked here (warning).
+    """
+    import glob
+
+    out: list[str] = []
+    for path in files:
+        where = loc.where(key, file=path)
+        if "://" in path:
+            report.add(Finding("data.not-checked", WARNING, f"{path} is remote; its rows are not checked here",
+                               where, "verl downloads it in the trainer", "check a local copy with --argv-file"))
+            continue
+        if not path.endswith(VERL_DATA_SUFFIXES):
+            what = "is a folder" if os.path.isdir(path) else "does not end in .parquet, .json or .jsonl"
+            report.add(Finding("data.missing", ERROR, f"{path} {what}", where,
+                               "verl's RLHFDataset raises 'Unsupported file format' for it in the trainer",
+                               f"list the parquet files themselves in {key} (a glob such as dir/*.parquet works)"))
+            continue
+        if glob.has_magic(path):
+            found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+            if not found:
+                report.add(Finding("data.missing", ERROR, f"{path} matches no file", where,
+                                   "datasets.load_dataset raises FileNotFoundError in the trainer", f"fix {key}"))
+            out += [p for p in found if p.endswith(".parquet")]
+            continue
+        if not os.path.isfile(path):
+            report.add(Finding("data.missing", ERROR, f"{path} does not exist", where,
+                               "verl's RLHFDataset fails to load it in the trainer", f"fix {key}"))
+            continue
+        if not path.endswith(".parquet"):
+            report.add(Finding("data.not-checked", WARNING, f"{path} is JSON; preflight checks parquet rows only",
+                               where, "verl reads it with datasets' json loader", "convert it to parquet to have it "
+                               "checked"))
+            continue
+        out.append(path)
+    return out
+
+
 def reward_handles(data_source: str) -> tuple[bool, str]:
     """Does verl's ``default_compute_score`` handle ``data_source``? (handled, note)."""
     from verl.utils.reward_score import default_compute_score
@@ -253,11 +308,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                                 "image_rows": 0}
         summary[split] = info
         largest: dict[str, Any] = {}
-        for path in files:
-            if not os.path.isfile(path):
-                report.add(Finding("data.missing", ERROR, f"{path} does not exist", loc.where(key, file=path),
-                                   "verl's RLHFDataset fails to load it in the trainer", f"fix {key}"))
-                continue
+        for path in _expand(files, key, report, loc):
             try:
                 pf = pq.ParquetFile(path)
             except Exception as exc:  # noqa: BLE001
@@ -278,6 +329,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                                    loc.where(key, file=path), "the reward function compares against it",
                                    "write reward_model={'style': 'rule', 'ground_truth': ...}"))
             has_images = image_key in names
+            placeholder_rows: list[int] = []  # rows with <image> in the prompt but no image to put there
             columns = [c for c in (prompt_key, image_key, "data_source") if c in names]
             over: list[tuple[int, int, int]] = []
             image_alone: list[tuple[int, int]] = []
@@ -298,6 +350,9 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                         prompt = row[prompt_key]
                         if isinstance(prompt, str) or not isinstance(prompt, list):
                             raise ValueError("prompt must be a list of {role, content} messages")
+                        if not images and _placeholders(prompt):
+                            placeholder_rows.append(idx)
+                            continue
                         messages = build_messages(prompt, images)
                         total, img_tokens = counter.count(messages, images)
                     except Exception as exc:  # noqa: BLE001
@@ -313,6 +368,23 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                         image_alone.append((idx, img_tokens))
             bar.close()
             info["rows"] += row_index
+            if row_index == 0:
+                report.add(Finding(
+                    "data.empty", ERROR, f"{path} has no rows", loc.where(key, file=path),
+                    "verl builds an empty dataloader from it: training has no steps (validation no samples)",
+                    "point the setting at the converted split (python -m vlgrpo data geo3k SRC OUT)"))
+            if placeholder_rows:
+                listed = ", ".join(str(i) for i in placeholder_rows[:MAX_LISTED_ROWS])
+                more = f" (+{len(placeholder_rows) - MAX_LISTED_ROWS} more)" if len(placeholder_rows) > MAX_LISTED_ROWS else ""
+                what = (f"column {image_key!r} (data.image_key) is missing" if not has_images else
+                        f"{len(placeholder_rows)} row(s) have no image in column {image_key!r}")
+                report.add(Finding(
+                    "data.columns" if not has_images else "data.row", ERROR,
+                    f"{what}, but their prompts carry <image> placeholders: rows {listed}{more}",
+                    Where(key="data.image_key" if not has_images else key, file=path, row=placeholder_rows[0]),
+                    "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
+                    "policy is trained on the literal text '<image>' and never sees the diagram",
+                    f"set data.image_key to the images column, or reconvert the data so every such row has its image"))
             info["over_budget"] += len(over)
             where = loc.where(key, file=path)
             for idx, why in bad_rows[:MAX_LISTED_ROWS]:

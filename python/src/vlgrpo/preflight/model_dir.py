@@ -49,6 +49,11 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
     """
     info: dict[str, Any] = {"path": path, "clean": False}
     where = Where(key=key, file=path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        report.add(Finding("model.missing", ERROR, f"model path {path} is a file, not a model folder", where,
+                           "verl loads config.json, the tokenizer and the weights from a folder",
+                           f"point {key} at the folder that holds config.json"))
+        return info
     if not os.path.isdir(path):
         report.add(Finding("model.missing", ERROR, f"model folder {path} does not exist", where,
                            "verl copies/loads it in the task runner", f"mount the model at {path} or fix {key}"))
@@ -97,6 +102,12 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
         except (OSError, ValueError):
             config = {}
             clean = False
+        if not isinstance(config, dict):
+            report.add(Finding("model.bad-json", ERROR, f"config.json holds a JSON {type(config).__name__}, not an "
+                               "object", Where(key=key, file=cfg_path), "transformers reads config.json as a mapping "
+                               "of settings", "restore config.json from the model release"))
+            config = {}
+            clean = False
     model_type = config.get("model_type")
     info["model_type"] = model_type
     if config and model_type not in EXPECTED_MODEL_TYPES + ACCEPTED_MODEL_TYPES:
@@ -107,7 +118,7 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
             Where(key=key, file=cfg_path), "the patches, VeOmni model and memory plan assume Qwen3-VL",
             "point actor_rollout_ref.model.path at a Qwen3-VL-30B-A3B-Instruct folder"))
         clean = False
-    text_cfg = config.get("text_config") or {}
+    text_cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     info["max_position_embeddings"] = config.get("max_position_embeddings", text_cfg.get("max_position_embeddings"))
     info["is_vision_language"] = "vision_config" in config
     has_tok_cfg = os.path.isfile(os.path.join(path, "tokenizer_config.json"))

@@ -33,6 +33,96 @@ class Locator:
         return key in self._by_key
 
 
+#: Keys the rules, the data check and verl read as whole numbers: (key, minimum, None allowed). Hydra composes
+#: any value for them (null, '', a list, a word); verl then fails or mis-sizes tensors after Ray start.
+INT_KEYS = (
+    ("data.max_prompt_length", 1, False),
+    ("data.max_response_length", 1, False),
+    ("data.image_patch_size", 1, True),
+    ("trainer.nnodes", 1, False),
+    ("trainer.n_gpus_per_node", 1, False),
+    ("rollout.nnodes", 1, False),  # fully async only (absent from ppo_trainer)
+    ("rollout.n_gpus_per_node", 1, False),
+    ("actor_rollout_ref.rollout.n", 1, False),
+    ("actor_rollout_ref.rollout.max_model_len", 1, True),
+)
+#: Keys verl reads as a non-empty string (a path, a column name, an engine name).
+STR_KEYS = ("actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path", "data.prompt_key", "data.image_key")
+#: Keys verl reads as one file or a list of files.
+FILES_KEYS = ("data.train_files", "data.val_files")
+_ABSENT = object()
+
+
+def _describe(value: Any) -> str:
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=False)
+    return "null" if value is None else f"{value!r} ({type(value).__name__})"
+
+
+def check_value_types(work: Any, report: Report, loc: Locator) -> bool:
+    """Values of the wrong type for the keys in :data:`INT_KEYS`, :data:`STR_KEYS` and :data:`FILES_KEYS`
+    (and the VeOmni parallel sizes of a veomni role), on the resolved config. Hydra composes ``key=null``,
+    ``key=``, ``key=[1,2]`` or ``key=abc`` for any of them; verl fails on them only after Ray start (or, for
+    ``data.image_key=null``, silently trains without images). Returns True when every value is usable; the
+    later rules read these keys as numbers/strings and are skipped otherwise. A key already reported by the
+    schema pass (e.g. ``schema.number-as-string``) is not reported twice."""
+    from omegaconf import OmegaConf
+
+    reported = {f.where.key for f in report.findings if f.code.startswith("schema.")}
+    ok = True
+
+    def bad(key: str, value: Any, expected: str, fix: str) -> None:
+        nonlocal ok
+        ok = False
+        if key in reported:
+            return
+        report.add(Finding(
+            "schema.value-type", ERROR, f"{key} is {_describe(value)}; verl needs {expected}", loc.where(key),
+            "Hydra composes any value here; verl fails on it (or silently misbehaves) after Ray placed the workers",
+            fix))
+
+    int_keys = list(INT_KEYS)
+    rollout = OmegaConf.select(work, "actor_rollout_ref.rollout", default=None)
+    name = rollout.get("name") if rollout is not None else None
+    if isinstance(name, str) and name and OmegaConf.select(
+            work, f"actor_rollout_ref.rollout.engine_kwargs.{name}.max_model_len", default=_ABSENT) is not _ABSENT:
+        int_keys.append((f"actor_rollout_ref.rollout.engine_kwargs.{name}.max_model_len", 1, True))
+    for role in ("actor", "ref"):
+        node = OmegaConf.select(work, f"actor_rollout_ref.{role}", default=None)
+        if node is not None and node.get("strategy") == "veomni" and node.get("veomni") is not None:
+            base = f"actor_rollout_ref.{role}.veomni"
+            int_keys += [(f"{base}.fsdp_size", -1, False), (f"{base}.ulysses_parallel_size", 1, False),
+                         (f"{base}.expert_parallel_size", 1, False)]
+    for key, minimum, nullable in int_keys:
+        value = OmegaConf.select(work, key, default=_ABSENT)
+        if value is _ABSENT or (value is None and nullable):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
+                minimum == -1 and value == 0):
+            expected = f"a whole number >= {minimum}" + (" (or null)" if nullable else "")
+            if minimum == -1:
+                expected = "a positive whole number or -1"
+            bad(key, value, expected, f"{key}=<whole number>, no quotes" + (
+                f" (or drop the override to keep verl's default)" if nullable else ""))
+    for key in STR_KEYS:
+        value = OmegaConf.select(work, key, default=_ABSENT)
+        if value is _ABSENT:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            bad(key, value, "a non-empty string", f"{key}=<value> (or drop the override to keep verl's default)")
+    for key in FILES_KEYS:
+        value = OmegaConf.select(work, key, default=_ABSENT)
+        if value is _ABSENT:
+            continue
+        items = [value] if isinstance(value, str) else (
+            list(value) if OmegaConf.is_list(value) or isinstance(value, list) else None)
+        if not items or not all(isinstance(v, str) and v.strip() for v in items):
+            bad(key, value, "a parquet file path or a list of them", f"{key}=/path/train.parquet or {key}=[a.parquet,b.parquet]")
+    return ok
+
+
 def check_logger(work: Any, report: Report, loc: Locator) -> None:
     """``trainer.logger`` must be a list of backends verl's ``Tracking.supported_backend`` knows."""
     from omegaconf import ListConfig

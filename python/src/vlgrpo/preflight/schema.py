@@ -172,7 +172,8 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
         # Config groups (e.g. model_engine) select files in the defaults list; Hydra applies them before the
         # config overrides. Candidates: dot-free keys with a non-dict value; confirmed against the groups
         # Hydra reports in hydra.runtime.choices of the composed defaults.
-        candidates = [po for po in parsed if "." not in po.key and not po.parsed.is_delete()
+        # (a package, as in actor@actor_rollout_ref.actor=dp_actor, may hold dots: test the group part only)
+        candidates = [po for po in parsed if "." not in po.parsed.key_or_group and not po.parsed.is_delete()
                       and not isinstance(po.parsed.value(), dict)]
         try:
             base = compose(spec.config_name, overrides=[po.text for po in candidates], return_hydra_config=True)
@@ -185,16 +186,23 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
             defaults = compose(spec.config_name, overrides=[], return_hydra_config=True)
             groups = {str(k).split("@")[0] for k in defaults.hydra.runtime.choices.keys()}
         for po in candidates:
-            po.is_group = po.key in groups
+            po.is_group = po.parsed.key_or_group in groups
         group_ovs = [po for po in parsed if po.is_group]
         if base is None or len(group_ovs) != len(candidates):
             try:
                 base = compose(spec.config_name, overrides=[po.text for po in group_ovs], return_hydra_config=True)
             except Exception as exc:  # noqa: BLE001
                 group_error = exc
-                for po in group_ovs:
+                culprits = []
+                for po in group_ovs:  # name the override(s) Hydra refuses on their own, not every group override
+                    try:
+                        compose(spec.config_name, overrides=[po.text], return_hydra_config=True)
+                    except Exception as alone:  # noqa: BLE001
+                        culprits.append((po, alone))
+                for po, group_error in culprits or [(po, group_error) for po in group_ovs]:
                     report.add(Finding(
-                        "schema.bad-group", ERROR, f"config group override rejected by Hydra: {group_error}",
+                        "schema.bad-group", ERROR,
+                        f"config group override rejected by Hydra: {' '.join(str(group_error).split())}",
                         Where(position=po.position, override=po.text, key=po.key),
                         f"verl {version} has no such option for this group", "use an option the group provides"))
                 return ComposeResult(None, None, parsed, groups)
@@ -285,6 +293,18 @@ def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: Laun
                    f"{schema} cannot take this value", "fix the value's type")
 
 
+def _bool_fix(key: str, text: str) -> str:
+    """``key=True``/``key=False`` for a boolean given as a string (Hydra's grammar knows only true/false)."""
+    word = text.strip().lower()
+    if word in ("true", "false"):
+        return f"{key}={word.capitalize()} without quotes"
+    if word in ("1", "yes", "on", "y"):
+        return f"{key}=True (Hydra reads only true/false, unquoted, as a boolean)"
+    if word in ("0", "no", "off", "n", ""):
+        return f"{key}=False (Hydra reads only true/false, unquoted, as a boolean)"
+    return f"{key}=True or {key}=False, unquoted"
+
+
 def _check_value_kind(po: ParsedOverride, old: Any, report: Report) -> int:
     """Report a value whose kind contradicts the default (e.g. a list given as a quoted string)."""
     from omegaconf import DictConfig, ListConfig
@@ -313,8 +333,7 @@ def _check_value_kind(po: ParsedOverride, old: Any, report: Report) -> int:
     if isinstance(old, bool):
         report.add(Finding(
             "schema.bool-as-string", ERROR, f"{key} is a boolean in verl's config but is given the string {new!r}",
-            where, "a non-empty string is truthy, so 'False' would act as True", f"{key}={new.strip() or 'False'} "
-            "without quotes"))
+            where, "a non-empty string is truthy, so 'False' would act as True", _bool_fix(key, new)))
         return 1
     if isinstance(old, (int, float)):
         report.add(Finding(

@@ -94,7 +94,15 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
                            Where(key="reward_model"), "verl runs this in main() before Ray starts the trainer",
                            "fix the reward/reward_model settings it names"))
         return None
-    missing = sorted(k for k in OmegaConf.missing_keys(work) if not _in_disabled_section(work, k))
+    try:
+        missing = sorted(k for k in OmegaConf.missing_keys(work) if not _in_disabled_section(work, k))
+    except Exception as exc:  # noqa: BLE001 - an interpolation that cannot resolve (missing key, unset oc.env)
+        key = getattr(exc, "full_key", None)
+        report.add(Finding("verl.interpolation", ERROR, f"the config does not resolve: {_msg(exc)}",
+                           Where(key=str(key)) if key else Where(),
+                           "verl resolves every ${...} interpolation in the task runner and stops there",
+                           "fix the interpolation (the key it names must exist; oc.env needs the variable set)"))
+        return None
     for key in missing:
         report.add(Finding("schema.missing-value", ERROR, f"{key} is mandatory ('???') in verl's config and not set",
                            Where(key=key), "verl raises MissingMandatoryValue when it first reads it, after Ray start",

@@ -1,0 +1,150 @@
+"""Bad user input is a finding (exit 2) naming the key and the fix -- never an internal error (exit 1).
+
+Each case here once ended in a traceback or passed silently (reviewer's attack list, 2026-11-30). Expected
+values come from what Hydra composes (it accepts any value for these keys, `key=null` included) and from what
+verl 0.8.0 then does with it (``verl/utils/dataset/rl_dataset.py``: rows without images keep the literal text
+``<image>``; entries not ending in .parquet/.json/.jsonl raise 'Unsupported file format'; ``datasets`` expands
+globs in ``data_files``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from preflight_helpers import MODEL_30B, set_override
+
+from vlgrpo.preflight import run_preflight
+from vlgrpo.preflight.report import Report
+
+EK = "actor_rollout_ref.rollout.engine_kwargs.vllm.max_model_len"
+
+
+def _errors(report, code):
+    return [f for f in report.findings if f.code == code and f.severity == "error"]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("data.max_prompt_length", "null"),
+    ("data.max_prompt_length", ""),          # `key=` composes to ''
+    ("data.max_prompt_length", "abc"),
+    ("data.max_prompt_length", "[1,2]"),
+    ("data.max_response_length", "2048.5"),
+    ("trainer.nnodes", "null"),
+    ("rollout.n_gpus_per_node", "0"),
+    ("+" + EK, "abc"),
+    ("data.image_key", "null"),              # verl would silently train without the images
+    ("data.train_files", "null"),
+])
+def test_wrong_value_type_is_a_finding_not_a_crash(fixed_argv, key, value):
+    argv = set_override(fixed_argv, key.lstrip("+"), None) + [f"{key}={value}"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    assert report.internal_error is None, report.internal_error
+    assert report.exit_code == 2
+    hits = [f for f in report.errors if f.where.key == key.lstrip("+")]
+    assert hits, report.codes()
+    assert hits[0].where.position == len(argv) - 1 and hits[0].fix
+
+
+@pytest.mark.parametrize("value, says", [("${data.nope}", "data.nope"), ("${oc.env:VLGRPO_SURELY_UNSET_X}",
+                                                                             "VLGRPO_SURELY_UNSET_X")])
+def test_unresolvable_interpolation_is_a_finding(fixed_argv, monkeypatch, value, says):
+    monkeypatch.delenv("VLGRPO_SURELY_UNSET_X", raising=False)
+    argv = set_override(fixed_argv, "data.max_response_length", value)
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    assert report.internal_error is None, report.internal_error
+    (f,) = _errors(report, "verl.interpolation")
+    assert says in f.what
+
+
+def test_group_override_with_package_is_accepted_and_a_bad_one_is_named(fixed_argv):
+    # Hydra composes `actor@actor_rollout_ref.actor=dp_actor` (the defaults-list entry of ppo_trainer.yaml)
+    ok = run_preflight(fixed_argv + ["actor@actor_rollout_ref.actor=dp_actor"], check_data=False,
+                       model_path=MODEL_30B, devices_per_node=16)
+    assert [f.line() for f in ok.errors] == []
+    # a bad option of one group is pinned on that override only, not on every group override
+    argv = fixed_argv + ["actor@actor_rollout_ref.actor=nope", "model_engine=dp"]
+    bad = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    (f,) = _errors(bad, "schema.bad-group")
+    assert f.where.position == len(argv) - 2 and "dp_actor" in f.what  # Hydra lists the options
+
+
+def test_bool_word_fix_is_a_real_boolean(fixed_argv):
+    argv = set_override(fixed_argv, "data.filter_overlong_prompts", "yes")
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    (f,) = _errors(report, "schema.bool-as-string")
+    assert "data.filter_overlong_prompts=True" in f.fix and "=yes" not in f.fix
+
+
+def test_config_json_not_an_object_and_model_path_a_file(model_copy, tmp_path):
+    from vlgrpo.preflight.model_dir import check_model_dir
+
+    with open(os.path.join(model_copy, "config.json"), "w", encoding="utf-8") as fh:
+        json.dump([1, 2], fh)
+    report = Report()
+    info = check_model_dir(model_copy, report)
+    assert info["clean"] is False and "model.bad-json" in report.codes()
+    (tmp_path / "weights.bin").write_text("x")
+    report = Report()
+    check_model_dir(str(tmp_path / "weights.bin"), report)
+    (f,) = report.findings
+    assert f.code == "model.missing" and "is a file" in f.what
+
+
+def _rows(sample_data, n=3):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(os.path.join(sample_data, "train.parquet")).to_pylist()[:n]
+
+
+def _write(path, rows, drop=()):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vlgrpo.data.geo3k import arrow_schema
+
+    schema = arrow_schema()
+    for name in drop:
+        schema = schema.remove(schema.get_field_index(name))
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k not in drop} for r in rows],
+                                        schema=schema), path)
+    return path
+
+
+def test_image_placeholder_without_image_and_empty_file(fixed_argv, sample_data, tmp_path):
+    rows = _rows(sample_data)
+    rows[1]["images"] = []  # `<image>` stays in the prompt
+    train = _write(str(tmp_path / "train.parquet"), rows)
+    val = _write(str(tmp_path / "val.parquet"), [])
+    argv = set_override(set_override(fixed_argv, "data.train_files", train), "data.val_files", val)
+    report = run_preflight(argv, devices_per_node=16)
+    assert report.internal_error is None
+    (row,) = [f for f in _errors(report, "data.row") if f.where.file == train]
+    assert row.where.row == 1 and "<image>" in row.what
+    (empty,) = _errors(report, "data.empty")
+    assert empty.where.file == val and empty.where.position == argv.index(f"data.val_files={val}")
+
+
+def test_missing_images_column_folder_and_glob(fixed_argv, sample_data, tmp_path):
+    train = _write(str(tmp_path / "noimages.parquet"), _rows(sample_data), drop=("images",))
+    argv = set_override(set_override(fixed_argv, "data.train_files", train), "data.val_files", str(tmp_path))
+    report = run_preflight(argv, devices_per_node=16)
+    (col,) = [f for f in _errors(report, "data.columns") if f.where.file == train]
+    assert "'images'" in col.what and col.where.key == "data.image_key"
+    (folder,) = _errors(report, "data.missing")
+    assert "is a folder" in folder.what
+    # a glob is what datasets.load_dataset expands: the matched files are checked, not refused
+    glob_argv = set_override(fixed_argv, "data.val_files", os.path.join(sample_data, "te*.parquet"))
+    ok = run_preflight(glob_argv, devices_per_node=16)
+    assert [f.line() for f in ok.errors] == [] and ok.summary["data"]["val"]["rows"] == 15
+
+
+def test_cli_bad_value_exit_2_no_traceback(fixed_argv, tmp_path, capsys):
+    from vlgrpo.preflight import cli
+
+    path = tmp_path / "argv"
+    path.write_text("\n".join(set_override(fixed_argv, "data.max_prompt_length", "null")) + "\n")
+    assert cli.main(["--argv-file", str(path), "--no-data", "--devices-per-node", "16"]) == 2
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err and "[schema.value-type]" in out.out
