@@ -148,3 +148,17 @@ def test_cli_bad_value_exit_2_no_traceback(fixed_argv, tmp_path, capsys):
     assert cli.main(["--argv-file", str(path), "--no-data", "--devices-per-node", "16"]) == 2
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err and "[schema.value-type]" in out.out
+
+
+def test_hydra_settings_checked_backend_pinned_idle_devices_warned(fixed_argv):
+    backend = "actor_rollout_ref.rollout.checkpoint_engine.backend"
+    argv = set_override(fixed_argv, backend, "hccl") + ["hydra.nope=1", "hydra.run.dir=/tmp/vlgrpo-run"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=32)
+    # Hydra refuses an unknown hydra.* key at start-up (checked: compose raises "Could not override 'hydra.nope'")
+    (h,) = [f for f in report.errors if f.where.override == "hydra.nope=1"]
+    assert h.code == "schema.unknown-key" and h.where.position == len(argv) - 2
+    assert not [f for f in report.errors if f.where.override == "hydra.run.dir=/tmp/vlgrpo-run"]
+    (b,) = _errors(report, "rules.checkpoint-backend")
+    assert b.where.position == argv.index(f"{backend}=hccl")
+    idle = sorted(f.where.key for f in report.warnings if f.code == "rules.devices-unused")
+    assert idle == ["rollout.n_gpus_per_node", "trainer.n_gpus_per_node"]  # 16 of 32 each

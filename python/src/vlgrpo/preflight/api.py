@@ -89,7 +89,7 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     verl_checks.run_dataclass_checks(spec, work, report)
     verl_checks.run_validate_config(spec, work, report)
     s["verl_asserts_evaluated"] = verl_checks.run_source_asserts(spec, work, report, loc)
-    verl_checks.check_checkpoint_engine(work, report)
+    verl_checks.check_checkpoint_engine(work, report, loc)
     rules.check_logger(work, report, loc)
     if not rules.check_value_types(work, report, loc):
         return  # the rules below do arithmetic on these values

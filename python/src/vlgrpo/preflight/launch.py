@@ -58,6 +58,8 @@ class LaunchSpec:
     config_name: str
     overrides: list[Override]
     notes: list[Finding] = dataclasses.field(default_factory=list)
+    #: ``hydra.*`` overrides (Hydra's own settings): checked against Hydra's config, not verl's.
+    hydra_overrides: list[Override] = dataclasses.field(default_factory=list)
 
 
 def read_argv_file(path: str) -> list[str]:
@@ -110,6 +112,7 @@ def parse_launch(argv: list[str]) -> LaunchSpec:
     config_dir = os.path.join(verl_dir, rel_dir)
     overrides: list[Override] = []
     notes: list[Finding] = []
+    hydra_overrides: list[Override] = []
     i = 3
     while i < len(argv):
         arg = argv[i]
@@ -150,10 +153,11 @@ def parse_launch(argv: list[str]) -> LaunchSpec:
                     "none needed if intended",
                 )
             )
+            hydra_overrides.append(Override(i, arg))
         else:
             overrides.append(Override(i, arg))
         i += 1
     if not os.path.isfile(os.path.join(config_dir, config_name + ".yaml")):
         raise LaunchError(f"config {config_name!r} not found in {config_dir}")
     return LaunchSpec(argv=list(argv), module=module, config_dir=config_dir, config_name=config_name,
-                      overrides=overrides, notes=notes)
+                      overrides=overrides, notes=notes, hydra_overrides=hydra_overrides)

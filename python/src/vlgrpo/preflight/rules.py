@@ -324,6 +324,17 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
                 loc.where(f"{name}.n_gpus_per_node"),
                 "Ray cannot place a bundle larger than a node: the placement group stays pending forever",
                 f"{name}.n_gpus_per_node={devices_per_node} (and raise {name}.nnodes to keep the total)"))
+        elif n < devices_per_node:
+            from .report import WARNING
+
+            report.add(Finding(
+                "rules.devices-unused", WARNING,
+                f"{name}.n_gpus_per_node={n} uses {n} of the {devices_per_node} accelerators of a node ({source})",
+                loc.where(f"{name}.n_gpus_per_node"),
+                "verl places n_gpus_per_node workers per node; the rest stay idle (B19: the VeOmni example fixes 8 "
+                "per node, an Atlas A3 node has 16)",
+                f"{name}.n_gpus_per_node={devices_per_node} (and lower {name}.nnodes to keep the total) if the node "
+                "is not shared"))
     return info
 
 

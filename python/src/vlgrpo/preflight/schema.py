@@ -208,6 +208,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                 return ComposeResult(None, None, parsed, groups)
         from omegaconf import open_dict
 
+        _check_hydra_overrides(spec, base, report, version)
         with open_dict(base):
             del base["hydra"]
 
@@ -244,6 +245,28 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                 "fix the overrides Hydra names"))
             return ComposeResult(None, base, parsed, groups)
     return ComposeResult(final, base, parsed, groups)
+
+
+def _check_hydra_overrides(spec: LaunchSpec, base: Any, report: Report, version: str) -> None:
+    """Apply each ``hydra.*`` override to the composed config with Hydra's own settings (``base`` still holds
+    its ``hydra`` node), as Hydra does at start-up: ``hydra.nope=1`` stops the launch there."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for ov in spec.hydra_overrides:
+        try:
+            parsed = parser.parse_override(ov.text)
+        except Exception as exc:  # noqa: BLE001
+            report.add(Finding("schema.syntax", ERROR, f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
+                               Where(position=ov.position, override=ov.text), "Hydra rejects the command line",
+                               "write it as key=value with a plain dotted key"))
+            continue
+        po = ParsedOverride(ov.position, ov.text, parsed, parsed.key_or_group)
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config([parsed], copy_config(base))
+        except Exception as exc:  # noqa: BLE001 - ConfigCompositionException and value errors alike
+            report.add(_composition_finding(po, str(exc), base, spec, f"{version} (Hydra's own hydra.* settings)"))
 
 
 def copy_config(cfg: Any) -> Any:

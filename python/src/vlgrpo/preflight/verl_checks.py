@@ -340,7 +340,7 @@ def registered_checkpoint_backends() -> tuple[set[str] | None, str]:
     return set(ce.CheckpointEngineRegistry._registry), ""
 
 
-def check_checkpoint_engine(work: Any, report: Report) -> None:
+def check_checkpoint_engine(work: Any, report: Report, loc: Any = None) -> None:
     """B13: the backend must be one the pinned verl registers; explain ``nccl`` on Ascend."""
     node = work.actor_rollout_ref.rollout.checkpoint_engine
     backend = node.get("backend")
@@ -359,7 +359,7 @@ def check_checkpoint_engine(work: Any, report: Report) -> None:
             "rules.checkpoint-backend", ERROR,
             f"checkpoint engine backend {backend!r} is not registered by verl {version}; it registers: "
             + ", ".join(f"{n} ({'/'.join(f)})" for n, f in sorted(declared.items())) + "." + hint,
-            Where(key=key), "CheckpointEngineRegistry.new raises 'Checkpoint engine ... not registered' when the "
+            _where(loc, key), "CheckpointEngineRegistry.new raises 'Checkpoint engine ... not registered' when the "
             "trainer starts (verl issue #5684)",
             "use backend=nccl (NCCL on GPU, HCCL on Ascend NPU)" if backend != "nccl" else "use a registered name"))
         return
