@@ -162,3 +162,15 @@ def test_hydra_settings_checked_backend_pinned_idle_devices_warned(fixed_argv):
     assert b.where.position == argv.index(f"{backend}=hccl")
     idle = sorted(f.where.key for f in report.warnings if f.code == "rules.devices-unused")
     assert idle == ["rollout.n_gpus_per_node", "trainer.n_gpus_per_node"]  # 16 of 32 each
+
+
+def test_cli_non_utf8_argv_file_and_zero_devices_are_exit_2(tmp_path, capsys):
+    from vlgrpo.preflight import cli
+
+    path = tmp_path / "argv"
+    path.write_bytes(b"python3\n-m\n\xff\xfe\n")
+    assert cli.main(["--argv-file", str(path)]) == 2  # was a UnicodeDecodeError traceback (exit 1)
+    assert "not UTF-8" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse's usage error: exit 2 before anything runs
+        cli.main(["--devices-per-node", "0", "--", "data.max_prompt_length=1"])
+    assert exc.value.code == 2 and "--devices-per-node" in capsys.readouterr().err

@@ -22,6 +22,16 @@ import sys
 from .launch import FULLY_ASYNC_MODULE, KNOWN_MODULES, LaunchError, read_argv_file
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m vlgrpo preflight", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -31,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-data", action="store_true", help="skip reading the parquet files and counting tokens")
     p.add_argument("--model-path", help="check this model folder instead of actor_rollout_ref.model.path")
-    p.add_argument("--devices-per-node", type=int, help="accelerators per node (default: detect on this machine)")
+    p.add_argument("--devices-per-node", type=_positive_int,
+                   help="accelerators per node (default: detect on this machine)")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides (after --) when no --argv-file is given")

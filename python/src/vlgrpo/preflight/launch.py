@@ -65,10 +65,13 @@ class LaunchSpec:
 def read_argv_file(path: str) -> list[str]:
     """Read an argv file: one element per line, ``\\n`` separated, no quoting.
 
-    A single trailing newline is allowed. Raises OSError if unreadable, LaunchError if empty.
+    A single trailing newline is allowed. Raises OSError if unreadable, LaunchError if empty or not UTF-8.
     """
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise LaunchError(f"argv file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if text.endswith("\n"):
         text = text[:-1]
     argv = text.split("\n") if text else []
