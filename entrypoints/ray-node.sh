@@ -28,6 +28,11 @@
 set -Eeuo pipefail
 
 RAY_NODE_DIR=$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")
+# First: clears TMOUT, BASH_COMPAT and FUNCNEST (they change how this script runs); vg_check_environment
+# refuses inherited variables that make a child bash or Python run code they name (BASH_FUNC_*,
+# BASH_ENV, SHELLOPTS, PYTHONWARNINGS with a module, LD_PRELOAD, Ray hooks, ...).
+# shellcheck source=entrypoints/lib/environment.sh
+source "$RAY_NODE_DIR/lib/environment.sh"
 # The entrypoints' own mechanics: settings allowlist and validation (vg_setting, vg_read_settings,
 # vg_check_unknown_vars, vg_flush_problems) and the node's device counting (_vg_count_*, VG_DEV_DIR).
 # shellcheck source=entrypoints/lib/settings.sh
@@ -36,10 +41,6 @@ source "$RAY_NODE_DIR/lib/settings.sh"
 source "$RAY_NODE_DIR/lib/node.sh"
 # shellcheck source=entrypoints/lib/ray.sh
 source "$RAY_NODE_DIR/lib/ray.sh"
-# Inherited environment that would make a child bash or Python run code it names (BASH_FUNC_*, BASH_ENV,
-# SHELLOPTS, PYTHONWARNINGS with a module, LD_PRELOAD, Ray hooks, ...): vg_check_environment.
-# shellcheck source=entrypoints/lib/environment.sh
-source "$RAY_NODE_DIR/lib/environment.sh"
 
 VG_PROG=ray-node.sh
 

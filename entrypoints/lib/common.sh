@@ -4,6 +4,9 @@
 # vg_common_settings so the shared ones follow its own in --help.
 
 VG_LIB_DIR=$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")
+# first: it clears the shell variables (TMOUT, BASH_COMPAT, FUNCNEST) that change how the rest runs
+# shellcheck source=entrypoints/lib/environment.sh
+source "$VG_LIB_DIR/environment.sh"
 # shellcheck source=entrypoints/lib/settings.sh
 source "$VG_LIB_DIR/settings.sh"
 # shellcheck source=entrypoints/lib/node.sh
@@ -12,8 +15,6 @@ source "$VG_LIB_DIR/node.sh"
 source "$VG_LIB_DIR/checks.sh"
 # shellcheck source=entrypoints/lib/launch.sh
 source "$VG_LIB_DIR/launch.sh"
-# shellcheck source=entrypoints/lib/environment.sh
-source "$VG_LIB_DIR/environment.sh"
 
 # Settings of entrypoints/ray-node.sh (the Ray head/worker of the same image). A recipe started in a
 # container whose environment also configures its Ray node sees them; they are accepted and ignored

@@ -30,6 +30,13 @@
 # such a user can run anyway. CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES lower the device count
 # (lib/node.sh). HYDRA_FULL_ERROR, VERL_* (logging, tracker) and other RAY_* settings load no code.
 #
+# Shell variables bash itself takes from the environment and that change how this script runs are
+# cleared here, when the library is sourced and before any function runs (not refused: TMOUT is often
+# exported by login profiles): TMOUT (a read timeout: a `while read` loop over the environment or the
+# VLGRPO_ names would end early and skip checks), BASH_COMPAT (compatibility level 31 changes regular
+# expressions: the argv kept its {NAME} placeholders), FUNCNEST (aborts the checks half-way).
+unset TMOUT BASH_COMPAT FUNCNEST
+
 # Test hook (like those of lib/node.sh): VG_ENVIRON_FILE is a plain shell variable, never read from the
 # environment.
 VG_ENVIRON_FILE=/proc/$$/environ

@@ -162,3 +162,19 @@ ray_node_env() {
   [[ $stderr == *'error: VLGRPO_LR\ : not a setting'* ]] || fail "$stderr"
   assert_no_python
 }
+
+@test "TMOUT, BASH_COMPAT and FUNCNEST from the environment do not change the checks or the argv" {
+  # a read timeout used to end the loops over the environment early (or abort with an internal error)
+  run --separate-stderr env TMOUT=0.000001 VLGRPO_BOGUS=1 PYTHONWARNINGS=all:0:antigravity.x:0:0 "$HARNESS" "$FA" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_BOGUS: not a setting"* && $stderr == *"error: PYTHONWARNINGS: "* ]] || fail "$stderr"
+  assert_no_python
+  # compatibility level 31 used to leave the {NAME} placeholders in the argv
+  run --separate-stderr env BASH_COMPAT=31 VLGRPO_DRY_RUN=1 "$HARNESS" "$FA"
+  assert_success
+  assert_equal "$(plan_argv)" "$(expected_defaults fa)"
+  # a low function-nesting limit used to abort the checks (exit 1)
+  run --separate-stderr env FUNCNEST=2 VLGRPO_DRY_RUN=1 "$HARNESS" "$FA"
+  assert_success
+  assert_equal "$(plan_argv)" "$(expected_defaults fa)"
+}

@@ -111,6 +111,11 @@ mountinfo() {
   entry vo
   assert_failure 2
   [[ $stderr == *"is on a tmpfs mount ($T/ckpt) that does not outlive the container"* ]] || fail "$stderr"
+  # an overlay mounted there (a second container layer) vanishes as well
+  mountinfo "701 612 0:70 / $T/ckpt rw,relatime - overlay overlay rw,lowerdir=/a,upperdir=/b,workdir=/c"
+  entry vo
+  assert_failure 2
+  [[ $stderr == *"is on a overlay mount ($T/ckpt) that does not outlive the container"* ]] || fail "$stderr"
   # a mount of "$T/ck pt" (octal \040) must not count as a mount of $T/ckpt
   mountinfo "702 612 8:1 /x $T/ck\\040pt rw - ext4 /dev/sda1 rw"
   entry vo

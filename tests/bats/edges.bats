@@ -1,0 +1,89 @@
+#!/usr/bin/env bats
+# Edge values the hostile corpus (hostile.bats) does not reach, found by a mutation check (each
+# protection weakened in a scratch copy; these tests are the ones that then failed or were missing):
+# number spellings Hydra or bash arithmetic read differently, files whose *names* carry Hydra syntax
+# (they exist, so only the character check stops them), over-long existing paths, and W&B key files
+# that would block (FIFO) or that are huge.
+
+setup() {
+  load helpers/common
+  common_setup
+  export VLGRPO_DRY_RUN=1
+}
+
+# refused VAR VALUE — exit 2 naming VAR, nothing ran.
+refused() {
+  run --separate-stderr env "VLGRPO_$1=$2" "$HARNESS" "$FA"
+  [[ $status -eq 2 ]] || fail "VLGRPO_$1=$(printf '%q' "$2"): exit $status, stderr: $stderr"
+  [[ $stderr == *"error: VLGRPO_$1: "* ]] || fail "VLGRPO_$1=$(printf '%q' "$2") not named: $stderr"
+  assert_no_python
+}
+
+@test "integers: leading zeros (bash reads 08 as octal and fails), signs, hex, exponents and blanks are refused" {
+  local v
+  for v in 08 010 00 0x10 +1 -0 1e3 1.0 ' 1' '1 ' 1_000 9999999999; do
+    refused TRAINER_NNODES "$v"
+  done
+  for v in 05 -01 +5; do refused TEST_FREQ "$v"; done
+  # the plain spellings pass
+  VLGRPO_TRAINER_NNODES=4 VLGRPO_TEST_FREQ=-1 entry fa
+  assert_success
+  assert_line trainer.nnodes=4
+  assert_line trainer.test_freq=-1
+}
+
+@test "floats: nan, inf, signs, hex floats, bare points and out-of-range spellings are refused" {
+  local v
+  for v in nan NaN inf -inf +1e-6 -1e-6 0x1p-3 .5 5. 1e-13 2 1e100 1e-6e1 1,5; do
+    refused LR "$v"
+  done
+  VLGRPO_LR=5e-7 VLGRPO_GPU_MEMORY_UTILIZATION=0.9 entry fa
+  assert_success
+  assert_line actor_rollout_ref.actor.optim.lr=5e-7
+}
+
+@test "lists: repeated, empty, bracketed and nested elements are refused (no element can be smuggled in)" {
+  local v
+  for v in console,console console, ,console '[console]' 'console,[wandb]' 'console,{a:b}' 'console,wandb]' \
+    "console,'x'" 'console,${oc.env:HOME}' 'Console' 'console;wandb'; do
+    refused LOGGER "$v"
+  done
+}
+
+@test "existing files whose names carry Hydra syntax are refused: only the character check stops them" {
+  local n
+  for n in 'a,b' 'a=b' 'a b' "a'b" 'a"b' '${oc.env:HOME}' '${oc.decode:1}' 'a:b' '[a]' '{a}' 'a\b' 'a$b' 'a#b' 'a@b'; do
+    : >"$T/data/$n.parquet"
+    refused TRAIN_FILE "$T/data/$n.parquet"
+  done
+  for n in '~x' '+x' '-x'; do
+    : >"$T/data/$n"
+  done
+  (cd "$T/data" && refused TRAIN_FILE '~x' && refused TRAIN_FILE '+x' && refused TRAIN_FILE '-x')
+}
+
+@test "an existing path longer than 1024 characters is refused (very long values never reach argv)" {
+  local p=$T/model a
+  a=$(printf 'a%.0s' {1..200})
+  while ((${#p} <= 1024)); do p+=/$a; done
+  mkdir -p "$p"
+  refused MODEL_PATH "$p"
+  [[ $stderr == *"longer than 1024"* ]] || fail "$stderr"
+}
+
+@test "WANDB_API_KEY_FILE: a FIFO (would block the launch), a directory and a huge file are refused unseen and at once" {
+  unset VLGRPO_DRY_RUN
+  export WANDB_MODE=online
+  mkfifo "$T/key.fifo"
+  run --separate-stderr timeout 20 env WANDB_API_KEY_FILE="$T/key.fifo" "$HARNESS" "$FA"
+  [[ $status -eq 2 ]] || fail "FIFO: exit $status (124 = blocked)"
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: "*"is not a readable file"* ]] || fail "$stderr"
+  WANDB_API_KEY_FILE=$T entry fa
+  assert_failure 2
+  head -c 3000000 /dev/zero | tr '\0' k >"$T/huge.key"
+  WANDB_API_KEY_FILE=$T/huge.key entry fa
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: the file does not hold one W&B API key (contents not shown)"* ]] || fail "$stderr"
+  [[ $stderr != *kkkkkkkkkk* && $output != *kkkkkkkkkk* ]] || fail "contents shown"
+  assert_no_python
+}
