@@ -174,3 +174,13 @@ def test_cli_non_utf8_argv_file_and_zero_devices_are_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse's usage error: exit 2 before anything runs
         cli.main(["--devices-per-node", "0", "--", "data.max_prompt_length=1"])
     assert exc.value.code == 2 and "--devices-per-node" in capsys.readouterr().err
+
+
+def test_key_set_after_its_deletion_and_group_path_are_explained(fixed_argv):
+    argv = set_override(fixed_argv, "data.truncation", None)
+    argv += ["~data.truncation", "data.truncation=error", "actor_rollout_ref/actor=dp_actor"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    (gone,) = _errors(report, "schema.unknown-key")  # was: "does not exist (did you mean data.truncation?)"
+    assert gone.where.position == len(argv) - 2 and "deleted by an earlier '~data.truncation'" in gone.what
+    (group,) = _errors(report, "schema.bad-group")
+    assert group.where.position == len(argv) - 1 and "actor@actor_rollout_ref.actor=dp_actor" in group.fix

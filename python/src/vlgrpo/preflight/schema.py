@@ -276,6 +276,9 @@ def copy_config(cfg: Any) -> Any:
     return copy.deepcopy(cfg)
 
 
+_MISSING = object()
+
+
 def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: LaunchSpec, version: str) -> Finding:
     from omegaconf import DictConfig
 
@@ -291,7 +294,18 @@ def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: Laun
             where, "Hydra refuses '+' on an existing non-null key and stops the launch",
             f"remove the '+': {po.text.lstrip('+')}",
         )
+    if first_line.startswith("Could not override") and "/" in key:
+        return Finding(
+            "schema.bad-group", ERROR, f"{key!r} is not a config group of the defaults list of {schema}", where, "Hydra stops the launch", "select a group option as group@package=option, e.g. "
+            "actor@actor_rollout_ref.actor=dp_actor")
     if first_line.startswith("Could not override"):
+        from omegaconf import OmegaConf
+
+        if OmegaConf.select(base, key, default=_MISSING) is not _MISSING:
+            return Finding(
+                "schema.unknown-key", ERROR, f"{key!r} was deleted by an earlier '~{key}' override", where,
+                "Hydra applies overrides in order: after the deletion the key no longer exists and the launch stops",
+                f"drop the '~{key}' override and keep {po.text}")
         parent_key, parent = _deepest_existing(base, key)
         open_dict_parent = isinstance(parent, DictConfig) and parent_key == key.rsplit(".", 1)[0] and len(parent) == 0
         if open_dict_parent:
