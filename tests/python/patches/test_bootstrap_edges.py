@@ -5,7 +5,8 @@
 - a ``VLGRPO_PATCHES`` value that is neither on nor off is named, not silently taken as on;
 - strict mode re-raising an install error must not skip the ``sitecustomize`` that ours shadows;
 - a target loaded by a finder whose loader has only the legacy ``load_module()`` (nothing to wrap) is hooked on the
-  next import.
+  next import;
+- those late hooks run after the next module executed, never inside an import lookup (no module executed twice).
 """
 
 from __future__ import annotations
@@ -146,3 +147,39 @@ def test_legacy_loaded_target_is_not_hooked_half_executed(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'
+
+
+TWO_LATE = DEMO.replace("'targets': (('demo_target', 'f'),)", "'targets': (('demo_target', 'f'), ('demo_target2', 'f'))") + r"""
+import importlib.machinery, json, sys
+import vlgrpo.patches as P
+P.install()
+
+class Greedy:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("demo_target"):
+            return importlib.machinery.PathFinder.find_spec(name, path, target)
+        return None
+
+sys.meta_path.insert(0, Greedy())
+import demo_target, demo_target2
+assert "vlgrpo.patches.engine" not in sys.modules
+import demo_other  # the late hooks import the engine (and what it imports) from here
+print(json.dumps([demo_target.f(0), demo_target2.f(0), P.bootstrap_state()["hook_errors"]]))
+"""
+
+
+def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
+    # Two targets imported past our finder; the hooks of the first import the engine, whose own imports must not
+    # start the second one's hooks half-way (engine partially initialised) nor execute any module twice.
+    _demo_files(tmp_path)
+    (tmp_path / "demo_target2.py").write_text("def f(x):\n    return x + 1  # FAULTY\n")
+    for env in ({}, {"VLGRPO_PATCHES_STRICT": "1"}):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", TWO_LATE],
+                              env={**{k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")},
+                                   "PYTHONPATH": str(tmp_path), **env},
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip().splitlines()[-1] == "[2, 2, []]"
+        # -X importtime prints one line per module execution
+        executed = [ln for ln in proc.stderr.splitlines() if ln.split("|")[-1].strip() == "vlgrpo.patches.engine"]
+        assert len(executed) == 1, executed

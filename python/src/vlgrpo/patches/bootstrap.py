@@ -46,7 +46,8 @@ STATE = {
 
 KEPT_NAME = "vlgrpo_orig_sitecustomize.py"
 _HOOKS = {}  # module name -> list of callables(module)
-_PENDING = set()  # hooked module names whose hooks have not run yet (see PostImportFinder._sweep)
+_PENDING = set()  # hooked module names whose hooks have not run yet (see _sweep)
+_RUNNING = [0]  # depth of run_hooks calls in progress: no sweep from imports the hooks themselves make
 _LOGGED = set()
 
 
@@ -70,11 +71,13 @@ def log_once(key, level, message):
 
 
 class _HookedLoader:
-    """Loader proxy: runs the original loader, restores it on the module, then runs the post-import hooks."""
+    """Loader proxy: runs the original loader, restores it on the module, then runs the post-import hooks (of this
+    module when it is a target; then those of targets another finder imported past ours, see ``_sweep``)."""
 
-    def __init__(self, loader, name):
+    def __init__(self, loader, name, hooked=True):
         self._vlgrpo_loader = loader
         self._vlgrpo_name = name
+        self._vlgrpo_hooked = hooked
 
     def create_module(self, spec):
         create = getattr(self._vlgrpo_loader, "create_module", None)
@@ -82,7 +85,8 @@ class _HookedLoader:
 
     def exec_module(self, module):
         loader = self._vlgrpo_loader
-        _PENDING.discard(self._vlgrpo_name)
+        if self._vlgrpo_hooked:
+            _PENDING.discard(self._vlgrpo_name)
         try:  # make the module look exactly as if we had never been there
             module.__loader__ = loader
             if getattr(module, "__spec__", None) is not None:
@@ -90,7 +94,10 @@ class _HookedLoader:
         except Exception:
             pass
         loader.exec_module(module)
-        run_hooks(self._vlgrpo_name, module)
+        if self._vlgrpo_hooked:
+            run_hooks(self._vlgrpo_name, module)
+        if _PENDING and not _RUNNING[0]:
+            _sweep()
 
     def __getattr__(self, name):  # get_resource_reader, get_filename, is_package, ...
         return getattr(self._vlgrpo_loader, name)
@@ -102,9 +109,11 @@ class PostImportFinder:
     Another library may later put its own finder in front of ours (``sys.meta_path.insert(0, ...)``) and resolve a
     target module without asking the finders behind it. Two guards keep the hooks running then, both on the next
     import that reaches this finder: it moves itself back to the front (it only wraps loaders of target modules
-    and asks the other finders in their order, so their behaviour is unchanged), and it runs the hooks of any
-    target module that got imported past it once it is fully executed (``__spec__`` set and not
-    ``_initializing``).
+    and asks the other finders in their order, so their behaviour is unchanged), and when a target module got
+    imported past it (fully executed: ``__spec__`` set and not ``_initializing``), it wraps the loader of the
+    module being imported now too, and runs that target's hooks right *after* this module executed. Hooks never
+    run inside ``find_spec`` itself: they import modules, and one of them may be the module being looked up
+    (it would then be executed twice).
     """
 
     def __init__(self):
@@ -114,9 +123,8 @@ class PostImportFinder:
         meta_path = sys.meta_path
         if meta_path and meta_path[0] is not self:
             self._to_front(meta_path)
-        if _PENDING:
-            self._sweep()
-        if fullname not in _HOOKS or fullname in self._busy:
+        hooked = fullname in _HOOKS
+        if not (hooked or _PENDING and not _RUNNING[0] and _late_pending()) or fullname in self._busy:
             return None
         self._busy.add(fullname)
         try:
@@ -136,7 +144,7 @@ class PostImportFinder:
             return None
         loader = spec.loader
         if loader is not None and hasattr(loader, "exec_module") and not isinstance(loader, _HookedLoader):
-            spec.loader = _HookedLoader(loader, fullname)
+            spec.loader = _HookedLoader(loader, fullname, hooked)
         return spec
 
     def invalidate_caches(self):
@@ -151,17 +159,36 @@ class PostImportFinder:
         except ValueError:
             pass
 
-    def _sweep(self):
-        for name in tuple(_PENDING):
-            module = sys.modules.get(name)
-            spec = getattr(module, "__spec__", None)
-            # not imported, or still executing: importlib marks a spec _initializing while the loader runs; a
-            # legacy load_module() leaves __spec__ unset until it returned
-            if module is None or spec is None or getattr(spec, "_initializing", False):
-                continue
-            _PENDING.discard(name)
-            STATE["late_hooks"].append(name)
-            run_hooks(name, module)
+
+
+def _finished(name):
+    """The module ``name`` if it is imported and done executing, else ``None``. importlib marks a spec
+    ``_initializing`` while its loader runs; a legacy ``load_module()`` leaves ``__spec__`` unset until it returned."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    if module is None or spec is None or getattr(spec, "_initializing", False):
+        return None
+    return module
+
+
+def _late_pending():
+    """True when a hooked module was imported past our finder and its hooks have not run yet."""
+    modules = sys.modules
+    for name in tuple(_PENDING):  # a copy: another thread may change the set
+        if name in modules and _finished(name) is not None:
+            return True
+    return False
+
+
+def _sweep():
+    """Run the hooks of every hooked module imported past our finder (called after a module finished executing)."""
+    for name in tuple(_PENDING):
+        module = _finished(name)
+        if module is None:
+            continue
+        _PENDING.discard(name)
+        STATE["late_hooks"].append(name)
+        run_hooks(name, module)
 
 
 _FINDER = None
@@ -179,8 +206,12 @@ def register_hook(module_name, hook):
 
 def run_hooks(module_name, module):
     """Run every hook registered for ``module_name`` (called by the loader proxy after the module body)."""
-    for hook in list(_HOOKS.get(module_name, ())):
-        _call_hook(module_name, hook, module)
+    _RUNNING[0] += 1
+    try:
+        for hook in list(_HOOKS.get(module_name, ())):
+            _call_hook(module_name, hook, module)
+    finally:
+        _RUNNING[0] -= 1
 
 
 def _call_hook(module_name, hook, module):
