@@ -135,6 +135,10 @@ def _run(py, code, env=None, path=()):
 
 def test_install_sitecustomize_into_an_image_like_venv(tmp_path):
     py, site = _make_venv(tmp_path)
+    # Debian's/Ubuntu's own python3 has /usr/lib/python3.X/sitecustomize.py (apport) ahead of site-packages: then
+    # that one is what Python imports, before and after the install, and the patches load through the .pth (B18).
+    shadow = _run(py, "import importlib.util as u; s = u.find_spec('sitecustomize'); print(s.origin if s else '')")
+    shadow = shadow.stdout.strip()
     vendor = site / "sitecustomize.py"
     vendor.write_text("VENDOR_IN_PLACE = True\n")  # e.g. a base image's own sitecustomize in site-packages
     res = _run(py, "import sys; from vlgrpo.patches import cli; sys.exit(cli.main(['install-sitecustomize']))")
@@ -144,6 +148,13 @@ def test_install_sitecustomize_into_an_image_like_venv(tmp_path):
     code = ("import sitecustomize, sys, json; from vlgrpo.patches import bootstrap as b; "
             "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['chained_sitecustomize'], "
             "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR_IN_PLACE, 'torch' in sys.modules]))")
+    if shadow:  # the interpreter's own sitecustomize comes first on sys.path
+        code = ("import sitecustomize, json; from vlgrpo.patches import bootstrap as b; "
+                "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['via']]))")
+        res = _run(py, code)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout) == [shadow, True, "pth"]
+        return
     res = _run(py, code)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
