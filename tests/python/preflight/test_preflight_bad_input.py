@@ -25,26 +25,43 @@ def _errors(report, code):
     return [f for f in report.findings if f.code == code and f.severity == "error"]
 
 
-@pytest.mark.parametrize("key, value", [
+BAD_VALUES = [
     ("data.max_prompt_length", "null"),
-    ("data.max_prompt_length", ""),          # `key=` composes to ''
-    ("data.max_prompt_length", "abc"),
-    ("data.max_prompt_length", "[1,2]"),
     ("data.max_response_length", "2048.5"),
     ("trainer.nnodes", "null"),
+    ("trainer.n_gpus_per_node", ""),          # `key=` composes to ''
     ("rollout.n_gpus_per_node", "0"),
+    ("rollout.nnodes", "[1,2]"),
+    ("actor_rollout_ref.rollout.n", "abc"),
     ("+" + EK, "abc"),
-    ("data.image_key", "null"),              # verl would silently train without the images
+    ("data.image_key", "null"),               # verl would silently train without the images
     ("data.train_files", "null"),
-])
-def test_wrong_value_type_is_a_finding_not_a_crash(fixed_argv, key, value):
-    argv = set_override(fixed_argv, key.lstrip("+"), None) + [f"{key}={value}"]
+    ("actor_rollout_ref.model.path", "''"),
+]
+
+
+def test_wrong_value_types_are_findings_not_a_crash(fixed_argv):
+    """Every key in one launch (the check reports them all at once): each at its own argv position."""
+    argv = list(fixed_argv)
+    for key, _ in BAD_VALUES:
+        argv = set_override(argv, key.lstrip("+"), None)
+    argv += [f"{key}={value}" for key, value in BAD_VALUES]
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
     assert report.internal_error is None, report.internal_error
     assert report.exit_code == 2
-    hits = [f for f in report.errors if f.where.key == key.lstrip("+")]
-    assert hits, report.codes()
-    assert hits[0].where.position == len(argv) - 1 and hits[0].fix
+    for key, value in BAD_VALUES:
+        pos = argv.index(f"{key}={value}")
+        hits = [f for f in report.errors if f.where.position == pos]
+        assert hits and hits[0].where.key == key.lstrip("+") and hits[0].fix, (key, report.codes())
+
+
+@pytest.mark.parametrize("value", ["abc", "[1,2]"])
+def test_wrong_number_alone_is_a_finding_not_a_crash(fixed_argv, value):
+    # alone, the schema pass reports it (number-as-string) and the rules must not then crash on it
+    argv = set_override(fixed_argv, "data.max_prompt_length", value)
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    assert report.internal_error is None, report.internal_error
+    assert [f.where.key for f in report.errors] == ["data.max_prompt_length"]
 
 
 @pytest.mark.parametrize("value, says", [("${data.nope}", "data.nope"), ("${oc.env:VLGRPO_SURELY_UNSET_X}",
