@@ -43,14 +43,23 @@ _vg_count_nvidia_smi() {
   awk '/^GPU [0-9]+:/ { n++ } END { print n + 0 }' <<<"$out"
 }
 
-# _vg_visible_limit VAR — number of entries in a device-visibility list (CUDA_VISIBLE_DEVICES,
-# ASCEND_RT_VISIBLE_DEVICES), or empty when the variable is unset or empty.
+# _vg_visible_limit VAR — how many devices a device-visibility list (CUDA_VISIBLE_DEVICES,
+# ASCEND_RT_VISIBLE_DEVICES) leaves visible, or empty when the variable is unset. Read the way the
+# runtimes read it: set but empty (or Ray's "NoDevFiles") hides every device (Ray then declares 0 and a
+# placement group waits forever); the list ends at the first entry that is not a device index (CUDA:
+# or a GPU-/MIG- UUID), so "0,1,-1,3" leaves 2; a repeated entry counts once.
 _vg_visible_limit() {
-  local v=${!1-}
-  [[ -n $v ]] || return 0
-  local -a parts
-  IFS=, read -r -a parts <<<"$v"
-  printf '%s' "${#parts[@]}"
+  [[ -n ${!1+set} ]] || return 0
+  local v=${!1} p n=0 re='^[0-9]{1,4}$' seen=","
+  [[ $1 == CUDA_VISIBLE_DEVICES ]] && re='^([0-9]{1,4}|GPU-[0-9A-Fa-f-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$'
+  local -a parts=()
+  if [[ -n $v && $v != NoDevFiles ]]; then IFS=, read -r -a parts <<<"$v"; fi
+  for p in "${parts[@]}"; do
+    [[ $p =~ $re ]] || break
+    [[ $seen == *",$p,"* ]] && continue
+    seen+="$p," n=$((n + 1))
+  done
+  printf '%s' "$n"
 }
 
 # vg_detect_node — sets VG_PLATFORM and VG_NODE_DEVICES from VLGRPO_PLATFORM, the node's devices and

@@ -87,3 +87,27 @@ refused() {
   [[ $stderr != *kkkkkkkkkk* && $output != *kkkkkkkkkk* ]] || fail "contents shown"
   assert_no_python
 }
+
+@test "VLGRPO_RAY_ADDRESS: ports outside 1..65535 and hosts with a leading '-' or '.' are refused" {
+  local v
+  for v in host:0 host:65536 host:99999 host:065 -host:6379 .host:6379 host. host:6379:1 'host:6379/x' '[::1]:6379'; do
+    refused RAY_ADDRESS "$v"
+  done
+}
+
+@test "resume: resume_path needs a global_step_N folder, and a folder without resume_path is refused (never ignored)" {
+  mkdir -p "$T/ckpt/global_step_5" "$T/ckpt/step_5"
+  VLGRPO_RESUME_MODE=resume_path entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_RESUME_FROM_PATH: unset, but VLGRPO_RESUME_MODE=resume_path"* ]] || fail "$stderr"
+  VLGRPO_RESUME_FROM_PATH=$T/ckpt/global_step_5 entry vo
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_RESUME_FROM_PATH: set, but VLGRPO_RESUME_MODE=auto ignores it"* ]] || fail "$stderr"
+  VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/ckpt/step_5 entry fa
+  assert_failure 2
+  [[ $stderr == *"is not a global_step_N folder"* ]] || fail "$stderr"
+  assert_no_python
+  VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/ckpt/global_step_5 entry fa
+  assert_success
+  assert_line "trainer.resume_from_path=$T/ckpt/global_step_5"
+}

@@ -51,6 +51,30 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   assert_equal "$(argv_value trainer.n_gpus_per_node)" 4
 }
 
+@test "visibility lists read as CUDA/Ray read them: empty hides all, the list ends at an invalid entry, repeats count once" {
+  add_stub nvidia-smi
+  # set but empty: CUDA and Ray see no GPU (Ray would declare 0 and placement would wait forever)
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES= entry vo
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_PLATFORM: platform gpu but no device found (CUDA_VISIBLE_DEVICES)"* ]] || fail "$stderr"
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=NoDevFiles entry vo
+  assert_failure 2
+  # CUDA stops at the first invalid ordinal: 0,1,-1,3 leaves 2
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=0,1,-1,3 VLGRPO_TRAINER_DEVICES_PER_NODE=4 entry vo
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_TRAINER_DEVICES_PER_NODE: 4 devices per node, but this node has 2 (CUDA_VISIBLE_DEVICES)"* ]] || fail "$stderr"
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=0,0,1,1 entry vo
+  assert_success
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 2
+  STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=GPU-0a1b2c3d-0000-1111-2222-333344445555,1 entry vo
+  assert_success
+  assert_equal "$(argv_value trainer.n_gpus_per_node)" 2
+  davinci 8
+  VLGRPO_PLATFORM=npu ASCEND_RT_VISIBLE_DEVICES= entry fa
+  assert_failure 2
+  [[ $stderr == *"no device found (ASCEND_RT_VISIBLE_DEVICES)"* ]] || fail "$stderr"
+}
+
 @test "devices per node above what the node has is refused (placement would pend forever)" {
   davinci 8
   VLGRPO_TRAINER_DEVICES_PER_NODE=16 entry fa
