@@ -154,3 +154,32 @@ def test_a_real_launch_is_refused_by_the_demo(tmp_path: Path) -> None:
     proc, _ = _run_demo(tmp_path / "real", VLGRPO_DRY_RUN="false")
     assert proc.returncode == 2
     assert "the demo only plans" in proc.stdout
+
+
+def test_readme_excerpt_of_the_plan_is_what_the_demo_prints(demo: dict) -> None:
+    """README.md quotes the plan (counts, token numbers, topology, patch lines): every line it shows in full must
+    be a line of this run's plan, so the quoted numbers cannot go stale. Of the patch rows the README shortens
+    with '...', the id, status and verify columns are compared; other shortened lines, step timings and the
+    verdict's wall time are left out."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("4. the plan, ending where a cluster run would `exec` verl:\n\n```text\n", 1)[1]
+    block = block.split("\n```", 1)[0]
+    printed = [ln.strip() for ln in demo["lines"]]
+    checked = 0
+    for line in (ln.strip() for ln in block.splitlines()):
+        if not line or "done in" in line:
+            continue
+        if line.startswith("verdict:"):
+            line = re.sub(r" \(\d+s\)$", "", line)
+            assert any(re.sub(r" \(\d+s\)$", "", p) == line for p in printed), f"README verdict is stale: {line}"
+        elif "..." in line:
+            if line.startswith(("qwen3_vl", "npu.", "rollout.")):  # patch rows: same id, status and verify result
+                row = re.compile(r"^(\S+)\s+(.+?)\s+(verify \S+)")
+                cols = row.match(line).groups()
+                assert any((m := row.match(p)) and m.groups() == cols for p in printed), \
+                    f"README patch row is stale: {line}"
+            continue
+        else:
+            assert line in printed, f"README shows a plan line the demo does not print: {line}"
+        checked += 1
+    assert checked >= 15, checked
