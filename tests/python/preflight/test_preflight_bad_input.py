@@ -201,3 +201,14 @@ def test_key_set_after_its_deletion_and_group_path_are_explained(fixed_argv):
     assert gone.where.position == len(argv) - 2 and "deleted by an earlier '~data.truncation'" in gone.what
     (group,) = _errors(report, "schema.bad-group")
     assert group.where.position == len(argv) - 1 and "actor@actor_rollout_ref.actor=dp_actor" in group.fix
+
+
+def test_b09_rollout_response_length_override_needs_the_room_too(fixed_argv):
+    # verl 0.8.0 vllm_async_server.py: max_tokens = min(rollout.response_length, ...), capped by max_model_len
+    # - prompt; so rollout.response_length=16384 with max_model_len 10240 is silently clamped
+    argv = set_override(fixed_argv, "actor_rollout_ref.rollout.max_model_len", "10240")
+    argv += ["actor_rollout_ref.rollout.response_length=16384"]
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B, devices_per_node=16)
+    (f,) = _errors(report, "rules.max-model-len")
+    assert "= 18432" in f.what and "response_length=16384" in f.what  # 2048 + 16384
+    assert f.where.position == argv.index("actor_rollout_ref.rollout.max_model_len=10240")

@@ -45,6 +45,8 @@ INT_KEYS = (
     ("rollout.n_gpus_per_node", 1, False),
     ("actor_rollout_ref.rollout.n", 1, False),
     ("actor_rollout_ref.rollout.max_model_len", 1, True),
+    ("actor_rollout_ref.rollout.prompt_length", 1, False),
+    ("actor_rollout_ref.rollout.response_length", 1, False),
 )
 #: Keys verl reads as a non-empty string (a path, a column name, an engine name).
 STR_KEYS = ("actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path", "data.prompt_key", "data.image_key")
@@ -162,7 +164,20 @@ def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddin
     rollout = work.actor_rollout_ref.rollout
     prompt = int(work.data.max_prompt_length)
     response = int(work.data.max_response_length)
-    needed = prompt + response
+    # verl's rollout sizes requests from rollout.prompt_length/response_length (defaults: the data.* values,
+    # through ${oc.select:...}); vllm_async_server.py caps max_tokens by response_length and the agent loop pads to
+    # both, so a larger override of either needs the room too.
+    r_prompt, r_response = rollout.get("prompt_length"), rollout.get("response_length")
+    prompt_eff = max(prompt, r_prompt) if isinstance(r_prompt, int) and not isinstance(r_prompt, bool) else prompt
+    response_eff = (max(response, r_response) if isinstance(r_response, int) and not isinstance(r_response, bool)
+                    else response)
+    needed = prompt_eff + response_eff
+    if (prompt_eff, response_eff) == (prompt, response):
+        parts = f"max_prompt_length {prompt} + max_response_length {response}"
+    else:
+        parts = (f"prompt {prompt_eff} + response {response_eff} (actor_rollout_ref.rollout.prompt_length={r_prompt}, "
+                 f"response_length={r_response} override data.max_prompt_length={prompt}, "
+                 f"data.max_response_length={response} for the rollout)")
     mml = rollout.get("max_model_len")
     engine = rollout.get("name")
     ek = ((rollout.get("engine_kwargs") or {}).get(engine) or {}) if isinstance(engine, str) else {}
@@ -180,7 +195,7 @@ def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddin
     if mml is not None and int(mml) < needed:
         report.add(Finding(
             "rules.max-model-len", ERROR,
-            f"max_model_len {mml} < max_prompt_length {prompt} + max_response_length {response} = {needed}",
+            f"max_model_len {mml} < {parts} = {needed}",
             loc.where(key_mml), "verl does not fail: it clamps each request's max_tokens to the room left, so long "
             "answers are cut and overlong penalties misfire (verl issue #673)",
             f"{key_mml}={needed} (or lower the lengths)"))
