@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from patch_helpers import REPO, run_py
 
@@ -183,3 +184,25 @@ def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
         # -X importtime prints one line per module execution
         executed = [ln for ln in proc.stderr.splitlines() if ln.split("|")[-1].strip() == "vlgrpo.patches.engine"]
         assert len(executed) == 1, executed
+
+
+def test_shim_without_vlgrpo_still_runs_the_sitecustomize_it_moved_aside(tmp_path):
+    # install-sitecustomize kept a base image's sitecustomize as vlgrpo_orig_sitecustomize.py; when vlgrpo is later
+    # uninstalled (the shim stays: pip does not own it), that file must keep running as it did before us
+    venv = tmp_path / "img"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True, capture_output=True)
+    py = str(venv / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    (Path(site) / "sitecustomize.py").write_text("import builtins\nbuiltins.VENDOR_RAN = __name__\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") and k != "PYTHONPATH"}
+    src = str(REPO / "python" / "src")
+    subprocess.run([py, "-c", "import sys; from vlgrpo.patches import cli; sys.exit(cli.main(['install-sitecustomize']))"],
+                   check=True, capture_output=True, env={**env, "PYTHONPATH": src})
+    probe = "import builtins, sys; print(getattr(builtins, 'VENDOR_RAN', None), 'vlgrpo' in sys.modules)"
+    with_vlgrpo = subprocess.run([py, "-c", probe], env={**env, "PYTHONPATH": src}, capture_output=True, text=True)
+    assert with_vlgrpo.stdout.split() == ["vlgrpo_chained_sitecustomize", "True"], with_vlgrpo.stderr
+    without = subprocess.run([py, "-c", probe], env=env, capture_output=True, text=True)  # vlgrpo not importable
+    assert without.returncode == 0 and without.stderr == "", without.stderr
+    assert without.stdout.split() == ["vlgrpo_chained_sitecustomize", "False"]

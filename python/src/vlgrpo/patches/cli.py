@@ -22,7 +22,9 @@ import sysconfig
 SHIM_NAME = "sitecustomize.py"
 PTH_NAME = "vlgrpo-patches.pth"
 # A .pth line starting with "import" is executed by site.py even when another sitecustomize shadows ours (B18).
-PTH_LINE = "import vlgrpo.patches.bootstrap as _vlgrpo_b; _vlgrpo_b.install(via='pth')\n"
+# Silent when vlgrpo is no longer importable (uninstalled; pip does not own this file): no traceback at every start.
+PTH_LINE = ("import sys; exec(\"try:\\n    import vlgrpo.patches.bootstrap as _b\\nexcept ImportError:\\n    _b = None\\n"
+            "if _b is not None:\\n    _b.install(via='pth')\", {})\n")
 
 
 def shim_source() -> str:
@@ -33,8 +35,14 @@ def shim_source() -> str:
         "# file shadows, if any. Never raises into the interpreter (VLGRPO_PATCHES_STRICT=1 re-raises).\n"
         "try:\n"
         "    from vlgrpo.patches import bootstrap as _vlgrpo_bootstrap\n"
-        "except ImportError:\n"
+        "except ImportError:  # vlgrpo gone: still run the sitecustomize install-sitecustomize moved aside\n"
         "    _vlgrpo_bootstrap = None\n"
+        "    import os as _os\n"
+        "    _kept = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), 'vlgrpo_orig_sitecustomize.py')\n"
+        "    if _os.path.isfile(_kept):\n"
+        "        with open(_kept, 'rb') as _fh:\n"
+        "            _code = compile(_fh.read(), _kept, 'exec')\n"
+        "        exec(_code, {'__name__': 'vlgrpo_chained_sitecustomize', '__file__': _kept})\n"
         "if _vlgrpo_bootstrap is not None:\n"
         "    try:\n"
         "        _vlgrpo_bootstrap.install(via='sitecustomize')\n"
