@@ -149,3 +149,11 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   assert_failure 2
   [[ $stderr == *"VLGRPO_EP_SIZE: 16 does not divide the world size 8"* ]] || fail "$stderr"
 }
+
+@test "B15: no entrypoint kills processes by name or all of them (no pkill, killall, kill -1), only PIDs it started" {
+  # the Ascend guide's cleanup (pkill -9 python) would take down other jobs on a shared node; ray-node.sh
+  # stops the ray start it launched by PID (behaviour: ray-node.bats and tests/python/ray SIGTERM tests)
+  run bash -c "grep -rnE '\\b(pkill|killall)\\b|\\bkill +(-[0-9A-Za-z]+ +)*-1\\b' \"\$1\" | grep -vE '^[^:]+:[0-9]+: *#'" _ "$REPO_ROOT/entrypoints"
+  assert_failure 1
+  assert_output ''
+}
