@@ -22,6 +22,8 @@
 #   RAY_*_HOOK, RAY_RUNTIME_ENV_PLUGINS, RAY_RUNTIME_ENV_PLUGIN_SCHEMAS
 #                                 Ray 2.48.0 imports and calls the Python object they name
 #   VLGRPO_<not an identifier>    unknown like any undeclared VLGRPO_ name, but invisible to compgen -e
+#   VERL_FILE_LOGGER_PATH         verl 0.8.0's file logger (utils/tracking.py FileLogger) opens it "wb":
+#                                 any file the launch can write (a shared volume) would be truncated
 # An empty value counts as unset (as for VLGRPO_*).
 #
 # Passed through on purpose (documented decision): PATH, PYTHONPATH, LD_LIBRARY_PATH, NCCL_*/HCCL_*
@@ -92,6 +94,10 @@ vg_check_environment() {
         fix="unset it (a preload the image needs belongs in the image)"
         ;;
       RAY_*_HOOK | RAY_RUNTIME_ENV_PLUGINS | RAY_RUNTIME_ENV_PLUGIN_SCHEMAS) why="Ray imports and calls the Python object it names" ;;
+      VERL_FILE_LOGGER_PATH)
+        why="verl's file logger opens this path for writing with truncation, whatever file it names"
+        fix="unset it; the file logger then writes <VERL_FILE_LOGGER_ROOT or the working directory>/<project>/<experiment>.jsonl"
+        ;;
     esac
     if [[ -n $why ]]; then
       vg_problem "$(vg_show "$name")" "$why (value not shown)" "$fix"

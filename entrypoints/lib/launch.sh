@@ -238,7 +238,8 @@ vg_help() {
   printf '`BASHOPTS` and exported functions do not act on it; a launch is refused while any of these is set, since\n'
   printf 'they make a child bash or Python run code they name: `BASH_FUNC_*` (exported functions), `BASH_ENV` (except\n'
   printf 'the image'"'"'s `%s`), `ENV`, `SHELLOPTS`, `BASHOPTS`, `PYTHONSTARTUP`, `PYTHONINSPECT`,\n' "$VG_IMAGE_BASH_ENV"
-  printf '`PYTHONWARNINGS` with a dotted category, `LD_PRELOAD`, `LD_AUDIT`, `RAY_*_HOOK`, `RAY_RUNTIME_ENV_PLUGINS*`;\n'
+  printf '`PYTHONWARNINGS` with a dotted category, `LD_PRELOAD`, `LD_AUDIT`, `RAY_*_HOOK`, `RAY_RUNTIME_ENV_PLUGINS*`,\n'
+  printf '`VERL_FILE_LOGGER_PATH` (verl truncates the file it names);\n'
   printf 'so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS` (verl would join a cluster nobody checked).\n'
   printf '`PATH`, `PYTHONPATH`, `LD_LIBRARY_PATH`, `NCCL_*`, `HCCL_*`, `ASCEND_*` and `CUDA_*` pass (the images set them).\n'
 }

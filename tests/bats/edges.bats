@@ -111,3 +111,12 @@ refused() {
   assert_success
   assert_line "trainer.resume_from_path=$T/ckpt/global_step_5"
 }
+
+@test "id lists: upper case (a patch id that would silently match nothing), empty items and separators are refused" {
+  local v
+  for v in Vision.Pos 'a,,b' ',a' 'a,' 'a;b' '_a' '.a' "$(printf 'a%.0s' {1..65})"; do
+    refused PATCHES_DISABLED "$v"
+  done
+  VLGRPO_PATCHES_DISABLED=vision.pos_embed,moe-block entry fa
+  assert_success
+}

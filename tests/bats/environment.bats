@@ -178,3 +178,13 @@ ray_node_env() {
   assert_success
   assert_equal "$(plan_argv)" "$(expected_defaults fa)"
 }
+
+@test "VERL_FILE_LOGGER_PATH (verl's file logger truncates whatever it names) is refused; VERL_FILE_LOGGER_ROOT passes" {
+  : >"$T/precious"
+  VERL_FILE_LOGGER_PATH=$T/precious VLGRPO_LOGGER=console,file entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VERL_FILE_LOGGER_PATH: verl's file logger opens this path for writing with truncation"* ]] || fail "$stderr"
+  assert_no_python
+  VERL_FILE_LOGGER_ROOT=$T/logs VLGRPO_LOGGER=console,file entry fa --dry-run
+  assert_success
+}

@@ -165,6 +165,17 @@ mountinfo() {
   assert_success
 }
 
+@test "in a container with /proc/self/mountinfo unreadable the checkpoint folder cannot be shown to be a mount: refused" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  mountinfo
+  export TEST_MOUNTINFO=$T/no-such-mountinfo
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: inside a container, and $T/no-such-mountinfo is unreadable"* ]] || fail "$stderr"
+  assert_no_python
+}
+
 @test "a planning dry run in a container only warns about the checkpoint mount; a plain dry run refuses" {
   mountinfo
   VLGRPO_PLATFORM=npu VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
