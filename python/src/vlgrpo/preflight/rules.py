@@ -97,10 +97,16 @@ def check_value_types(work: Any, report: Report, loc: Locator) -> bool:
             base = f"actor_rollout_ref.{role}.veomni"
             int_keys += [(f"{base}.fsdp_size", -1, False), (f"{base}.ulysses_parallel_size", 1, False),
                          (f"{base}.expert_parallel_size", 1, False)]
+    #: rollout lengths default to the data.* values (${oc.select:data.max_...}): a bad value there is the
+    #: data key's, reported once at that key
+    follows = {"actor_rollout_ref.rollout.prompt_length": "data.max_prompt_length",
+               "actor_rollout_ref.rollout.response_length": "data.max_response_length"}
     for key, minimum, nullable in int_keys:
         value = OmegaConf.select(work, key, default=_ABSENT)
         if value is _ABSENT or (value is None and nullable):
             continue
+        if key in follows and value == OmegaConf.select(work, follows[key], default=_ABSENT):
+            reported.add(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
                 minimum == -1 and value == 0):
             expected = f"a whole number >= {minimum}" + (" (or null)" if nullable else "")
