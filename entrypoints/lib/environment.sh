@@ -22,6 +22,13 @@
 #   RAY_*_HOOK, RAY_RUNTIME_ENV_PLUGINS, RAY_RUNTIME_ENV_PLUGIN_SCHEMAS
 #                                 Ray 2.48.0 imports and calls the Python object they name
 #   VLGRPO_<not an identifier>    unknown like any undeclared VLGRPO_ name, but invisible to compgen -e
+#   RAY_JOB_CONFIG_JSON_ENV_VAR   (set by Ray's job supervisor for `ray job submit`) refused only when its
+#     with a code-loading key     runtime_env installs or loads code in the driver's ray.init (Ray 2.48.0
+#                                 _private/worker.py merges it): pip, conda, uv, py_modules, working_dir,
+#                                 py_executable, worker_process_setup_hook, container, image_uri, java_jars.
+#                                 Its env_vars are fine: Ray sets them in this process too, so they are
+#                                 checked here like any other variable.
+#   RAY_RUNTIME_ENV               the runtime_env of ray:// clients (no use for these launches)
 #   VERL_FILE_LOGGER_PATH         verl 0.8.0's file logger (utils/tracking.py FileLogger) opens it "wb":
 #                                 any file the launch can write (a shared volume) would be truncated
 # An empty value counts as unset (as for VLGRPO_*).
@@ -43,6 +50,7 @@ unset TMOUT BASH_COMPAT FUNCNEST
 # environment.
 VG_ENVIRON_FILE=/proc/$$/environ
 readonly VG_IMAGE_BASH_ENV=/opt/vlgrpo/image/cann-env.sh
+readonly VG_RAY_CODE_KEYS='"(pip|conda|uv|py_modules|working_dir|py_executable|worker_process_setup_hook|container|image_uri|java_jars)"[[:space:]]*:'
 
 # vg_image_env — what BASH_ENV did for the image before `bash -p`: source the image's own CANN
 # environment file (a fixed path) when the image points BASH_ENV at it. Called before the ERR trap is
@@ -94,6 +102,13 @@ vg_check_environment() {
         fix="unset it (a preload the image needs belongs in the image)"
         ;;
       RAY_*_HOOK | RAY_RUNTIME_ENV_PLUGINS | RAY_RUNTIME_ENV_PLUGIN_SCHEMAS) why="Ray imports and calls the Python object it names" ;;
+      RAY_JOB_CONFIG_JSON_ENV_VAR)
+        if [[ $val =~ $VG_RAY_CODE_KEYS ]]; then
+          why="a Ray job runtime_env with ${BASH_REMATCH[1]}, which installs or loads code in every worker of the launch"
+          fix="submit the job without pip, conda, uv, py_modules, working_dir, py_executable, worker_process_setup_hook, container, image_uri or java_jars (the image holds the code)"
+        fi
+        ;;
+      RAY_RUNTIME_ENV) why="a runtime_env for ray:// clients, which can install or load code in the workers" ;;
       VERL_FILE_LOGGER_PATH)
         why="verl's file logger opens this path for writing with truncation, whatever file it names"
         fix="unset it; the file logger then writes <VERL_FILE_LOGGER_ROOT or the working directory>/<project>/<experiment>.jsonl"

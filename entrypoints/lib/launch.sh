@@ -239,7 +239,8 @@ vg_help() {
   printf 'they make a child bash or Python run code they name: `BASH_FUNC_*` (exported functions), `BASH_ENV` (except\n'
   printf 'the image'"'"'s `%s`), `ENV`, `SHELLOPTS`, `BASHOPTS`, `PYTHONSTARTUP`, `PYTHONINSPECT`,\n' "$VG_IMAGE_BASH_ENV"
   printf '`PYTHONWARNINGS` with a dotted category, `LD_PRELOAD`, `LD_AUDIT`, `RAY_*_HOOK`, `RAY_RUNTIME_ENV_PLUGINS*`,\n'
-  printf '`VERL_FILE_LOGGER_PATH` (verl truncates the file it names);\n'
+  printf '`RAY_RUNTIME_ENV`, `RAY_JOB_CONFIG_JSON_ENV_VAR` with a runtime_env that installs or loads code (pip,\n'
+  printf 'py_modules, working_dir, worker_process_setup_hook, ...), `VERL_FILE_LOGGER_PATH` (verl truncates the file it names);\n'
   printf 'so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS` (verl would join a cluster nobody checked).\n'
   printf '`PATH`, `PYTHONPATH`, `LD_LIBRARY_PATH`, `NCCL_*`, `HCCL_*`, `ASCEND_*` and `CUDA_*` pass (the images set them).\n'
 }

@@ -188,3 +188,19 @@ ray_node_env() {
   VERL_FILE_LOGGER_ROOT=$T/logs VLGRPO_LOGGER=console,file entry fa --dry-run
   assert_success
 }
+
+@test "a Ray job runtime_env that installs or loads code is refused; the KubeRay example's env_vars pass" {
+  local j
+  for j in '{"runtime_env": {"pip": ["evil"]}}' '{"runtime_env": {"worker_process_setup_hook": "os.getcwd"}}' \
+    '{"runtime_env":{"py_modules":["s3://b/m.zip"]},"metadata":{}}' '{"runtime_env": {"working_dir": "https://x/y.zip"}}'; do
+    RAY_JOB_CONFIG_JSON_ENV_VAR=$j entry fa --dry-run
+    [[ $status -eq 2 ]] || fail "$j: exit $status"
+    [[ $stderr == *"error: RAY_JOB_CONFIG_JSON_ENV_VAR: a Ray job runtime_env with "*"(value not shown)"* ]] || fail "$stderr"
+  done
+  assert_no_python
+  RAY_RUNTIME_ENV='{"pip": ["evil"]}' entry fa --dry-run
+  assert_failure 2
+  RAY_JOB_CONFIG_JSON_ENV_VAR='{"runtime_env": {"env_vars": {"VLGRPO_LOGGER_NOTE": "pip"}}, "metadata": {"job_submission_id": "raysubmit_1"}}' \
+    entry fa --dry-run
+  assert_success
+}
