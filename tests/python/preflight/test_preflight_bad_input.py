@@ -149,6 +149,10 @@ def test_missing_images_column_folder_and_glob(fixed_argv, sample_data, tmp_path
     report = run_preflight(argv, devices_per_node=16)
     (col,) = [f for f in _errors(report, "data.columns") if f.where.file == train]
     assert "'images'" in col.what and col.where.key == "data.image_key"
+    # a data.image_key override naming an absent column: the finding points at that override
+    named = set_override(argv, "data.image_key", "pictures")
+    (col,) = [f for f in _errors(run_preflight(named, devices_per_node=16), "data.columns") if f.where.file == train]
+    assert "'pictures'" in col.what and col.where.position == named.index("data.image_key=pictures")
     (folder,) = _errors(report, "data.missing")
     assert "is a folder" in folder.what
     # a glob is what datasets.load_dataset expands: the matched files are checked, not refused

@@ -381,7 +381,8 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 report.add(Finding(
                     "data.columns" if not has_images else "data.row", ERROR,
                     f"{what}, but their prompts carry <image> placeholders: rows {listed}{more}",
-                    Where(key="data.image_key" if not has_images else key, file=path, row=placeholder_rows[0]),
+                    (loc.where("data.image_key", file=path, row=placeholder_rows[0]) if not has_images else
+                     Where(key=key, file=path, row=placeholder_rows[0])),
                     "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
                     "policy is trained on the literal text '<image>' and never sees the diagram",
                     f"set data.image_key to the images column, or reconvert the data so every such row has its image"))
