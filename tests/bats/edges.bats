@@ -120,3 +120,26 @@ refused() {
   VLGRPO_PATCHES_DISABLED=vision.pos_embed,moe-block entry fa
   assert_success
 }
+
+@test "a checkpoint folder the launching user cannot write is refused (a real write, run as uid 65534)" {
+  local d
+  command -v setpriv >/dev/null || skip "setpriv (util-linux) not installed"
+  ((EUID == 0)) || skip "needs root to switch to uid 65534"
+  d=$(mktemp -d /tmp/vlgrpo-bats-ro.XXXXXX)
+  chmod 755 "$d"
+  mkdir -p "$d/bin" "$d/model" "$d/data" "$d/ckpt" "$d/dev" "$d/calls"
+  chmod 777 "$d/calls"
+  cp "$T/bin/python3" "$T/bin/npu-smi" "$d/bin/"
+  : >"$d/data/train.parquet"
+  : >"$d/data/test.parquet"
+  if ! setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$HARNESS" -a -r "$FA"; then
+    rm -rf "$d"
+    skip "uid 65534 cannot read the checkout"
+  fi
+  run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$d/bin:$PATH" STUB_LOG="$d/calls" \
+    TEST_DEV_DIR="$d/dev" VLGRPO_MODEL_PATH="$d/model" VLGRPO_TRAIN_FILE="$d/data/train.parquet" \
+    VLGRPO_VAL_FILE="$d/data/test.parquet" VLGRPO_CHECKPOINT_DIR="$d/ckpt" "$HARNESS" "$FA"
+  rm -rf "$d"
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_CHECKPOINT_DIR: $d/ckpt is not writable by uid 65534"* ]] || fail "$stderr"
+}
