@@ -125,3 +125,21 @@ def test_deleting_a_key_verl_reads():
     assert report.internal_error is None
     assert [f.where.key for f in report.findings if f.code == "schema.required-key"] == ["data.max_prompt_length"]
     assert report.exit_code == 2
+
+
+def test_remote_code_and_code_loading_keys_are_refused():
+    """B17 (a)/(b) for an argv checked on its own: trust_remote_code on (the key exists, no `+` needed),
+    a `_target_` swapped in by an override, and a key that makes verl import a user file — each an error at
+    its argv position. The upstream scripts set none of them (test_upstream_veomni_composes_cleanly)."""
+    base = read_argv(UPSTREAM_VEOMNI)
+    extra = ["data.trust_remote_code=True", "reward.reward_manager._target_=os.system",
+             "custom_reward_function.path=/tmp/reward.py"]
+    argv = base + extra
+    report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
+    (t,) = _find(report, "security.trust-remote-code")
+    assert t.where.key == "data.trust_remote_code" and t.where.position == argv.index(extra[0])
+    (g,) = _find(report, "security.target")
+    assert g.where.position == argv.index(extra[1])
+    (c,) = _find(report, "security.code-loading")
+    assert c.where.key == "custom_reward_function.path" and c.where.position == argv.index(extra[2])
+    assert report.exit_code == 2

@@ -80,6 +80,7 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     cfg = result.config
     s["model_engine"] = cfg.get("model_engine")
     loc = rules.Locator(result.overrides)
+    rules.check_code_loading(cfg, report, loc, result.overrides)
 
     from . import verl_checks
 

@@ -371,3 +371,66 @@ def check_truncation(work: Any, report: Report, loc: Locator, has_images: bool) 
             "truncating an image prompt cuts <|image_pad|> tokens while the pixels stay whole; verl raises at "
             "rollout (verl issue #4975)",
             "data.truncation=error and data.filter_overlong_prompts=True (or raise max_prompt_length)"))
+
+
+#: Keys whose value makes verl import or execute a user file or module (field case B17; verl 0.8.0 config and
+#: verl main of 2026-08). A vlgrpo launch runs no user code: the entrypoints cannot set them; preflight refuses
+#: them too, so an argv checked on its own (``--argv-file``) gets the same answer.
+CODE_LOADING_KEYS = (
+    "data.custom_cls.path",
+    "custom_reward_function.path",
+    "reward.custom_reward_function.path",
+    "reward.reward_manager.module.path",
+    "reward_model.reward_loop_module_path",
+    "actor_rollout_ref.model.external_lib",
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "actor_rollout_ref.rollout.agent.custom_async_server.path",
+    "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module",
+    "actor_rollout_ref.rollout.multi_turn.function_tool_path",
+    "trainer.v1.sampler.custom_sampler.path",
+)
+
+
+def check_code_loading(cfg: Any, report: Report, loc: Locator, overrides: list[Any]) -> None:
+    """No remote or user code (B17): every ``trust_remote_code`` in the composed config is False, none of
+    :data:`CODE_LOADING_KEYS` is set, and no override names a ``_target_`` (verl's own YAMLs carry ``_target_``
+    keys for its dataclasses; an override of one swaps in any importable callable).
+
+    Args:
+        cfg: the composed, unresolved config (``omegaconf.DictConfig``).
+        overrides: the parsed overrides (:class:`vlgrpo.preflight.schema.ParsedOverride`), for ``_target_``.
+    """
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=False)
+
+    def walk(node: Any, path: str):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from walk(v, f"{path}[{i}]")
+        else:
+            yield path, node
+
+    for path, value in walk(tree, ""):
+        if path.rsplit(".", 1)[-1] == "trust_remote_code" and value not in (False, None, "False", "false"):
+            report.add(Finding(
+                "security.trust-remote-code", ERROR, f"{path} is {value!r}", loc.where(path),
+                "with trust_remote_code on, transformers runs Python files from the model folder or the hub",
+                f"{path}=False (Qwen3-VL needs no remote code on transformers 4.57)"))
+    for key in CODE_LOADING_KEYS:
+        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if value not in (None, ""):
+            report.add(Finding(
+                "security.code-loading", ERROR, f"{key} is set ({value!r})", loc.where(key),
+                "verl imports or executes the file/module it names inside every worker",
+                f"remove the {key} override; the recipes need no custom code"))
+    for po in overrides:
+        if "_target_" in po.key.split("."):
+            report.add(Finding(
+                "security.target", ERROR, f"override of {po.key}", Where(position=po.position, override=po.text,
+                                                                         key=po.key),
+                "Hydra/verl instantiate whatever callable a _target_ names",
+                "remove the override; _target_ keys are verl's own and must keep their defaults"))
