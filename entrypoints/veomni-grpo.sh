@@ -21,12 +21,7 @@ VG_RECIPE_CHECK=vo_check
 VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
 # ---- settings: NAME TYPE ALLOWED DEFAULT MEANING ------------------------------------------------
-vg_setting MODEL_PATH path dir /models/Qwen3-VL-30B-A3B-Instruct "Hugging Face model folder (no remote code)"
-vg_setting TRAIN_FILE path file /data/geo3k/train.parquet "training parquet in verl's format (python3 -m vlgrpo data geo3k)"
-vg_setting VAL_FILE path file /data/geo3k/test.parquet "validation parquet"
-vg_setting CHECKPOINT_DIR path dirw /checkpoints "checkpoint folder; must be writable and, in a container, a mount"
-vg_setting RESUME_MODE enum "auto disable resume_path" auto "resume from the latest checkpoint (auto), start fresh (disable), or from VLGRPO_RESUME_FROM_PATH"
-vg_setting RESUME_FROM_PATH path dir "" "a global_step_N checkpoint folder; only with VLGRPO_RESUME_MODE=resume_path"
+vg_declare_data_settings  # MODEL_PATH TRAIN_FILE VAL_FILE CHECKPOINT_DIR RESUME_MODE RESUME_FROM_PATH (lib/data-settings.sh)
 vg_setting TRAINER_NNODES int "1..512" 2 "nodes (trainer and rollout share them)"
 vg_setting TRAINER_DEVICES_PER_NODE int "1..64" "@vg_default_node_devices:this node's device count" "devices per node (at most what the node has)"
 vg_setting MAX_PROMPT_LENGTH int "1..1048576" 1024 "prompt token budget, image tokens included (longer prompts are filtered out)"

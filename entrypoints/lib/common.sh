@@ -15,6 +15,8 @@ source "$VG_LIB_DIR/node.sh"
 source "$VG_LIB_DIR/checks.sh"
 # shellcheck source=entrypoints/lib/launch.sh
 source "$VG_LIB_DIR/launch.sh"
+# shellcheck source=entrypoints/lib/data-settings.sh
+source "$VG_LIB_DIR/data-settings.sh"
 
 # Settings of entrypoints/ray-node.sh (the Ray head/worker of the same image). A recipe started in a
 # container whose environment also configures its Ray node sees them; they are accepted and ignored
