@@ -49,7 +49,7 @@ def test_b03_original_raises_patched_matches_reference():
             bind(block, ORIGINAL_FORWARD)(x)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out, logits = bind(block, moe_routing.sparse_moe_block_forward)(x)
-            _, dense, idx = moe_routing._dense_routing(block, x.reshape(4, 16))
+            _, dense, idx, _ = moe_routing._dense_routing(block, x.reshape(4, 16))
         assert logits.dtype == torch.bfloat16 and logits.shape == (4, 8)
         assert dense.shape == (4, 8) and dense.dtype == torch.bfloat16
         assert torch.equal((dense != 0).sum(-1), torch.full((4,), 2))

@@ -20,14 +20,16 @@ import torch
 
 
 def _dense_routing(self, flat_hidden: torch.Tensor):
-    """Return ``(router_logits, routing_weights, router_indices)`` for ``flat_hidden`` (tokens, hidden)."""
+    """Return ``(router_logits, routing_weights, router_indices, top_weights)`` for ``flat_hidden`` (tokens,
+    hidden): the dense (tokens, num_experts) matrix in the router-logits dtype and the renormalised top-k weights
+    (tokens, top_k) in float32."""
     router_logits = self.gate(flat_hidden)
     probs = torch.softmax(router_logits, dim=-1, dtype=torch.float32)
     top_weights, router_indices = torch.topk(probs, self.top_k, dim=-1)
     top_weights = top_weights / top_weights.sum(dim=-1, keepdim=True)
     routing_weights = torch.zeros_like(router_logits).scatter_(
         1, router_indices, top_weights.to(router_logits.dtype))
-    return router_logits, routing_weights, router_indices
+    return router_logits, routing_weights, router_indices, top_weights
 
 
 def sparse_moe_block_forward(self, hidden_states: torch.Tensor):
@@ -43,7 +45,7 @@ def sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    router_logits, routing_weights, router_indices = _dense_routing(self, flat)
+    router_logits, routing_weights, router_indices, _ = _dense_routing(self, flat)
     routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
     return routed_out, router_logits
 
@@ -60,12 +62,7 @@ def sparse_moe_block_forward_topk(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    router_logits = self.gate(flat)
-    probs = torch.softmax(router_logits, dim=-1, dtype=torch.float32)
-    top_weights, router_indices = torch.topk(probs, self.top_k, dim=-1)
-    top_weights = top_weights / top_weights.sum(dim=-1, keepdim=True)
-    routing_weights = torch.zeros_like(router_logits).scatter_(
-        1, router_indices, top_weights.to(router_logits.dtype))
+    router_logits, routing_weights, router_indices, top_weights = _dense_routing(self, flat)
     routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices,
                               top_weights.to(flat.dtype))
     return routed_out, router_logits
@@ -106,7 +103,7 @@ def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    _, routing_weights, router_indices = _dense_routing(self, flat)
+    _, routing_weights, router_indices, _ = _dense_routing(self, flat)
     return self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
 
 
@@ -166,7 +163,7 @@ def verify_router_dtype() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = block.gate(x.reshape(-1, 16))
             assert logits.dtype == torch.bfloat16 and x.dtype == torch.float32, "autocast did not mix dtypes"
-            _, dense, idx = _dense_routing(block, x.reshape(-1, 16))
+            _, dense, idx, _ = _dense_routing(block, x.reshape(-1, 16))
             out, _ = sparse_moe_block_forward(block, x)
         sums = dense.float().sum(-1)
         assert torch.allclose(sums, torch.ones_like(sums), atol=1e-2), f"routing rows sum to {sums.tolist()}"
