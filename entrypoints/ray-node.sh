@@ -91,16 +91,15 @@ ray_node_declare() {
 }
 
 ray_node_usage() {
-  local name def
+  local name
   printf 'usage: ray-node.sh head|worker   (or --help)\n\n'
   printf 'Starts Ray on this node in the foreground with its accelerators declared. Settings come only from\n'
   printf 'these environment variables (an empty value counts as unset); exit 2 on invalid configuration.\n\n'
   printf '| Variable | Allowed | Default | Meaning |\n|---|---|---|---|\n'
   for name in "${VG_NAMES[@]}"; do
-    def=${VG_DEFAULT[$name]}
-    if [[ $def == @* ]]; then def="derived: ${def#*:}"; elif [[ -z $def ]]; then def="unset"; else def="\`$def\`"; fi
     # shellcheck disable=SC2016 # Markdown backticks
-    printf '| `VLGRPO_%s` | %s | %s | %s |\n' "$name" "$(vg_allowed_text "$name")" "$def" "${VG_MEANING[$name]}"
+    printf '| `VLGRPO_%s` | %s | %s | %s |\n' "$name" "$(vg_allowed_text "$name")" "$(vg_default_text "$name")" \
+      "${VG_MEANING[$name]}"
   done
   printf '\nRequired: GLOO_SOCKET_IFNAME, and HCCL_SOCKET_IFNAME (Ascend) or NCCL_SOCKET_IFNAME (NVIDIA).\n'
 }

@@ -198,7 +198,7 @@ vg_preflight() {
 
 # vg_help — usage and the settings table (Markdown). The README's settings section is this output.
 vg_help() {
-  local name def keys d
+  local name keys d
   printf '#### `entrypoints/%s`\n\n' "$VG_PROG"
   printf '%s\n\n' "$VG_SUMMARY"
   printf 'Usage: `%s [--dry-run]` or `%s --help`. Settings come only from these environment variables\n' "$VG_PROG" "$VG_PROG"
@@ -208,17 +208,9 @@ vg_help() {
   printf '| Variable | Type | Allowed | Default | Hydra key(s) | Meaning |\n'
   printf '|---|---|---|---|---|---|\n'
   for name in "${VG_NAMES[@]}"; do
-    def=${VG_DEFAULT[$name]}
-    if [[ $def == @* ]]; then
-      def="derived: ${def#*:}"
-    elif [[ -z $def ]]; then
-      def="unset"
-    else
-      def="\`$def\`"
-    fi
     keys=$(vg_template_keys "$name")
     printf '| `VLGRPO_%s` | %s | %s | %s | %s | %s |\n' "$name" "${VG_TYPE[$name]}" "$(vg_allowed_text "$name")" \
-      "$def" "${keys:-—}" "${VG_MEANING[$name]}"
+      "$(vg_default_text "$name")" "${keys:-—}" "${VG_MEANING[$name]}"
   done
   if ((${#VG_DERIVED_NAMES[@]})); then
     printf '\nDerived (not settable):\n\n| Hydra key(s) | Value |\n|---|---|\n'

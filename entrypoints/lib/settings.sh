@@ -81,6 +81,19 @@ vg_show() {
 }
 
 # vg_allowed_text NAME — the ALLOWED column in words (used by --help and by error messages).
+# vg_default_text NAME: the default as the --help tables show it (derived: ..., unset, or the value in backticks).
+vg_default_text() {
+  local def=${VG_DEFAULT[$1]}
+  if [[ $def == @* ]]; then
+    printf 'derived: %s' "${def#*:}"
+  elif [[ -z $def ]]; then
+    printf 'unset'
+  else
+    # shellcheck disable=SC2016 # Markdown backticks
+    printf '`%s`' "$def"
+  fi
+}
+
 vg_allowed_text() {
   local name=$1 t=${VG_TYPE[$1]} a=${VG_ALLOWED[$1]}
   case $t in
