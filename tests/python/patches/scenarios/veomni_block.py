@@ -3,42 +3,19 @@ sparse MoE block (B03 input) under bf16 autocast; prints one JSON line. Run by t
 interpreter with .cache/veomni-0.1.9a5 on PYTHONPATH. ``psutil`` (a VeOmni runtime need, absent from the CPU test
 environment, unused by this path) is replaced by an automatic stand-in."""
 
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
 import traceback
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from stub_modules import StubFinder  # noqa: E402  (same folder as this script)
+
 out = {}
 
 
-class _Stub(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = type(name, (), {"__init__": lambda self, *a, **k: None})
-        setattr(self, name, value)
-        return value
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True) if fullname == "psutil" else None
-
-    def create_module(self, spec):
-        mod = _Stub(spec.name)
-        mod.__path__ = []
-        return mod
-
-    def exec_module(self, module):
-        pass
-
-
 try:
-    sys.meta_path.append(_StubFinder())
+    sys.meta_path.append(StubFinder(["psutil"]))
     import torch
     import transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe as hf
     import veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe as vm

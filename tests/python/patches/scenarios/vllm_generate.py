@@ -4,14 +4,15 @@ request). Run by test_rollout_ban.py in a fresh interpreter; prints one JSON lin
 whether the ban is active. argv[1]: a temp dir for the stand-in's ``vllm-0.13.0.dist-info``."""
 
 import asyncio
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
 import traceback
 import types
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run through runpy: the folder is not on sys.path
+from stub_modules import StubFinder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[4]
 out = {}
@@ -32,31 +33,10 @@ class RecordingSamplingParams:
         raise Stop
 
 
-class _StubModule(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = type(name, (), {"__init__": lambda self, *a, **k: None})
-        setattr(self, name, value)
-        return value
-
-
-class _VllmStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] in STUBBED:
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        mod = _StubModule(spec.name)
-        mod.__path__ = []
-        if spec.name == "vllm":
-            mod.__version__ = "0.13.0"
-            mod.SamplingParams = RecordingSamplingParams
-        return mod
-
-    def exec_module(self, module):
-        pass
+def _vllm_attributes(mod):
+    if mod.__name__ == "vllm":
+        mod.__version__ = "0.13.0"
+        mod.SamplingParams = RecordingSamplingParams
 
 
 try:
@@ -64,7 +44,7 @@ try:
     meta.mkdir(parents=True, exist_ok=True)
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.13.0\n")
     sys.path.append(str(meta.parent))
-    sys.meta_path.append(_VllmStubFinder())
+    sys.meta_path.append(StubFinder(STUBBED, _vllm_attributes))
 
     from transformers import AutoConfig
     from verl.workers.rollout.vllm_rollout import vllm_async_server as srv
