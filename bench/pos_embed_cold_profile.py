@@ -1,10 +1,12 @@
-"""Where the time of a cold-cache call of vlgrpo's pos-embed interpolation goes (CUDA only).
+"""Where the time of a call of vlgrpo's pos-embed interpolation goes on CUDA, with its index cache warm and cold.
 
-A diagnostic for bench/RESULTS.md's "cold cache" rows: on 64 x 28x28 (bf16, hidden 1152, 2304 positions, merge
-2) the cold call costs several times the warm one although the extra work is one index build of 784 rows. This
-script times, on one CUDA device, the warm and cold calls with host wall clocks (``time.perf_counter`` around
-the call plus ``torch.cuda.synchronize``), then each step of the cold path's index build on its own, then prints
-``torch.profiler``'s table of host-side operator times for 20 cold calls.
+Written to find why, in the first CUDA design (an index-build kernel, an LRU cache of per-(h, w) indices, a
+gather kernel and a broadcast copy), a cold-cache call on 64 x 28x28 (bf16, hidden 1152, 2304 positions, merge
+2) cost about 4x a warm one (tests/gpu/logs/h200x2-2026-11-30-run4/cold_profile.log: host launch overhead of
+two kernels and the cache book-keeping, not GPU work). The fused kernel that replaced it keeps no cache, so the
+two calls should now cost the same. The script times the warm and cold calls with host wall clocks
+(``time.perf_counter`` around the call plus ``torch.cuda.synchronize``), then each host-side step on its own,
+then prints ``torch.profiler``'s table of operator times for 20 cold calls.
 
 usage: PYTHONPATH=python/src python3 bench/pos_embed_cold_profile.py [--reps 200] [--out FILE.json]
 """
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
     for _ in range(20):
         pe.clear_cache()
         call()
-    keys = [(28, 28)]
+    rows = [(1, 28, 28)] * 64
     n = 48
     host = torch.arange(300, dtype=torch.long)
     results = {
@@ -60,8 +62,9 @@ def main(argv=None) -> int:
         "cold call": _timed(call, args.reps, before=pe.clear_cache),
         "grid_thw.tolist()": _timed(lambda: grid.tolist(), args.reps),
         "_axis_taps (host)": _timed(lambda: pe._axis_taps([28], n), args.reps),
-        "_build_triton (whole)": _timed(lambda: pe._build_triton(keys, n, 2, dev), args.reps),
-        "_build (torch ops)": _timed(lambda: pe._build(keys, n, 2, dev, torch.float32), args.reps),
+        "_plan_triton (host + copy)": _timed(lambda: pe._plan_triton(rows, n, 2, dev), args.reps),
+        "_build (torch ops, cached paths)": _timed(lambda: pe._build([(28, 28)], n, 2, dev, torch.float32),
+                                                   args.reps),
         "pin_memory() of 300 int64": _timed(lambda: host.pin_memory(), args.reps),
         "pinned non_blocking copy": _timed(lambda: host.pin_memory().to(dev, non_blocking=True), args.reps),
         "pageable copy": _timed(lambda: host.to(dev), args.reps),

@@ -17,14 +17,21 @@ What the upstream method (transformers 4.57.x-5.5.x, field case B01) gets wrong,
   table only, with autograd), and module hooks on ``pos_embed`` (FSDP unshard) still run;
 - it iterates ``grid_thw`` tensor elements (4.57.x: one device sync per element) and rebuilds every image's
   indices in Python lists. Here ``grid_thw`` is read once (``tolist()``: one device-to-host copy, none on the
-  CPU), indices/weights are built once per distinct ``(h, w)`` with vectorised tensor ops and kept in a bounded
-  LRU cache on the target device, repeated images and video frames reuse them (each distinct grid is embedded
-  once and copied), and the merge-order permutation is folded into the index order so one fused 4-tap gather +
-  weighted sum writes the output: a Triton kernel on CUDA (float32 weights and accumulation),
-  ``F.embedding_bag`` on the CPU, a chunked ``F.embedding`` + float32 sum elsewhere (e.g. Ascend NPU).
+  CPU) and the merge-order permutation is folded into the index order, so one fused 4-tap gather + weighted sum
+  writes the output:
+
+  - CUDA (Triton importable): one Triton kernel computes each output row's 4 taps from a small per-call table
+    (per-axis taps of each distinct length, per-image offsets; one pinned non-blocking copy) and sums the table
+    rows in float32 with float32 weights. Nothing is cached; every call costs the same.
+  - CPU (``F.embedding_bag``) and other devices such as Ascend NPU (chunked ``F.embedding`` + float32 sum):
+    indices/weights are built once per distinct ``(h, w)`` with vectorised tensor ops and kept in a bounded LRU
+    cache on the target device; repeated images and video frames reuse them (each distinct grid is embedded
+    once and copied).
+
   Peak extra memory is about the output itself (no (rows, 4, hidden) intermediates).
 
-Settings (environment): ``VLGRPO_POS_EMBED_CACHE_MB`` (index cache bound per process, default 64 MiB, 0 = off),
+Settings (environment): ``VLGRPO_POS_EMBED_CACHE_MB`` (index cache bound per process, default 64 MiB, 0 = off;
+not used by the Triton path),
 ``VLGRPO_POS_EMBED_TRITON=0`` (use ``F.embedding_bag`` on CUDA).
 
 Imported only when a target module is imported (it imports torch).
@@ -33,6 +40,7 @@ Imported only when a target module is imported (it imports torch).
 from __future__ import annotations
 
 import ast
+import contextlib
 import dis
 import inspect
 import math
@@ -57,17 +65,17 @@ __all__ = [
 ]
 
 # How the weighted 4-tap gather runs (``method``):
-# - "triton": CUDA with Triton importable (``VLGRPO_POS_EMBED_TRITON=0`` turns it off): one kernel reads the 4 rows,
-#   sums in float32 with float32 weights and writes the output once; indices/weights are built by a second kernel;
+# - "triton": CUDA with Triton importable (``VLGRPO_POS_EMBED_TRITON=0`` turns it off): one kernel computes each
+#   output row's 4 taps, reads the 4 table rows, sums in float32 with float32 weights and writes the row once (no
+#   index cache); the backward rebuilds the taps with the same kernel;
 # - "embedding_bag": CPU (and CUDA without Triton): ``F.embedding_bag(mode="sum", per_sample_weights=...)`` with the
 #   weights rounded to the table dtype, as upstream rounds them;
 # - "gather": any other device (e.g. Ascend "npu"): chunked ``F.embedding`` + float32 weighted sum.
 _EMBEDDING_BAG_DEVICES = ("cpu", "cuda")
 _TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _FALLBACK_CHUNK_ROWS = 8192
-_BUILD_BLOCK = 256
-# If the distinct (h, w) grids of a call cover at most this share of its output rows, their embeddings are
-# computed once and copied per image/frame (cheaper than a gather per output row).
+# Paths with the index cache: if the distinct (h, w) grids of a call cover at most this share of its output rows,
+# their embeddings are computed once and copied per image/frame (cheaper than a gather per output row).
 _REUSE_SHARE = 0.25
 
 
@@ -244,13 +252,16 @@ def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
     return idx, wts, sizes
 
 
-_TRITON = None  # None: not tried yet; False: unavailable; else a namespace with the kernels
+_TRITON = None  # None: not tried yet; False: unavailable; else a namespace with the kernel
+_TRITON_ROWS = 16  # output rows per program of the fused kernel
+_TRITON_BD = 128  # hidden columns per inner step
 
 
 def _triton(device: torch.device | None = None):
-    """The Triton kernels, or ``False`` when Triton is unavailable, switched off (``VLGRPO_POS_EMBED_TRITON=0``)
-    or fails its first-use check: both kernels are compiled and run once on ``device`` on a tiny grid and compared
-    with the torch path; any error or mismatch falls back to ``F.embedding_bag`` (logged once)."""
+    """The Triton kernel, or ``False`` when Triton is unavailable, switched off (``VLGRPO_POS_EMBED_TRITON=0``)
+    or fails its first-use check: both of its modes (output rows; taps only) are compiled and run once on
+    ``device`` on a tiny ``grid_thw`` and compared with the torch path; any error or mismatch falls back to
+    ``F.embedding_bag`` (logged once)."""
     global _TRITON
     if _TRITON is None:
         if os.environ.get("VLGRPO_POS_EMBED_TRITON", "1") == "0":
@@ -267,14 +278,20 @@ def _triton(device: torch.device | None = None):
 
 
 def _check_triton(device: torch.device) -> None:
+    rows = [(1, 2, 2), (2, 4, 6), (1, 2, 2)]
     keys = [(2, 2), (4, 6)]
-    idx, wts, _ = _build_triton(keys, 3, 2, device)
     ref_idx, ref_wts, _ = _build(keys, 3, 2, device, torch.float32)
+    per_key = {(2, 2): slice(0, 4), (4, 6): slice(4, 28)}
+    order = [per_key[(h, w)] for t, h, w in rows for _ in range(t)]
+    ref_idx = torch.cat([ref_idx[s] for s in order])
+    ref_wts = torch.cat([ref_wts[s] for s in order])
+    plan = _plan_triton(rows, 3, 2, device)
+    idx, wts = _triton_taps(plan)
     table = torch.arange(9 * 5, dtype=torch.float32, device=device).view(9, 5) / 7
-    got = _Gather4.apply(idx, wts, table)
+    got = _InterpolateTriton.apply(table, plan)
     want = F.embedding_bag(ref_idx, table, mode="sum", per_sample_weights=ref_wts)
     if not (torch.equal(idx, ref_idx) and torch.equal(wts, ref_wts) and torch.allclose(got, want, atol=1e-5)):
-        raise AssertionError("Triton kernels disagree with the torch path on a 2x2 + 4x6 grid")
+        raise AssertionError("Triton kernels disagree with the torch path on a 2x2 + 2 x 4x6 + 2x2 grid_thw")
 
 
 def _warn_once(message: str) -> None:
@@ -288,115 +305,143 @@ def _define_triton():
     import triton.language as tl
 
     @triton.jit
-    def gather4(idx_ptr, w_ptr, table_ptr, out_ptr, n_rows, D: tl.constexpr, ROWS: tl.constexpr,
-                BD: tl.constexpr):
-        # out[r, :] = sum_k table[idx[r, k], :] * w[r, k], accumulated in float32.
+    def interpolate(meta_ptr, starts_ptr, floor_ptr, ceil_ptr, frac_ptr, table_ptr, out_ptr, total, n, num_keys,
+                    steps, D: tl.constexpr, MERGE: tl.constexpr, ROWS: tl.constexpr, BD: tl.constexpr,
+                    TAPS_ONLY: tl.constexpr):
+        # Each output row: its grid_thw row k (binary search in the row starts; starts[num_keys] = total), the patch
+        # (y, x) it holds in merge-block order, its 4 taps (row ids into the n x n table) and float32 weights.
+        # TAPS_ONLY: store those as (total, 4) int64 / float32 in table_ptr / out_ptr (for the backward); else
+        # out[r, :] = sum_k table[idx_k(r), :] * w_k(r), accumulated in float32.
         rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-        rmask = rows < n_rows
-        cols = tl.arange(0, BD)
-        for d0 in tl.static_range(0, D, BD):
-            c = d0 + cols
-            mask = rmask[:, None] & (c < D)[None, :]
-            acc = tl.zeros((ROWS, BD), tl.float32)
-            for k in tl.static_range(4):
-                i = tl.load(idx_ptr + rows * 4 + k, mask=rmask, other=0)
-                wk = tl.load(w_ptr + rows * 4 + k, mask=rmask, other=0.0)
-                v = tl.load(table_ptr + i[:, None] * D + c[None, :], mask=mask, other=0.0).to(tl.float32)
-                acc += v * wk[:, None]
-            tl.store(out_ptr + rows[:, None] * D + c[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
-
-    @triton.jit
-    def build(blocks_ptr, meta_ptr, floor_ptr, ceil_ptr, frac_ptr, idx_ptr, w_ptr, n, MERGE: tl.constexpr,
-              BLOCK: tl.constexpr):
-        # One program = BLOCK rows of one grid; row r (merge-block order) -> patch (y, x) -> 4 taps.
-        key = tl.load(blocks_ptr + tl.program_id(0) * 2)
-        r = tl.load(blocks_ptr + tl.program_id(0) * 2 + 1) + tl.arange(0, BLOCK)
-        size = tl.load(meta_ptr + key * 5)
-        blocks_w = tl.load(meta_ptr + key * 5 + 1)
-        h_off = tl.load(meta_ptr + key * 5 + 2)
-        w_off = tl.load(meta_ptr + key * 5 + 3)
-        start = tl.load(meta_ptr + key * 5 + 4)
-        mask = r < size
+        rmask = rows < total
+        lo = tl.zeros_like(rows)
+        hi = lo + num_keys
+        for _ in range(steps):
+            mid = (lo + hi) // 2
+            go = tl.load(starts_ptr + mid) <= rows
+            lo = tl.where(go, mid, lo)
+            hi = tl.where(go, hi, mid)
+        size = tl.load(meta_ptr + lo * 4)
+        blocks_w = tl.load(meta_ptr + lo * 4 + 1)
+        h_off = tl.load(meta_ptr + lo * 4 + 2)
+        w_off = tl.load(meta_ptr + lo * 4 + 3)
+        r = (tl.minimum(rows, total - 1) - tl.load(starts_ptr + lo)) % size  # video frames repeat the grid
         block = r // (MERGE * MERGE)
         inner = r % (MERGE * MERGE)
         y = (block // blocks_w) * MERGE + inner // MERGE
         x = (block % blocks_w) * MERGE + inner % MERGE
-        fh = tl.load(floor_ptr + h_off + y, mask=mask, other=0) * n
-        ch = tl.load(ceil_ptr + h_off + y, mask=mask, other=0) * n
-        dh = tl.load(frac_ptr + h_off + y, mask=mask, other=0.0)
-        fw = tl.load(floor_ptr + w_off + x, mask=mask, other=0)
-        cw = tl.load(ceil_ptr + w_off + x, mask=mask, other=0)
-        dw = tl.load(frac_ptr + w_off + x, mask=mask, other=0.0)
+        fh = tl.load(floor_ptr + h_off + y) * n
+        ch = tl.load(ceil_ptr + h_off + y) * n
+        dh = tl.load(frac_ptr + h_off + y)
+        fw = tl.load(floor_ptr + w_off + x)
+        cw = tl.load(ceil_ptr + w_off + x)
+        dw = tl.load(frac_ptr + w_off + x)
         eh = 1.0 - dh
         ew = 1.0 - dw
-        o = (start + r) * 4
-        tl.store(idx_ptr + o, fh + fw, mask=mask)
-        tl.store(idx_ptr + o + 1, fh + cw, mask=mask)
-        tl.store(idx_ptr + o + 2, ch + fw, mask=mask)
-        tl.store(idx_ptr + o + 3, ch + cw, mask=mask)
-        tl.store(w_ptr + o, eh * ew, mask=mask)
-        tl.store(w_ptr + o + 1, eh * dw, mask=mask)
-        tl.store(w_ptr + o + 2, dh * ew, mask=mask)
-        tl.store(w_ptr + o + 3, dh * dw, mask=mask)
+        i0, i1, i2, i3 = fh + fw, fh + cw, ch + fw, ch + cw
+        w0, w1, w2, w3 = eh * ew, eh * dw, dh * ew, dh * dw
+        if TAPS_ONLY:
+            o = rows.to(tl.int64) * 4
+            tl.store(table_ptr + o, i0, mask=rmask)
+            tl.store(table_ptr + o + 1, i1, mask=rmask)
+            tl.store(table_ptr + o + 2, i2, mask=rmask)
+            tl.store(table_ptr + o + 3, i3, mask=rmask)
+            tl.store(out_ptr + o, w0, mask=rmask)
+            tl.store(out_ptr + o + 1, w1, mask=rmask)
+            tl.store(out_ptr + o + 2, w2, mask=rmask)
+            tl.store(out_ptr + o + 3, w3, mask=rmask)
+        else:
+            cols = tl.arange(0, BD)
+            out_row = rows.to(tl.int64)[:, None] * D
+            for d0 in tl.static_range(0, D, BD):
+                c = d0 + cols
+                mask = rmask[:, None] & (c < D)[None, :]
+                acc = tl.zeros((ROWS, BD), tl.float32)
+                v = tl.load(table_ptr + i0[:, None] * D + c[None, :], mask=mask, other=0.0)
+                acc += v.to(tl.float32) * w0[:, None]
+                v = tl.load(table_ptr + i1[:, None] * D + c[None, :], mask=mask, other=0.0)
+                acc += v.to(tl.float32) * w1[:, None]
+                v = tl.load(table_ptr + i2[:, None] * D + c[None, :], mask=mask, other=0.0)
+                acc += v.to(tl.float32) * w2[:, None]
+                v = tl.load(table_ptr + i3[:, None] * D + c[None, :], mask=mask, other=0.0)
+                acc += v.to(tl.float32) * w3[:, None]
+                tl.store(out_ptr + out_row + c[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
-    return types.SimpleNamespace(triton=triton, gather4=gather4, build=build)
+    return types.SimpleNamespace(triton=triton, interpolate=interpolate)
 
 
-def _build_triton(keys, n: int, merge: int, device: torch.device):
-    """Same result as :func:`_build` with float32 weights, from one pinned host-to-device copy and one kernel."""
-    kernels = _triton()
-    lengths = sorted({v for key in keys for v in key})
+def _plan_triton(rows, n: int, merge: int, device: torch.device) -> types.SimpleNamespace:
+    """What the fused kernels read, for the ``grid_thw`` rows ``rows`` = [(t, h, w)]: the per-axis taps of every
+    distinct length (as :func:`_axis_taps`), per row ``[h*w, w/merge, h offset, w offset]`` and the output row
+    starts (``t*h*w`` rows each, plus the total), all in one int64 buffer sent with one pinned, non-blocking
+    host-to-device copy (no sync)."""
+    lengths = sorted({v for _, h, w in rows for v in (h, w)})
     offsets, taps = _axis_taps(lengths, n)
-    sizes = [h * w for h, w in keys]
-    total = sum(sizes)
     width = taps.shape[1]
-    meta = torch.tensor([[h * w, w // merge, offsets[h], offsets[w]] for h, w in keys], dtype=torch.long)
-    meta = torch.cat([meta, torch.cumsum(meta[:, :1], 0) - meta[:, :1]], dim=1)
-    nblk = (meta[:, 0] + _BUILD_BLOCK - 1) // _BUILD_BLOCK
-    first = torch.cumsum(nblk, 0) - nblk
-    key_of = torch.repeat_interleave(torch.arange(len(keys)), nblk)
-    blocks = torch.stack([key_of, (torch.arange(key_of.numel()) - first[key_of]) * _BUILD_BLOCK], dim=1)
+    meta, starts, total = [], [], 0
+    for t, h, w in rows:
+        meta += [h * w, w // merge, offsets[h], offsets[w]]
+        starts.append(total)
+        total += t * h * w
+    starts.append(total)
     frac = torch.zeros(width + (width & 1), dtype=torch.float32)
     frac[:width] = taps[2].float()
-    host = torch.cat([taps[0].long(), taps[1].long(), meta.flatten(), blocks.flatten(), frac.view(torch.long)])
-    dev = host.pin_memory().to(device, non_blocking=True)
-    at = [0, width, 2 * width, 2 * width + meta.numel(), 2 * width + meta.numel() + blocks.numel(), host.numel()]
-    floors, ceils, meta_d, blocks_d, frac_d = (dev[at[i]:at[i + 1]] for i in range(5))
-    idx = torch.empty((total, 4), dtype=torch.long, device=device)
-    wts = torch.empty((total, 4), dtype=torch.float32, device=device)
-    with torch.cuda.device(device):
-        kernels.build[(blocks.shape[0],)](blocks_d, meta_d, floors, ceils, frac_d.view(torch.float32), idx, wts, n,
-                                          MERGE=merge, BLOCK=_BUILD_BLOCK)
-    return idx, wts, sizes
+    host = torch.cat([taps[0].long(), taps[1].long(), torch.tensor(meta + starts, dtype=torch.long),
+                      frac.view(torch.long)])
+    if device.type == "cuda":
+        host = host.pin_memory()
+    buf = host.to(device, non_blocking=True)
+    k = len(rows)
+    at = 2 * width + 4 * k
+    return types.SimpleNamespace(
+        floors=buf[:width], ceils=buf[width:2 * width], meta=buf[2 * width:at], starts=buf[at:at + k + 1],
+        fracs=buf[at + k + 1:].view(torch.float32), total=total, n=n, merge=merge, num_keys=k,
+        steps=max(k - 1, 0).bit_length(), device=device)
 
 
-class _Gather4(torch.autograd.Function):
-    """Triton forward of ``out[r] = sum_k table[idx[r, k]] * w[r, k]`` (float32 weights and accumulation);
-    backward ``grad_table[p] = sum_{r,k: idx[r,k]=p} w[r, k] * grad_out[r]`` with the deterministic embedding
-    backward, in float32 chunks."""
+def _launch(kernel, plan, *args, **consts):
+    """Run ``kernel`` over the ``plan.total`` output rows (``_TRITON_ROWS`` per program) on ``plan.device``."""
+    grid = (-(-plan.total // _TRITON_ROWS),)
+    # (the CPU case is TRITON_INTERPRET=1, for kernel development only)
+    where = torch.cuda.device(plan.device) if plan.device.type == "cuda" else contextlib.nullcontext()
+    with where:
+        kernel[grid](plan.meta, plan.starts, plan.floors, plan.ceils, plan.fracs, *args, plan.total, plan.n,
+                     plan.num_keys, plan.steps, MERGE=plan.merge, ROWS=_TRITON_ROWS, **consts)
+
+
+def _triton_taps(plan):
+    """(total, 4) int64 indices and float32 weights of every output row of ``plan`` (one kernel)."""
+    idx = torch.empty((plan.total, 4), dtype=torch.long, device=plan.device)
+    wts = torch.empty((plan.total, 4), dtype=torch.float32, device=plan.device)
+    _launch(_triton().interpolate, plan, idx, wts, D=1, BD=1, TAPS_ONLY=True)
+    return idx, wts
+
+
+class _InterpolateTriton(torch.autograd.Function):
+    """Fused Triton forward: every output row computes its 4 taps from ``plan`` and sums the table rows in float32
+    (one kernel, output written once, nothing cached). Backward: ``grad_table[p] = sum_{r,k: idx[r,k]=p} w[r, k]
+    * grad_out[r]`` with the indices rebuilt by the ``taps`` kernel and the deterministic embedding backward, in
+    float32 chunks."""
 
     @staticmethod
-    def forward(ctx, idx, wts, table):
+    def forward(ctx, table, plan):
         table_c = table.contiguous()
-        out = torch.empty((idx.shape[0], table.shape[1]), dtype=table.dtype, device=table.device)
-        rows = 16
-        with torch.cuda.device(table.device):
-            _triton().gather4[((idx.shape[0] + rows - 1) // rows,)](idx, wts, table_c, out, idx.shape[0],
-                                                                    D=table.shape[1], ROWS=rows, BD=128)
-        ctx.save_for_backward(idx, wts)
+        out = torch.empty((plan.total, table.shape[1]), dtype=table.dtype, device=table.device)
+        _launch(_triton().interpolate, plan, table_c, out, D=table.shape[1], BD=_TRITON_BD, TAPS_ONLY=False)
+        ctx.plan = plan
         ctx.table_meta = (table.shape[0], table.dtype)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        idx, wts = ctx.saved_tensors
+        idx, wts = _triton_taps(ctx.plan)
         num_rows, dtype = ctx.table_meta
         grad = torch.zeros((num_rows, grad_out.shape[1]), dtype=torch.float32, device=grad_out.device)
         for lo in range(0, idx.shape[0], _FALLBACK_CHUNK_ROWS):
             hi = min(lo + _FALLBACK_CHUNK_ROWS, idx.shape[0])
             part = (grad_out[lo:hi, None, :].float() * wts[lo:hi, :, None]).flatten(0, 1)
             grad += torch.ops.aten.embedding_dense_backward(part, idx[lo:hi].flatten(), num_rows, -1, False)
-        return None, None, grad.to(dtype)
+        return grad.to(dtype), None
 
 
 def _method(table: torch.Tensor, method: str | None) -> str:
@@ -413,7 +458,7 @@ def _method(table: torch.Tensor, method: str | None) -> str:
     return method
 
 
-def _pieces(keys, n, merge, device, dtype, cache, method="embedding_bag"):
+def _pieces(keys, n, merge, device, dtype, cache):
     """``{(h, w): (idx, wts)}`` for ``keys``, from ``cache`` or built in one batch (and cached)."""
     dev = str(device)
     out, missing = {}, []
@@ -426,10 +471,7 @@ def _pieces(keys, n, merge, device, dtype, cache, method="embedding_bag"):
     if missing:
         # Cached tensors must be usable later under autograd, even if first built under inference_mode.
         with torch.inference_mode(False), torch.no_grad():
-            if method == "triton":
-                idx, wts, sizes = _build_triton(missing, n, merge, device)
-            else:
-                idx, wts, sizes = _build(missing, n, merge, device, dtype)
+            idx, wts, sizes = _build(missing, n, merge, device, dtype)
         items, start = [], 0
         for key, size in zip(missing, sizes):
             pair = (idx[start:start + size], wts[start:start + size])
@@ -489,8 +531,6 @@ def _weighted_gather(idx, wts, table, sparse: bool = False, method: str = "embed
     """``out[r] = sum_k table[idx[r, k]] * wts[r, k]``: (R, 4) int64, (R, 4) weights -> (R, hidden) table dtype."""
     if idx.shape[0] == 0:
         return table.new_zeros((0, table.shape[1]))
-    if method == "triton":
-        return _Gather4.apply(idx, wts, table)
     if method == "embedding_bag":
         return F.embedding_bag(idx, table, mode="sum", per_sample_weights=wts, sparse=sparse)
     # Chunked gather, weighted sum in float32. Nothing large is saved for backward (the embedding saves its
@@ -530,7 +570,8 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
             of ``spatial_merge_size``. Its device is where the result is computed.
         num_grid_per_side: ``n`` (48 for Qwen3-VL: 2304 positions).
         spatial_merge_size: ``m`` (2 for Qwen3-VL).
-        cache: a ``_Cache`` (default: this module's) or ``None`` to build without caching.
+        cache: a ``_Cache`` (default: this module's) or ``None`` to build without caching (the Triton path keeps
+            no index cache and ignores it).
         method: ``"triton"`` / ``"embedding_bag"`` / ``"gather"`` or ``None`` to choose by device (see the
             module's ``_EMBEDDING_BAG_DEVICES`` notes): Triton on CUDA, embedding_bag on CPU, gather elsewhere.
 
@@ -561,9 +602,11 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
         return table.new_zeros((0, table.shape[1]))
 
     method = _method(table, method)
+    if method == "triton":  # one fused kernel computes the indices and writes every output row (no cache)
+        return _InterpolateTriton.apply(table, _plan_triton(rows, n, merge, device))
     wdtype = table.dtype if method == "embedding_bag" else torch.float32
     keys = list(dict.fromkeys((h, w) for _, h, w in rows))
-    pieces = _pieces(keys, n, merge, device, wdtype, cache, method)
+    pieces = _pieces(keys, n, merge, device, wdtype, cache)
     total = sum(t * h * w for t, h, w in rows)
     distinct_rows = sum(h * w for h, w in keys)
 
