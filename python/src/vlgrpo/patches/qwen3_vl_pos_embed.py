@@ -165,9 +165,15 @@ def _env_cache_bytes() -> int:
 _CACHE = _Cache(max_bytes=_env_cache_bytes(), max_entries=4096)
 
 
+# Per-axis taps of each (length, n) seen (host, float64 (3, length)): a few KiB each, at most _AXIS_TAPS_MAX.
+_AXIS_TAPS: dict = {}
+_AXIS_TAPS_MAX = 1024
+
+
 def clear_cache() -> None:
-    """Drop every cached index/weight tensor (on all devices) and reset the counters."""
+    """Drop every cached index/weight tensor (on all devices) and the host's per-axis taps; reset the counters."""
     _CACHE.clear()
+    _AXIS_TAPS.clear()
 
 
 def cache_info() -> dict:
@@ -199,18 +205,24 @@ def configure_cache(max_bytes: int | None = None, max_entries: int | None = None
 def _axis_taps(lengths, n: int):
     """Per-axis taps for every length in ``lengths`` (CPU, exactly as the upstream method computes them:
     ``torch.linspace(0, n-1, L)`` in float32, floor by ``int()``, ceil = floor+1 clipped to n-1,
-    fraction = position - floor in float32).
+    fraction = position - floor in float32). Each length's taps are computed once per process and kept (host
+    memory, at most ``_AXIS_TAPS_MAX`` lengths; :func:`clear_cache` drops them).
 
     Returns ``(offsets, table)``: ``offsets[L]`` = start of length ``L`` in ``table``, a float64 tensor of shape
     (3, sum(lengths)) holding floor, ceil (exact integers) and fraction (float32 values).
     """
     offsets, cols, start = {}, [], 0
     for length in lengths:
-        pos = torch.linspace(0, n - 1, length, dtype=torch.float32)
-        floor = pos.int()
-        ceil = (floor + 1).clip(max=n - 1)
-        frac = pos - floor
-        cols.append(torch.stack([floor.double(), ceil.double(), frac.double()]))
+        col = _AXIS_TAPS.get((length, n))
+        if col is None:
+            pos = torch.linspace(0, n - 1, length, dtype=torch.float32)
+            floor = pos.int()
+            ceil = (floor + 1).clip(max=n - 1)
+            frac = pos - floor
+            col = torch.stack([floor.double(), ceil.double(), frac.double()])
+            if len(_AXIS_TAPS) < _AXIS_TAPS_MAX:
+                _AXIS_TAPS[(length, n)] = col
+        cols.append(col)
         offsets[length] = start
         start += length
     return offsets, torch.cat(cols, dim=1)
