@@ -13,8 +13,10 @@ Contenders (each included when available, otherwise listed under "skipped" with 
   weighted embedding sum that 5.17's ``Qwen3VLVisionModel.forward`` applies:
   ``(pos_embed(indices) * weights[:, :, None]).sum(1)``, cast to the weight dtype as ``forward`` does.
 - ``vlgrpo (warm cache)``: ``vlgrpo.patches.qwen3_vl_pos_embed.fast_pos_embed_interpolate`` after a first call;
-  ``vlgrpo (cold cache)``: the same with its index cache cleared before every call (clearing not timed);
-  on CUDA also ``vlgrpo embedding_bag, no Triton``: the path CUDA takes where Triton is unavailable.
+  ``vlgrpo (cold cache)``: the same with its caches (``clear_cache()``: the per-(h, w) index cache and the
+  host's per-length axis taps) cleared before every call (clearing not timed); on CUDA also ``vlgrpo
+  embedding_bag, no Triton``: the path CUDA takes where Triton is unavailable. On CUDA with Triton, vlgrpo keeps
+  no index cache (one fused kernel per call), so its warm and cold rows differ only by the axis taps.
 
 Model sizes: Qwen3-VL-30B-A3B vision tower (hidden 1152, 2304 = 48x48 positions, spatial merge 2), bf16 by
 default; ``grid_thw`` (int64) and the weight live on ``--device``.
