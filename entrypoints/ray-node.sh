@@ -66,14 +66,14 @@ ray_node_declare() {
     "accelerator platform of this node"
   vg_setting RAY_HEAD addr "" "" "worker: HOST:PORT of the head's GCS (required for a worker, refused on the head)"
   vg_setting RAY_PORT int "1024..65535" 6379 "head: GCS port"
-  vg_setting RAY_NODE_IP ids "" "" \
+  vg_setting RAY_NODE_IP ipv4 "" "" \
     "this node's IPv4 address on the cluster network (default: the address of GLOO_SOCKET_IFNAME when \`ip\` exists, else Ray's choice)"
   vg_setting RAY_NUM_CPUS int "1..4096" "" "CPUs Ray may schedule on this node (default: all)"
   vg_setting RAY_MEMORY_MB int "100..16777216" "" "MiB of memory Ray may schedule on this node (default: Ray's estimate)"
   vg_setting RAY_OBJECT_STORE_MB int "75..16777216" "" "MiB of the node's object store (default: Ray's, 30% of memory)"
   vg_setting RAY_TEMP_DIR path any "" "head: Ray's temp/session folder (workers use the head's)"
   vg_setting RAY_DASHBOARD bool "" true "head: run the dashboard (\`ray job submit\`, KubeRay need it)"
-  vg_setting RAY_DASHBOARD_HOST ids "" 127.0.0.1 \
+  vg_setting RAY_DASHBOARD_HOST ipv4 "" 127.0.0.1 \
     "head: dashboard bind address; 0.0.0.0 exposes job submission (= running code) to the network"
   vg_setting RAY_DASHBOARD_PORT int "1024..65535" 8265 "head: dashboard port"
   vg_setting RAY_CLIENT_PORT int "1024..65535" 10001 "head: Ray client server port"
@@ -102,16 +102,6 @@ ray_node_usage() {
       "${VG_MEANING[$name]}"
   done
   printf '\nRequired: GLOO_SOCKET_IFNAME, and HCCL_SOCKET_IFNAME (Ascend) or NCCL_SOCKET_IFNAME (NVIDIA).\n'
-}
-
-# ray_node_ipv4 VAR VALUE: record a problem unless VALUE is a dotted-quad IPv4 address.
-ray_node_ipv4() {
-  # no leading zeros: inet_aton and some resolvers read 010 as octal (8), others as decimal
-  local o='(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])'
-  local re="^$o\\.$o\\.$o\\.$o\$"
-  if [[ ! $2 =~ $re ]]; then
-    vg_problem "$1" "$(vg_show "$2") is not an IPv4 address" "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)"
-  fi
 }
 
 # Wait up to $2 seconds for TCP host:port ($1) to accept a connection. Uses bash's /dev/tcp in a
@@ -366,8 +356,6 @@ ray_node_main() {
   vg_read_settings
   ray_node_siblings
   vg_check_unknown_vars
-  if [[ -n ${VG_VAL[RAY_NODE_IP]-} ]]; then ray_node_ipv4 VLGRPO_RAY_NODE_IP "${VG_VAL[RAY_NODE_IP]-}"; fi
-  if [[ -n ${VG_VAL[RAY_DASHBOARD_HOST]-} ]]; then ray_node_ipv4 VLGRPO_RAY_DASHBOARD_HOST "${VG_VAL[RAY_DASHBOARD_HOST]-}"; fi
   if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]-} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
     vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
   fi

@@ -112,6 +112,7 @@ vg_allowed_text() {
     name) printf 'letters, digits, . _ - (not a number)' ;;
     addr) printf 'HOST:PORT' ;;
     ids) printf 'comma list of ids' ;;
+    ipv4) printf 'IPv4 address' ;;
   esac
 }
 
@@ -228,6 +229,15 @@ vg_validate() {
         VG_VAL[$name]=$raw
       else
         vg_problem "$var" "$(vg_show "$raw") is not a comma list of ids" "use ids of lower-case letters, digits, '_', '.', '-' separated by commas"
+      fi
+      ;;
+    ipv4)
+      # no leading zeros: inet_aton and some resolvers read 010 as octal (8), others as decimal
+      local o='(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])'
+      if [[ $raw =~ ^$o\.$o\.$o\.$o$ ]]; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not an IPv4 address" "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)"
       fi
       ;;
     *) vg_die_internal "setting $name has unknown type $t" ;;

@@ -215,6 +215,8 @@ EOF
   run --separate-stderr "$RN" --help
   assert_success
   assert_output --partial '| `VLGRPO_RAY_HEAD` |'
+  assert_output --partial '| `VLGRPO_RAY_NODE_IP` | IPv4 address |'
+  assert_output --partial '| `VLGRPO_RAY_DASHBOARD_HOST` | IPv4 address |'
   assert_ray_not_started
 }
 
