@@ -156,6 +156,26 @@ PATCHES = PATCHES + (
         "verify": _P + "rollout_ban:verify",
         "recheck_after": (),
     },
+    {
+        "id": "rollout.vision_placeholder_mask",
+        "summary": (
+            "a `<|image_pad|>`/`<|video_pad|>` the policy still generated (no ban: sglang/trtllm, ban switched off) "
+            "crashes verl's agent-loop postprocess or the actor forward (get_rope_index on a missing video grid / an "
+            "extra image span, 'Image features and image tokens do not match'); the sample's generated placeholder "
+            "ids are now replaced by the pad id and its response_mask zeroed (masked, one warning), not a job crash."
+        ),
+        "upstream": "verl-project/verl#5817 (no upstream guard; the vLLM-only ban of verl PR #7038 is the other half)",
+        "applies_when": (
+            "verl's `AgentLoopWorker._agent_loop_postprocess` (and the methods it calls) never checks the response "
+            "ids against image_token_id/video_token_id (verl v0.8.0; both recipes' agent-loop workers)"
+        ),
+        "targets": (("verl.experimental.agent_loop.agent_loop", "AgentLoopWorker._agent_loop_postprocess"),),
+        "detector": _P + "rollout_mask:missing_mask",
+        "replacement": _P + "rollout_mask:make_agent_loop_postprocess",
+        "wraps": True,
+        "verify": _P + "rollout_mask:verify",
+        "recheck_after": (),
+    },
 )
 
 IDS = tuple(p["id"] for p in PATCHES)
