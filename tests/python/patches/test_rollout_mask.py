@@ -71,7 +71,8 @@ def test_unpatched_verl_crashes_on_the_minimal_input(full):
     assert runs["unpatched/start_video_pad"]["where"][-2:] == ["agent_loop.py:_compute_position_ids",
                                                             "modeling_qwen3_vl.py:get_rope_index"]
     # <|vision_start|><|image_pad|>: a second image span with one grid (transformers 5.x: StopIteration here)
-    assert runs["unpatched/start_image_pad"]["exc"] == ["IndexError", "index 1 is out of bounds for dimension 0 with size 1"]
+    assert runs["unpatched/start_image_pad"]["exc"] == [
+        "IndexError", "index 1 is out of bounds for dimension 0 with size 1"]
     assert runs["unpatched/start_image_pad"]["where"][-1] == "modeling_qwen3_vl.py:get_rope_index"
     # a lone <|image_pad|> passes the rollout worker and breaks the actor forward (verl's _get_input_embeds)
     assert runs["unpatched/image_pad"]["exc"] is None
@@ -150,6 +151,17 @@ def test_batch_other_samples_byte_identical(full):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("mode", ("token-mean", "seq-mean-token-mean"))
+def test_masked_samples_contribute_no_policy_loss(full, mode):
+    """verl's agg_loss over the batch: the masked rows' per-token losses (spiked to 1e6) do not move the loss, which
+    equals the loss over the two other rows alone; with verl's own mask they dominate it."""
+    out, _ = full
+    plain, spiked, others_only = out["loss"][f"patched/{mode}"]
+    assert plain == pytest.approx(others_only, rel=1e-6) and spiked == pytest.approx(plain, rel=1e-6)
+    plain, spiked, _ = out["loss"][f"unpatched/{mode}"]
+    assert spiked > 1e4 * plain
+
+
 def test_one_warning_per_masked_sample(full):
     out, _ = full
     for name in BAD:
@@ -190,9 +202,14 @@ def test_detector_on_verl_releases(verl_071):
 
     verl_080 = Path(importlib.util.find_spec("verl").submodule_search_locations[0]).parent
     for root in (verl_080, verl_071):
-        fn = detect.find_function(_agent_loop_source(root), "AgentLoopWorker._agent_loop_postprocess")
-        faulty, reason = rollout_mask.missing_mask(fn)
+        source = _agent_loop_source(root)
+        # the whole module: the postprocess and every method of its class it calls (0.8.0's
+        # _compute_position_ids compares input_ids with image_token_id to build mm_token_type_ids: not a guard)
+        faulty, reason = rollout_mask.missing_mask_in_source(source)
         assert faulty and "without checking them for image/video placeholder ids" in reason, (root, reason)
+        assert "_compute_position_ids" in reason and "_compute_multi_modal_inputs" in reason
+        fn = detect.find_function(source, "AgentLoopWorker._agent_loop_postprocess")
+        assert rollout_mask.missing_mask(fn)[0] is True  # a bare FunctionDef: its own body only
 
 
 def test_detector_sees_a_guard_in_a_called_method(tmp_path, monkeypatch):
@@ -237,3 +254,23 @@ def test_warning_names_each_id_and_count():
     assert found == {VIDEO_PAD: 2, IMAGE_PAD: 1}  # the last 151655 is a tool token (mask 0)
     text = rollout_mask.warning_text("uid=u", found, SimpleNamespace(), PAD)
     assert re.search(r"token\(s\) 151655 x1, 151656 x2 \(3 in all\)", text), text
+
+
+def test_an_error_in_the_check_hands_verl_the_sample_unchanged(monkeypatch):
+    import asyncio
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("VLGRPO_PATCHES_STRICT", raising=False)
+    seen = []
+
+    async def original(self, output, validate, **kwargs):
+        seen.append(output)
+
+    worker = SimpleNamespace(model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=IMAGE_PAD)),
+                             tokenizer=SimpleNamespace(pad_token_id=PAD), processor=None)
+    odd = SimpleNamespace(response_ids=["not an id"], response_mask=[1])
+    asyncio.run(rollout_mask.make_agent_loop_postprocess(original)(worker, odd, False))
+    assert seen == [odd]
+    monkeypatch.setenv("VLGRPO_PATCHES_STRICT", "1")
+    with pytest.raises(ValueError):
+        asyncio.run(rollout_mask.make_agent_loop_postprocess(original)(worker, odd, False))

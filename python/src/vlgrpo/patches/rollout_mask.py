@@ -113,7 +113,7 @@ def neutralized(output, ids, pad_id):
     return new
 
 
-def sample_name(output, kwargs) -> str:
+def sample_name(kwargs) -> str:
     """``uid=…, index=…`` from the sample's batch row (the agent loop's kwargs) or its ``extra_info``; for the
     warning."""
     parts = []
@@ -149,7 +149,22 @@ def _log_warning(message: str) -> None:
 
 
 def _prepare(worker, output, kwargs):
-    """``output`` unchanged, or its neutralized copy (after logging the warning)."""
+    """``output`` unchanged, or its neutralized copy (after logging the warning). An error in this check is logged
+    once and the output goes to verl unchanged (the patch must not add a crash), unless ``VLGRPO_PATCHES_STRICT=1``."""
+    try:
+        return _neutralize_if_needed(worker, output, kwargs)
+    except Exception as exc:
+        from vlgrpo.patches import bootstrap
+
+        bootstrap.log_once(("run-error", PATCH_ID, type(exc).__name__), 40,
+                           f"{PATCH_ID}: checking a response failed ({type(exc).__name__}: {exc}); the sample goes to "
+                           f"verl unchanged")
+        if bootstrap.strict():
+            raise
+        return output
+
+
+def _neutralize_if_needed(worker, output, kwargs):
     ids = vision_ids(worker)
     response_ids = getattr(output, "response_ids", None)
     if not ids or response_ids is None:
@@ -160,7 +175,7 @@ def _prepare(worker, output, kwargs):
     tokenizer = getattr(worker, "tokenizer", None)
     pad_id = replacement_id(tokenizer)
     new = neutralized(output, ids, pad_id)
-    _log_warning(warning_text(sample_name(output, kwargs), found, tokenizer, pad_id))
+    _log_warning(warning_text(sample_name(kwargs), found, tokenizer, pad_id))
     return new
 
 
@@ -202,8 +217,8 @@ def _mentions(node, names) -> bool:
 
 
 def _mentions_response(node) -> bool:
-    return any((isinstance(n, ast.Name) and "response" in n.id) or (isinstance(n, ast.Attribute) and "response" in n.attr)
-               for n in ast.walk(node))
+    return any((isinstance(n, ast.Name) and "response" in n.id)
+               or (isinstance(n, ast.Attribute) and "response" in n.attr) for n in ast.walk(node))
 
 
 def _guard(fn):
@@ -213,8 +228,9 @@ def _guard(fn):
     nodes = sorted((n for n in ast.walk(fn) if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset))
     for node in nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            calls_getter = any(isinstance(c, ast.Call) and (getattr(c.func, "id", None) == "get_processor_token_id"
-                                                            or getattr(c.func, "attr", None) == "get_processor_token_id")
+            getter = "get_processor_token_id"
+            calls_getter = any(isinstance(c, ast.Call) and getter in (getattr(c.func, "id", None),
+                                                                      getattr(c.func, "attr", None))
                                for c in ast.walk(node.value))
             if calls_getter or _mentions(node.value, placeholder):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -226,17 +242,10 @@ def _guard(fn):
     return None
 
 
-def _class_methods(func) -> dict:
-    """``{name: FunctionDef}`` of the class defining ``func`` (parsed from its module's source); empty for a plain
-    function or when the source is unavailable."""
-    parts = getattr(func, "__qualname__", "").split(".")
-    module = sys.modules.get(getattr(func, "__module__", None) or "")
-    if len(parts) < 2 or module is None:
-        return {}
-    try:
-        tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError):
-        return {}
+def _class_methods(tree, qualname) -> dict:
+    """``{name: FunctionDef}`` of the class that ``qualname`` (``"Class.method"``) names in the parsed module
+    ``tree``; empty for a plain function or a class not found."""
+    parts = qualname.split(".")
     body = tree.body
     for part in parts[:-1]:
         match = [n for n in body if isinstance(n, ast.ClassDef) and n.name == part]
@@ -246,15 +255,7 @@ def _class_methods(func) -> dict:
     return {n.name: n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def missing_mask(obj):
-    """``(faulty, reason)``: faulty when verl's agent-loop postprocess (``obj``: the function, or its parsed
-    ``ast.FunctionDef``) never relates the response ids to the vision placeholder ids, neither in its own body nor
-    in the methods of its class that it calls (``self.<name>(...)``, followed transitively; with a bare
-    ``FunctionDef`` only its body). A comparison of the *prompt+response* ``input_ids`` with the ids (verl 0.8.0's
-    ``_compute_position_ids`` builds ``mm_token_type_ids`` so) is not a guard. Raises ``TypeError``/``OSError``
-    when no source is available."""
-    fn = detect.function_node(obj)
-    methods = {} if isinstance(obj, (ast.FunctionDef, ast.AsyncFunctionDef)) else _class_methods(obj)
+def _check(fn, methods):
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
     if "output" not in params:
         return False, f"{fn.name} takes no `output` (not verl's agent-loop postprocess)"
@@ -276,6 +277,31 @@ def missing_mask(obj):
     checked = ", ".join(sorted(seen))
     return True, (f"{fn.name} turns the response ids into the batch and computes position ids over them without "
                   f"checking them for image/video placeholder ids (checked: {checked}; verl issue #5817)")
+
+
+def missing_mask(obj):
+    """``(faulty, reason)``: faulty when verl's agent-loop postprocess (``obj``: the function, or its parsed
+    ``ast.FunctionDef``) never relates the response ids to the vision placeholder ids, neither in its own body nor
+    in the methods of its class that it calls (``self.<name>(...)``, followed transitively, read from the source of
+    the function's module; with a bare ``FunctionDef`` only its body). A comparison of the *prompt+response*
+    ``input_ids`` with the ids (verl 0.8.0's ``_compute_position_ids`` builds ``mm_token_type_ids`` so) is not a
+    guard. Raises ``TypeError``/``OSError`` when no source is available."""
+    fn = detect.function_node(obj)
+    methods = {}
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if not isinstance(obj, (ast.FunctionDef, ast.AsyncFunctionDef)) and module is not None:
+        try:
+            methods = _class_methods(ast.parse(inspect.getsource(module)), obj.__qualname__)
+        except (OSError, TypeError):
+            methods = {}
+    return _check(fn, methods)
+
+
+def missing_mask_in_source(source: str, qualname: str = "AgentLoopWorker._agent_loop_postprocess"):
+    """:func:`missing_mask` on a module's source text (e.g. ``verl/experimental/agent_loop/agent_loop.py`` read out
+    of another release's wheel), callees included. ``KeyError`` when ``qualname`` is not defined there."""
+    tree = ast.parse(source)
+    return _check(detect.find_function(source, qualname), _class_methods(tree, qualname))
 
 
 def verify() -> None:

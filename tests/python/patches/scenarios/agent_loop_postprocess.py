@@ -150,7 +150,8 @@ try:
             res = asyncio.run(fn(worker, output, False, raw_prompt=messages, uid=uid, index=7))
         except Exception as exc:  # noqa: BLE001 - the crash is the result
             tb = traceback.extract_tb(exc.__traceback__)
-            return None, {"exc": [type(exc).__name__, str(exc)], "where": [f"{Path(f.filename).name}:{f.name}" for f in tb],
+            where = [f"{Path(f.filename).name}:{f.name}" for f in tb]
+            return None, {"exc": [type(exc).__name__, str(exc)], "where": where,
                           "log": records.messages[before:]}
         return res, {"exc": None, "log": records.messages[before:],
                      "response_ids_in": output.response_ids, "response_mask_in": output.response_mask}
@@ -162,7 +163,7 @@ try:
         original = getattr(current, "__wrapped__", current)
         internal = {}
         for label, fn in (("unpatched", original), ("patched", current)):
-            for i, name in enumerate(cases):
+            for name in cases:
                 res, info = run(fn, name, f"uid-{name}")
                 out["runs"][f"{label}/{name}"] = info
                 if res is not None:
@@ -180,6 +181,23 @@ try:
             saved[f"batch/{label}"] = {k: proto.batch[k] for k in proto.batch.keys()}
             saved[f"batch/{label}/mm"] = list(proto.non_tensor_batch["multi_modal_inputs"])
         out["batch_names"] = batch_names
+
+        # the policy loss verl aggregates over that batch (core_algos.agg_loss, response_mask as the loss mask, as
+        # the actor does): with rows 1-2 (the placeholder samples) given huge per-token losses, and over rows 0 and 3
+        # alone; each for both masks
+        from verl.trainer.ppo.core_algos import agg_loss
+
+        gen = torch.Generator().manual_seed(0)
+        loss_mat = torch.rand(saved["batch/patched"]["response_mask"].shape, generator=gen)
+        spiked = loss_mat.clone()
+        spiked[1:3] = 1.0e6
+        out["loss"] = {}
+        for mode in ("token-mean", "seq-mean-token-mean"):
+            for label in ("unpatched", "patched"):
+                mask = saved[f"batch/{label}"]["response_mask"].float()
+                out["loss"][f"{label}/{mode}"] = [
+                    agg_loss(loss_mat, mask, mode).item(), agg_loss(spiked, mask, mode).item(),
+                    agg_loss(loss_mat[[0, 3]], mask[[0, 3]], mode).item()]
 
         # reference: transformers' get_rope_index (as verl binds it) on the hand-sanitized unpadded sequence
         from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
