@@ -21,8 +21,8 @@ from vlgrpo.patches import detect, rollout_mask
 
 SCRIPT = SCENARIOS / "agent_loop_postprocess.py"
 PATCH = "rollout.vision_placeholder_mask"
-IMAGE_PAD, VIDEO_PAD, PAD = 151655, 151656, 151643
-BAD = ("image_pad", "video_pad", "start_video_pad", "start_image_pad")
+IMAGE_PAD, VIDEO_PAD, VISION_START, PAD = 151655, 151656, 151652, 151643
+BAD = ("image_pad", "video_pad", "start_video_pad", "start_image_pad", "end_vision_start")
 
 
 def _scenario(out_dir, mode, env=None):
@@ -82,6 +82,10 @@ def test_unpatched_verl_crashes_on_the_minimal_input(full):
     resp = _response(saved["unpatched/video_pad"])
     assert (resp == VIDEO_PAD).sum() == 1 and saved["unpatched/video_pad"]["response_mask"].sum() == len(resp)
     assert out["forward"]["unpatched/video_pad"] is None
+    # a response cut right after a generated <|vision_start|>: get_rope_index reads the token after it
+    assert runs["unpatched/end_vision_start"]["exc"][0] == "IndexError"
+    assert runs["unpatched/end_vision_start"]["where"][-1] == "modeling_qwen3_vl.py:get_rope_index"
+    assert runs["unpatched/mid_vision_start"]["exc"] is None  # followed by text: no new span, no crash
 
 
 @pytest.mark.parametrize("name", BAD)
@@ -92,7 +96,13 @@ def test_patched_sample_is_sanitized_and_masked(full, name):
     got = saved[f"patched/{name}"]
     original = out["cases"][name]["response_ids"]
     expected = [PAD if t in (IMAGE_PAD, VIDEO_PAD) else t for t in original]
+    if name == "end_vision_start":
+        assert expected[-1] == VISION_START
+        expected[-1] = PAD
     assert _response(got).tolist() == expected  # placeholders gone, every other id and the length kept
+    # the agent loop's own output object is not modified (verl gets a copy)
+    run = out["runs"][f"patched/{name}"]
+    assert run["response_ids_in"] == original and run["response_mask_in"] == [1] * len(original)
     assert not ((got["responses"] == IMAGE_PAD) | (got["responses"] == VIDEO_PAD)).any()
     assert got["response_mask"].shape == got["responses"].shape and not got["response_mask"].any()
     # position ids = transformers' get_rope_index on the sanitized unpadded sequence; row 0 = 0..L-1
@@ -120,7 +130,7 @@ def test_patched_differs_from_verl_only_at_the_placeholder_and_the_mask(full, na
             assert torch.equal(before[key], after[key]), key
 
 
-@pytest.mark.parametrize("name", ("clean", "tool_image"))
+@pytest.mark.parametrize("name", ("clean", "tool_image", "mid_vision_start"))
 def test_clean_and_tool_returned_image_are_untouched_and_silent(full, name):
     out, saved = full
     before, after = saved[f"unpatched/{name}"], saved[f"patched/{name}"]
@@ -167,14 +177,14 @@ def test_one_warning_per_masked_sample(full):
     for name in BAD:
         log = out["runs"][f"patched/{name}"]["log"]
         assert len(log) == 1 and log[0][0] == "WARNING", log
-        token = IMAGE_PAD if "image" in name else VIDEO_PAD
-        label = "<|image_pad|>" if token == IMAGE_PAD else "<|video_pad|>"
+        token, label = {"image": (IMAGE_PAD, "<|image_pad|>"), "video": (VIDEO_PAD, "<|video_pad|>"),
+                        "vision": (VISION_START, "<|vision_start|>")}[name.split("_")[-2]]
         assert log[0][1] == (
-            f"vlgrpo.patches: {PATCH}: sample uid=uid-{name}, index=7: the policy generated vision placeholder "
+            f"vlgrpo.patches: {PATCH}: sample uid=uid-{name}, index=7: the policy generated vision "
             f"token(s) {token} {label} x1 (1 in all) in its response; replaced them by pad id {PAD} and set the "
             f"sample's response_mask to 0 (sample masked: no policy loss from it) so position ids and the actor "
             f"forward do not crash (verl issue #5817)")
-    for name in ("clean", "tool_image"):
+    for name in ("clean", "tool_image", "mid_vision_start"):
         assert out["runs"][f"unpatched/{name}"]["log"] == []
 
 
@@ -254,6 +264,16 @@ def test_warning_names_each_id_and_count():
     assert found == {VIDEO_PAD: 2, IMAGE_PAD: 1}  # the last 151655 is a tool token (mask 0)
     text = rollout_mask.warning_text("uid=u", found, SimpleNamespace(), PAD)
     assert re.search(r"token\(s\) 151655 x1, 151656 x2 \(3 in all\)", text), text
+
+
+def test_vision_start_counts_only_as_the_generated_last_token():
+    ids, trailing = [IMAGE_PAD, VIDEO_PAD], [VISION_START]
+    find = rollout_mask.generated_placeholders
+    assert find([1, VISION_START, 2, VISION_START], [1, 1, 1, 1], ids, trailing) == {VISION_START: 1}
+    assert find([1, VISION_START, 2], [1, 1, 1], ids, trailing) == {}  # followed by a token: harmless
+    assert find([1, 2, VISION_START], [1, 1, 0], ids, trailing) == {}  # a tool's token (mask 0)
+    assert find([1, 2, VISION_START], [1, 1, 1], ids) == {}  # no trailing ids given: placeholders only
+    assert find([], [], ids, trailing) == {}
 
 
 def test_an_error_in_the_check_hands_verl_the_sample_unchanged(monkeypatch):

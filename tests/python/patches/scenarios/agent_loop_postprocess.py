@@ -133,6 +133,10 @@ try:
         "video_pad": (words[:2] + [VIDEO_PAD] + words[2:] + [IM_END], None, [image]),
         "start_video_pad": (words[:2] + [VISION_START, VIDEO_PAD] + words[2:] + [IM_END], None, [image]),
         "start_image_pad": (words[:2] + [VISION_START, IMAGE_PAD] + words[2:] + [IM_END], None, [image]),
+        # cut by response_length right after a generated <|vision_start|> (no <|im_end|>)
+        "end_vision_start": (words + [VISION_START], None, [image]),
+        # a <|vision_start|> followed by text: harmless for get_rope_index, left alone
+        "mid_vision_start": (words[:2] + [VISION_START] + words[2:] + [IM_END], None, [image]),
         "tool_image": (words + tool_image + words + [IM_END],
                        [1] * len(words) + [0] * len(tool_image) + [1] * len(words) + [1], [image, image_2]),
     }
@@ -202,8 +206,10 @@ try:
         # reference: transformers' get_rope_index (as verl binds it) on the hand-sanitized unpadded sequence
         from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
-        for name in ("image_pad", "video_pad", "start_video_pad", "start_image_pad"):
+        for name in ("image_pad", "video_pad", "start_video_pad", "start_image_pad", "end_vision_start"):
             ids = [tok.pad_token_id if t in (IMAGE_PAD, VIDEO_PAD) else t for t in cases[name][0]]
+            if ids[-1] == VISION_START:
+                ids[-1] = tok.pad_token_id
             seq = torch.tensor([prompt_ids + ids])
             ref, _ = Qwen3VLModel.get_rope_index(proc, input_ids=seq, image_grid_thw=enc["image_grid_thw"],
                                                 attention_mask=torch.ones_like(seq))
