@@ -294,3 +294,60 @@ def test_an_error_in_the_check_hands_verl_the_sample_unchanged(monkeypatch):
     monkeypatch.setenv("VLGRPO_PATCHES_STRICT", "1")
     with pytest.raises(ValueError):
         asyncio.run(rollout_mask.make_agent_loop_postprocess(original)(worker, odd, False))
+
+
+_FAKE_AGENT_LOOP = '''
+class AgentLoopWorker:
+    def __init__(self, hf_config, pad_token_id):
+        import types
+        self.model_config = types.SimpleNamespace(hf_config=hf_config)
+        self.tokenizer = types.SimpleNamespace(pad_token_id=pad_token_id)
+        self.processor = None
+
+    async def _agent_loop_postprocess(self, output, validate, **kwargs):
+        {guard}
+        self._compute_position_ids(output.response_ids)
+        return list(output.response_ids), list(output.response_mask)
+
+    def _drop_generated_vision_tokens(self, output):
+        bad = {{self.model_config.hf_config.image_token_id, self.model_config.hf_config.video_token_id}}
+        if any(t in bad for t in output.response_ids):
+            output.response_mask = [0] * len(output.response_mask)
+
+    def _compute_position_ids(self, input_ids):
+        image_token_id = self.model_config.hf_config.image_token_id
+        return [int(t == image_token_id) for t in input_ids]  # like verl's mm_token_type_ids: not a guard
+'''
+
+_E2E = r'''
+import asyncio, json, types
+import verl.experimental.agent_loop.agent_loop as al
+import vlgrpo.patches as P
+row = {r["id"]: r for r in P.status(import_targets=False)}["rollout.vision_placeholder_mask"]
+cfg = types.SimpleNamespace(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652)
+out = types.SimpleNamespace(response_ids=[5, 151656, 6], response_mask=[1, 1, 1])
+got = asyncio.run(al.AgentLoopWorker(cfg, 151643)._agent_loop_postprocess(out, False, uid="u"))
+fn = al.AgentLoopWorker._agent_loop_postprocess
+print(json.dumps([row["status"], row["reason"], getattr(fn, "__vlgrpo_patch__", None), got]))
+'''
+
+
+@pytest.mark.parametrize("guarded", (False, True))
+def test_status_through_the_import_hook_on_a_guarded_and_an_unguarded_verl(tmp_path, shim_dir, guarded):
+    """A stand-in ``verl`` package (first on the path) whose AgentLoopWorker does / does not drop vision tokens in a
+    method its postprocess calls: the real import hook applies the patch only to the unguarded one."""
+    pkg = tmp_path / "fake" / "verl" / "experimental" / "agent_loop"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    guard = "self._drop_generated_vision_tokens(output)" if guarded else "pass"
+    (pkg / "agent_loop.py").write_text(_FAKE_AGENT_LOOP.format(guard=guard))
+    status, reason, bound, (ids, mask) = run_py(_E2E, path=[shim_dir, tmp_path / "fake"]).json
+    if guarded:
+        assert status == "not needed" and bound is None, reason
+        assert "_drop_generated_vision_tokens" in reason
+        assert ids == [5, VIDEO_PAD, 6] and mask == [0, 0, 0]  # the stand-in's own guard ran, ours did not
+    else:
+        assert status == "applied" and bound == PATCH, reason
+        assert "_compute_position_ids" in reason and "without checking them" in reason
+        assert ids == [5, PAD, 6] and mask == [0, 0, 0]  # 151656 became the pad id; sample masked
