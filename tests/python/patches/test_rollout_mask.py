@@ -266,6 +266,19 @@ def test_warning_names_each_id_and_count():
     assert re.search(r"token\(s\) 151655 x1, 151656 x2 \(3 in all\)", text), text
 
 
+def test_a_short_or_missing_mask_comes_back_all_zero_over_the_whole_response():
+    """verl pads ``response_mask`` with the tokenizer's pad id (``_pad_token_ids``), so a mask shorter than the
+    response would weight its tail by 151643; the masked copy covers every response position."""
+    from types import SimpleNamespace
+
+    for mask in ([1, 1], None):
+        out = SimpleNamespace(response_ids=[1, IMAGE_PAD, 2, 3], response_mask=mask)
+        new = rollout_mask.neutralized(out, [IMAGE_PAD], PAD)
+        assert new.response_ids == [1, PAD, 2, 3] and new.response_mask == [0, 0, 0, 0]
+    out = SimpleNamespace(response_ids=[1, IMAGE_PAD], response_mask=[1, 1, 1])
+    assert rollout_mask.neutralized(out, [IMAGE_PAD], PAD).response_mask == [0, 0, 0]  # never shortened
+
+
 def test_vision_start_counts_only_as_the_generated_last_token():
     ids, trailing = [IMAGE_PAD, VIDEO_PAD], [VISION_START]
     find = rollout_mask.generated_placeholders

@@ -126,13 +126,14 @@ def replacement_id(tokenizer) -> int:
 
 def neutralized(output, ids, pad_id, trailing=()):
     """A copy of the agent-loop ``output`` whose generated placeholder ids (and a generated ``trailing`` id in the
-    last position, see :func:`generated_placeholders`) are ``pad_id`` and whose ``response_mask`` is all 0 (same
-    length); the response ids come back as a list of int. ``output`` itself is not modified; pydantic models (verl's
-    ``AgentLoopOutput``) are copied with ``model_copy``."""
+    last position, see :func:`generated_placeholders`) are ``pad_id`` and whose ``response_mask`` is all 0, as long
+    as the mask was (at least as long as the response: verl pads a shorter mask with the tokenizer's pad id, which
+    would weight the tail positions by it); the response ids come back as a list of int. ``output`` itself is not
+    modified; pydantic models (verl's ``AgentLoopOutput``) are copied with ``model_copy``."""
     hits = set(_hits(output.response_ids, output.response_mask, ids, trailing))
     mask = [] if output.response_mask is None else list(output.response_mask)
     new_ids = [pad_id if i in hits else int(t) for i, t in enumerate(output.response_ids)]
-    update = {"response_ids": new_ids, "response_mask": [0] * len(mask)}
+    update = {"response_ids": new_ids, "response_mask": [0] * max(len(mask), len(new_ids))}
     if hasattr(output, "model_copy"):
         return output.model_copy(update=update)
     import copy
