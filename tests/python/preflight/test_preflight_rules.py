@@ -134,6 +134,26 @@ def test_b05_warns_when_the_ban_patch_is_disabled(fixed_argv, monkeypatch):
     assert f.severity == "warning" and "151655" in f.what and "151656" in f.what and "switched off" in f.what
 
 
+def test_b05_mask_patch_covers_the_pinned_verl(clean_fixed_report):
+    info = clean_fixed_report.summary["vision_tokens"]
+    # verl 0.8.0's agent-loop postprocess has no guard of its own (the patch detector reads the installed source)
+    assert info["verl_masks_vision_placeholders"] is False and info["mask_patch_active"] is True
+    assert _by_code(clean_fixed_report, "rules.vision-token-mask") == []
+
+
+def test_b05_warns_when_the_mask_patch_is_disabled(fixed_argv, monkeypatch):
+    monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", "rollout.vision_placeholder_mask")
+    report = run_preflight(fixed_argv, check_data=False)
+    (f,) = _by_code(report, "rules.vision-token-mask")
+    assert f.severity == "warning" and "rollout.vision_placeholder_mask" in f.what and "switched off" in f.what
+    assert f.fix == "keep the vlgrpo patch rollout.vision_placeholder_mask enabled"
+    # the ban patch is still on: only the mask is reported
+    assert _by_code(report, "rules.vision-token-ban") == []
+    monkeypatch.setenv("VLGRPO_PATCHES", "off")
+    both = {f.code for f in run_preflight(fixed_argv, check_data=False).findings}
+    assert {"rules.vision-token-mask", "rules.vision-token-ban"} <= both
+
+
 # --- B19: VeOmni layout ------------------------------------------------------------------------------------
 
 def test_b19_veomni_fsdp_size_must_match_world_size():

@@ -24,7 +24,7 @@ Finding codes (severity error unless marked W; "E/W": warning when verl would on
 - cross-field rules: ``rules.logger``, ``rules.max-model-len``, ``rules.max-model-len-mismatch``,
   ``rules.max-position-embeddings``, ``rules.veomni-layout``, ``rules.veomni-version`` (W when VeOmni is
   absent), ``rules.devices-per-node``, ``rules.devices-unused`` (W), ``rules.image-truncation``, ``rules.checkpoint-backend``,
-  ``rules.checkpoint-backend-import`` (W), ``rules.vision-token-ban`` (W)
+  ``rules.checkpoint-backend-import`` (W), ``rules.vision-token-ban`` (W), ``rules.vision-token-mask`` (W)
 - no user code (B17): ``security.trust-remote-code``, ``security.code-loading``, ``security.target``
 - model folder: ``model.missing``, ``model.bad-json``, ``model.auto-map``, ``model.python-file``,
   ``model.no-config``, ``model.type``, ``model.no-tokenizer``, ``model.no-processor``,

@@ -106,6 +106,11 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
     mpath = model_path or str(work.actor_rollout_ref.model.path)
     model = check_model_dir(mpath, report)
     s["model"] = {k: model.get(k) for k in ("path", "model_type", "max_position_embeddings")}
+    if s.get("veomni") and model.get("clean"):  # B19: VeOmni installed -> it must build this folder's model
+        from .veomni_build import check_veomni_build
+
+        s["veomni_build"] = check_veomni_build(work, mpath, report, pinned=rules.PINNED_VEOMNI)
+        t = _lap(timings, "veomni_build", t)
     hf_model = None
     if model.get("clean"):
         hf_model = _hf_model_config(work, mpath, report)
@@ -133,6 +138,7 @@ def _run(argv: list[str], report: Report, timings: dict[str, float], check_data:
         tokenizer = counter.tokenizer
         s["counted_with"] = counter.method
     s["vision_tokens"] = verl_checks.check_vision_token_ban(work, report, tokenizer)
+    s["vision_tokens"].update(verl_checks.check_vision_token_mask(report))
     has_images = bool(model.get("is_vision_language", True))
     if check_data:
         from .dataset import check_data as _check_data
