@@ -79,6 +79,8 @@ def test_b19_pinned_veomni_builds_the_30b_model_on_meta(veomni_src, monkeypatch)
     assert built["model_class"] == ("veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe."
                                    "Qwen3VLMoeForConditionalGeneration")
     assert built["parameters"] == _reference_parameter_count() > 30_000_000_000
+    # the tiny image forward ran: 4 image tokens, random-init loss near ln(vocab 151936) = 11.93
+    assert built["forward"]["image_tokens"] == 4 and abs(built["forward"]["loss"] - math.log(151936)) < 0.5
     assert built["seconds"] < 60
     assert "veomni" not in sys.modules  # built in a child interpreter: this process stays unpatched
 
@@ -126,15 +128,36 @@ def register_qwen3_vl_moe_modeling(architecture):
 '''
 
 
-@pytest.mark.parametrize("variant", ["no-entry", "text-only"])
+REFUSES_IMAGES = '''"""Stand-in: a VeOmni whose qwen3_vl_moe model has the VL classes but refuses images at run time (#6146)."""
+from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import Qwen3VLMoeForConditionalGeneration
+
+from ...loader import MODELING_REGISTRY
+
+
+class RefusesImages(Qwen3VLMoeForConditionalGeneration):
+    def forward(self, input_ids=None, attention_mask=None, pixel_values=None, image_grid_thw=None, **kwargs):
+        if pixel_values is not None:
+            raise ValueError("Qwen3VLMoe currently supports text-only inputs; pixel_values is not supported yet")
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+
+@MODELING_REGISTRY.register("qwen3_vl_moe")
+def register_qwen3_vl_moe_modeling(architecture):
+    return RefusesImages
+'''
+
+VARIANTS = {"no-entry": "# this VeOmni ships no Qwen3-VL-MoE model\n", "text-only": TEXT_ONLY,
+            "refuses-images": REFUSES_IMAGES}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_b19_veomni_without_the_vl_model_is_an_error(veomni_src, tmp_path, monkeypatch, variant):
     from omegaconf import OmegaConf
 
     from vlgrpo.preflight.report import Report
     from vlgrpo.preflight.veomni_build import check_veomni_build
 
-    text = "# this VeOmni ships no Qwen3-VL-MoE model\n" if variant == "no-entry" else TEXT_ONLY
-    monkeypatch.syspath_prepend(veomni_variant(str(tmp_path / "veomni"), {REGISTRATION: text}))
+    monkeypatch.syspath_prepend(veomni_variant(str(tmp_path / "veomni"), {REGISTRATION: VARIANTS[variant]}))
     work = OmegaConf.create({"actor_rollout_ref": {"actor": {"veomni": {"attn_implementation": "flash_attention_2"}}}})
     report = Report()
     summary = check_veomni_build(work, MODEL_30B, report, pinned="0.1.9a5")
@@ -144,6 +167,9 @@ def test_b19_veomni_without_the_vl_model_is_an_error(veomni_src, tmp_path, monke
     if variant == "no-entry":
         assert summary["stage"] == "registry"
         assert "no model for model_type 'qwen3_vl_moe'" in f.what and "qwen3_moe" in f.what  # the keys it has
-    else:
+    elif variant == "text-only":
         assert summary["stage"] == "vision"
         assert "TextOnlyQwen3VLMoe has no vision tower" in f.what and "#6146" in f.why
+    else:  # builds on meta with a vision tower; only the forward with an image shows it
+        assert summary["stage"] == "forward" and summary["model_class"].endswith(".RefusesImages")
+        assert "currently supports text-only inputs" in f.what and "#6146" in f.why

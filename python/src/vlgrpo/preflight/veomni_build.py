@@ -7,12 +7,14 @@ class from ``veomni.models.loader.MODELING_REGISTRY[config.model_type]``. A VeOm
 one whose entry needs another transformers (VeOmni 0.1.10+ ship a transformers>=5.2 model only), or one that only
 takes text inputs (verl issue #6146: "currently supports text-only inputs ... pixel_values ... not supported yet")
 fails in every training worker after Ray start. This check builds the model the same way, on the ``meta`` device
-(no memory, no weights), in a child interpreter, and turns a failure into a finding.
+(no memory, no weights), in a child interpreter, then runs one forward with one synthetic image through a 1-layer
+copy of the config on the CPU, and turns a failure into a finding.
 
 What is built: ``build_foundation_model(<folder>, init_device="meta", torch_dtype=<as verl>,
 attn_implementation=<the recipe's>, ops_implementation=OpsImplementationConfig(<the recipe's attention>, every
-kernel field "eager">))``. Kernel back-ends (fused MoE, liger, triton) are not bound: their availability depends
-on the accelerator, which the image smoke stage checks with the image's kernels.
+kernel field "eager">))``; then :func:`_tiny_image_forward` (bf16, CPU, random weights, attention ``eager`` when
+the recipe's is a flash attention). Kernel back-ends (fused MoE, liger, triton, flash attention) are not run: their
+availability depends on the accelerator, which the image smoke stage checks with the image's kernels.
 
 The child runs in a fresh interpreter because importing VeOmni patches transformers process-wide (attention
 functions, the Qwen3-VL-MoE classes); the preflight process itself never imports VeOmni or torch for this check.
@@ -39,7 +41,7 @@ MODEL_TYPE = "qwen3_vl_moe"
 
 
 def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_dtype: str = "bfloat16",
-                  ops_overrides: dict[str, str] | None = None) -> dict[str, Any]:
+                  ops_overrides: dict[str, str] | None = None, image_forward: bool = True) -> dict[str, Any]:
     """Build the folder's model through VeOmni's builder on ``meta``, in this process (imports VeOmni and torch).
 
     Mirrors verl 0.8.0 ``verl/workers/engine/veomni/transformer_impl.py::VeOmniEngine._build_model_optimizer``
@@ -51,12 +53,15 @@ def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_
             (``flash_attention_2`` becomes ``veomni_flash_attention_2_with_sp`` inside VeOmni, as in verl).
         torch_dtype: ``"bfloat16"`` or ``"float32"`` (verl: float32 when ``veomni.mixed_precision``).
         ops_overrides: extra ``OpsImplementationConfig`` fields (default: every kernel field ``"eager"``).
+        image_forward: after the meta build, also run :func:`_tiny_image_forward` (one forward with one synthetic
+            image through a 1-layer copy of the config on the CPU; about a second) -- a VeOmni that builds the VL
+            classes but refuses ``pixel_values`` at run time (verl issue #6146) fails only there.
 
     Returns:
         dict with ``stage`` (``"ok"`` or where it failed: ``"import"``, ``"registry"``, ``"build"``,
-        ``"vision"``), ``veomni_version``, ``transformers_version``, ``model_type``, ``architecture``,
+        ``"vision"``, ``"forward"``), ``veomni_version``, ``transformers_version``, ``model_type``, ``architecture``,
         ``model_class`` (module.qualname), ``parameters`` (count on meta), ``vision_tower`` (attribute path),
-        ``forward_takes`` (which of pixel_values/image_grid_thw ``forward`` names), ``registered`` (registry keys
+        ``forward_takes`` (which of pixel_values/image_grid_thw ``forward`` names), ``forward`` (the tiny forward's ``loss`` and ``image_tokens``), ``registered`` (registry keys
         when the model type is missing), ``error`` (``Type: message`` of a failure), ``seconds``.
         Never raises for a VeOmni failure; the failure is the ``stage``/``error`` fields.
     """
@@ -120,12 +125,74 @@ def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_
                             f"a vision tower at .{tower}") + f"; forward takes {out['forward_takes'] or 'no'} image "
                             "inputs (pixel_values, image_grid_thw needed)")
             return out
+        del model
+
+        if image_forward:
+            out["stage"] = "forward"
+            # flash attention has no CPU kernel: the tiny forward runs eager attention then
+            tiny_attn = "eager" if "flash" in ops.attn_implementation else ops.attn_implementation
+            tiny_ops = OpsImplementationConfig(**{**kw, "attn_implementation": tiny_attn})
+            out["forward"] = _tiny_image_forward(raw, build_foundation_model, tiny_ops)
         out["stage"] = "ok"
     except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in VeOmni's import: report them too
         out["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"
     finally:
         out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
+
+
+def _tiny_image_forward(raw: dict[str, Any], build_foundation_model: Any, ops: Any) -> dict[str, Any]:
+    """One bf16 forward of a 1-layer copy of the folder's config (``raw``: its config.json) built by VeOmni's
+    builder on the CPU with random weights, on one synthetic image.
+
+    The copy keeps the vocabulary, token ids, patch/merge sizes and position-embedding grid; depths become 1
+    (deepstack ``[0]``), widths 16-64, experts 2. Inputs: ``image_grid_thw`` [[1, 2m, 2m]] (m = spatial merge),
+    ``pixel_values`` (4m^2, 3 * temporal_patch * patch^2) random, ``input_ids`` <|vision_start|> + 4 image tokens
+    + <|vision_end|> + 2 text ids, and the placeholder masks verl 0.8.0's
+    ``VeOmniEngine._apply_veomni_input_transforms`` passes (so no process group is needed). ``ops``: the
+    ``OpsImplementationConfig`` to build with (a CPU-runnable attention).
+
+    Returns:
+        {"loss": float, "image_tokens": 4}. Raises whatever VeOmni's forward raises (e.g. "currently supports
+        text-only inputs ... pixel_values"), or ValueError for a non-finite loss.
+    """
+    import copy
+    import math
+    import tempfile
+
+    import torch
+
+    cfg = copy.deepcopy(raw)
+    text, vision = cfg.setdefault("text_config", {}), cfg.setdefault("vision_config", {})
+    text.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=16, num_experts=2, num_experts_per_tok=1,
+                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                decoder_sparse_step=1, mlp_only_layers=[])
+    rope = dict(text.get("rope_scaling") or {"rope_type": "default"})
+    if "mrope_section" in rope:
+        rope["mrope_section"] = [4, 2, 2]  # sums to head_dim / 2
+    text["rope_scaling"] = rope
+    vision.update(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=64,
+                  deepstack_visual_indexes=[0])
+    patch, tpatch = int(vision.get("patch_size", 16)), int(vision.get("temporal_patch_size", 2))
+    merge = int(vision.get("spatial_merge_size", 2))
+    with tempfile.TemporaryDirectory(prefix="vlgrpo-veomni-") as tmp:
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as fh:
+            json.dump(cfg, fh)
+        torch.manual_seed(0)
+        model = build_foundation_model(tmp, torch_dtype="bfloat16", init_device="cpu", ops_implementation=ops)
+    grid = torch.tensor([[1, 2 * merge, 2 * merge]])
+    n_image = int(grid.prod()) // merge ** 2
+    pixel_values = torch.randn(int(grid.prod()), 3 * tpatch * patch * patch)
+    ids = torch.tensor([[cfg["vision_start_token_id"]] + [cfg["image_token_id"]] * n_image
+                        + [cfg["vision_end_token_id"], 13, 14]])
+    with torch.no_grad():
+        res = model(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixel_values,
+                    image_grid_thw=grid, labels=ids, image_mask=ids == cfg["image_token_id"],
+                    video_mask=ids == cfg.get("video_token_id", -1))
+    loss = float(res.loss)
+    if not math.isfinite(loss):
+        raise ValueError(f"the forward with one image gave a non-finite loss {loss}")
+    return {"loss": round(loss, 4), "image_tokens": n_image}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,16 +240,18 @@ def check_veomni_build(work: Any, model_path: str, report: Report, *, pinned: st
 
     Call only for ``model_engine=veomni`` with VeOmni installed and a clean Qwen3-VL model folder. Reads the
     actor's ``veomni.attn_implementation`` and ``veomni.mixed_precision`` (as verl does) from ``work`` (the
-    resolved verl config). Runs :func:`run_child` (a few seconds: the VeOmni + torch import).
+    resolved verl config). Runs :func:`run_child` (3-4 s on an idle 2-core machine, mostly the VeOmni + torch
+    import).
 
     Returns:
-        the summary entry ``{"stage", "model_class", "parameters", "seconds"}`` (plus ``error`` on failure).
+        the summary entry ``{"stage", "model_class", "parameters", "forward", "seconds"}`` (plus ``error`` on
+        failure).
     """
     node = (work.actor_rollout_ref.get("actor") or {}).get("veomni") or {}
     attn = str(node.get("attn_implementation") or "flash_attention_2")
     dtype = "float32" if node.get("mixed_precision") else "bfloat16"
     res = run_child(model_path, attn_implementation=attn, torch_dtype=dtype, timeout_s=timeout_s)
-    summary = {k: res.get(k) for k in ("stage", "model_class", "parameters", "seconds")}
+    summary = {k: res.get(k) for k in ("stage", "model_class", "parameters", "forward", "seconds")}
     if res.get("stage") == "ok":
         return summary
     summary["error"] = res.get("error")
@@ -200,6 +269,9 @@ def check_veomni_build(work: Any, model_path: str, report: Report, *, pinned: st
         what = f"VeOmni {ver} builds no vision-language model for this folder on transformers {tf}: {err}"
         why = ("the first forward with images fails: VeOmni raised \"currently supports text-only inputs ... "
                "pixel_values ... not supported yet\" for a VL model (verl issue #6146)")
+    elif stage == "forward":
+        what = (f"VeOmni {ver} builds {res.get('model_class')}, but one forward with one image fails on "
+                f"transformers {tf}: {err}")
     elif stage == "import":
         what = f"VeOmni cannot be imported here: {err}"
         fix_pin = (f"install VeOmni's runtime needs in the image (VeOmni is installed --no-deps), then "
