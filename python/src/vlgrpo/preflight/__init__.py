@@ -23,7 +23,7 @@ Finding codes (severity error unless marked W; "E/W": warning when verl would on
   ``verl.reward-migration``
 - cross-field rules: ``rules.logger``, ``rules.max-model-len``, ``rules.max-model-len-mismatch``,
   ``rules.max-position-embeddings``, ``rules.veomni-layout``, ``rules.veomni-version`` (W when VeOmni is
-  absent), ``rules.veomni-build`` (VeOmni cannot build the folder's model on meta), ``rules.devices-per-node``, ``rules.devices-unused`` (W), ``rules.image-truncation``, ``rules.checkpoint-backend``,
+  absent), ``rules.veomni-build`` (VeOmni cannot build the folder's model on meta or run one image forward), ``rules.devices-per-node``, ``rules.devices-unused`` (W), ``rules.image-truncation``, ``rules.checkpoint-backend``,
   ``rules.checkpoint-backend-import`` (W), ``rules.vision-token-ban`` (W), ``rules.vision-token-mask`` (W)
 - no user code (B17): ``security.trust-remote-code``, ``security.code-loading``, ``security.target``
 - model folder: ``model.missing``, ``model.bad-json``, ``model.auto-map``, ``model.python-file``,
