@@ -266,7 +266,7 @@ def check_veomni_build(work: Any, model_path: str, report: Report, *, pinned: st
         what = (f"VeOmni {ver} has no model for model_type {res.get('model_type')!r} (its MODELING_REGISTRY lists "
                 f"{', '.join(res.get('registered') or []) or 'nothing'})")
     elif stage == "vision" or "text-only" in err or "pixel_values" in err:
-        what = f"VeOmni {ver} builds no vision-language model for this folder on transformers {tf}: {err}"
+        what = f"VeOmni {ver} cannot run this folder's vision-language model on transformers {tf}: {err}"
         why = ("the first forward with images fails: VeOmni raised \"currently supports text-only inputs ... "
                "pixel_values ... not supported yet\" for a VL model (verl issue #6146)")
     elif stage == "forward":
