@@ -241,12 +241,8 @@ make_agent_loop_postprocess.__vlgrpo_code__ = (make_agent_loop_postprocess(None)
 
 # --------------------------------------------------------------------------------------------------- detection
 def _mentions(node, names) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id in names:
-            return True
-        if isinstance(n, ast.Attribute) and n.attr in names:
-            return True
-    return False
+    """True when ``node`` uses one of ``names`` as a variable or an attribute."""
+    return detect._mentions(node, attrs=names, names=names)
 
 
 def _mentions_response(node) -> bool:
