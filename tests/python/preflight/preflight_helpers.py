@@ -13,6 +13,27 @@ UPSTREAM_FULLY_ASYNC = os.path.join(ARGV_DIR, "upstream-v0.8.0-geo3k_qwen3vl_30b
 UPSTREAM_VEOMNI = os.path.join(ARGV_DIR, "upstream-v0.8.0-run_qwen3_vl_30b_moe_veomni.argv")
 
 
+def qwen3vl_processor(tokenizer, image_processor, model_dir: str = MODEL_30B):
+    """transformers' own Qwen3VLProcessor (its ``__call__`` and ``apply_chat_template``, transformers 4.57.6
+    ``processing_qwen3_vl.py``) assembled from ``tokenizer``, ``image_processor`` and ``model_dir``'s
+    chat_template.json. ``ProcessorMixin.__init__`` insists on the video processor, which needs torchvision (absent
+    beside the CPU torch on the test machine), so the object is assembled without it; images never touch the video
+    path. Shared by the preflight tests, the VeOmni dry run and the agent-loop scenario of the patch tests."""
+    import json
+
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+
+    proc = object.__new__(Qwen3VLProcessor)
+    proc.image_processor, proc.tokenizer, proc.video_processor = image_processor, tokenizer, None
+    with open(os.path.join(model_dir, "chat_template.json"), encoding="utf-8") as fh:
+        proc.chat_template = json.load(fh)["chat_template"]
+    for name, text in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
+                       ("vision_end", "<|vision_end|>")):
+        setattr(proc, f"{name}_token", text)
+        setattr(proc, f"{name}_token_id", tokenizer.convert_tokens_to_ids(text))
+    return proc
+
+
 def read_argv(path: str) -> list[str]:
     from vlgrpo.preflight.launch import read_argv_file
 

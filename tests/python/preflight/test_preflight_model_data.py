@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from preflight_helpers import MODEL_30B, REPO, UPSTREAM_FULLY_ASYNC, read_argv, set_override
+from preflight_helpers import MODEL_30B, REPO, UPSTREAM_FULLY_ASYNC, qwen3vl_processor, read_argv, set_override
 
 from vlgrpo.preflight import run_preflight
 from vlgrpo.preflight.dataset import PromptCounter, build_messages, pre_resize_hw
@@ -200,25 +200,6 @@ def test_budget_below_every_row_with_filtering_on(fixed_argv):
     assert report.exit_code == 2
 
 
-def _reference_qwen3vl_processor(counter):
-    """transformers' own Qwen3VLProcessor (its __call__ and apply_chat_template), built from the folder's
-    tokenizer, image processor and chat_template.json. ProcessorMixin.__init__ insists on the video processor,
-    which needs torchvision (absent on the CPU test machine), so the object is assembled without it; images
-    never touch the video path."""
-    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
-
-    tok = counter.tokenizer
-    p = object.__new__(Qwen3VLProcessor)
-    p.image_processor, p.tokenizer, p.video_processor = counter.image_processor, tok, None
-    with open(os.path.join(MODEL_30B, "chat_template.json"), encoding="utf-8") as fh:
-        p.chat_template = json.load(fh)["chat_template"]
-    for name, text in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
-                       ("vision_end", "<|vision_end|>")):
-        setattr(p, f"{name}_token", text)
-        setattr(p, f"{name}_token_id", tok.convert_tokens_to_ids(text))
-    return p
-
-
 def test_counts_equal_transformers_qwen3vl_processor_on_every_sample_row(counter, sample_data):
     import pyarrow.parquet as pq
 
@@ -226,7 +207,7 @@ def test_counts_equal_transformers_qwen3vl_processor_on_every_sample_row(counter
 
     if counter.processor is not None:
         pytest.skip("the real AutoProcessor is available here; the counter already uses it")
-    ref = _reference_qwen3vl_processor(counter)
+    ref = qwen3vl_processor(counter.tokenizer, counter.image_processor)  # transformers' own processor
     for split in ("train", "test"):
         for row in pq.read_table(os.path.join(sample_data, f"{split}.parquet")).to_pylist():
             images = [_open_image(it, sample_data) for it in row["images"]]

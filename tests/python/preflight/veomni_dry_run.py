@@ -33,9 +33,10 @@ try:
     import torch
     from PIL import Image
     from transformers import AutoImageProcessor, AutoTokenizer
-    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from veomni.arguments.arguments_types import OpsImplementationConfig
     from veomni.models.auto import build_foundation_model
+
+    from preflight_helpers import qwen3vl_processor  # this script's folder is sys.path[0]
 
     # --- the scaled-down config: a copy of the shipped config.json with small sizes ---------------------------
     with open(os.path.join(MODEL, "config.json"), encoding="utf-8") as fh:
@@ -72,15 +73,7 @@ try:
     # the slow processor (the fast one needs torchvision) with the folder's pixel bounds, which the fast one keeps
     improc = AutoImageProcessor.from_pretrained(MODEL, use_fast=False, min_pixels=size["shortest_edge"],
                                                 max_pixels=size["longest_edge"])
-    with open(os.path.join(MODEL, "chat_template.json"), encoding="utf-8") as fh:
-        template = json.load(fh)["chat_template"]
-    # Qwen3VLProcessor.__init__ insists on a video processor (torchvision): assemble it from its parts instead
-    proc = object.__new__(Qwen3VLProcessor)
-    proc.image_processor, proc.tokenizer, proc.video_processor, proc.chat_template = improc, tok, None, template
-    for name, token in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
-                        ("vision_end", "<|vision_end|>")):
-        setattr(proc, f"{name}_token", token)
-        setattr(proc, f"{name}_token_id", tok.convert_tokens_to_ids(token))
+    proc = qwen3vl_processor(tok, improc, MODEL)  # transformers' own processor, without the video processor
     messages = [{"role": "user", "content": [{"type": "image"},
                                              {"type": "text", "text": row["problem"].replace("<image>", "")}]}]
     prompt = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

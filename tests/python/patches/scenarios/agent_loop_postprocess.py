@@ -28,6 +28,7 @@ from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run through runpy: the folder is not on sys.path
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "preflight"))
 from stub_modules import StubFinder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[4]
@@ -53,18 +54,12 @@ class Records(logging.Handler):
 def processor_and_tokenizer():
     import transformers
     from transformers import AutoImageProcessor
-    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from verl.utils.tokenizer import hf_processor, hf_tokenizer
 
+    from preflight_helpers import qwen3vl_processor  # tests/python/preflight, put on sys.path above
+
     tok = hf_tokenizer(str(MODEL))
-    proc = object.__new__(Qwen3VLProcessor)
-    proc.image_processor = AutoImageProcessor.from_pretrained(str(MODEL), use_fast=False)
-    proc.tokenizer, proc.video_processor = tok, None
-    proc.chat_template = json.loads((MODEL / "chat_template.json").read_text())["chat_template"]
-    for name, text in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
-                       ("vision_end", "<|vision_end|>")):
-        setattr(proc, f"{name}_token", text)
-        setattr(proc, f"{name}_token_id", tok.convert_tokens_to_ids(text))
+    proc = qwen3vl_processor(tok, AutoImageProcessor.from_pretrained(str(MODEL), use_fast=False), str(MODEL))
     with mock.patch.object(transformers.AutoProcessor, "from_pretrained", return_value=proc):
         bound = hf_processor(str(MODEL))  # verl's own binding of get_rope_index (+ config) to the processor
     assert bound is proc and hasattr(proc, "get_rope_index"), "verl's hf_processor did not bind get_rope_index"
