@@ -56,6 +56,15 @@ def strict() -> bool:
     return os.environ.get("VLGRPO_PATCHES_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def read_switches():
+    """The patch switches as :func:`install` reads them: ``(switch, all_off, disabled)`` with ``switch`` the
+    lower-cased ``VLGRPO_PATCHES`` value, ``all_off`` whether it switches every patch off, and ``disabled`` the ids
+    listed in ``VLGRPO_PATCHES_DISABLED`` (a tuple, known or not). Also read by the preflight."""
+    switch = os.environ.get("VLGRPO_PATCHES", "on").strip().lower()
+    raw = os.environ.get("VLGRPO_PATCHES_DISABLED", "")
+    return switch, switch in _OFF_VALUES, tuple(x.strip() for x in raw.split(",") if x.strip())
+
+
 def log_once(key, level, message):
     """Log ``message`` once per ``key`` on the ``vlgrpo.patches`` logger (imports ``logging`` lazily)."""
     if key in _LOGGED:
@@ -246,8 +255,8 @@ def install(via="api"):
     try:
         STATE["via"] = via
         STATE["strict"] = strict()
-        switch = os.environ.get("VLGRPO_PATCHES", "on").strip().lower()
-        if switch in _OFF_VALUES:
+        switch, all_off, wanted = read_switches()
+        if all_off:
             STATE["enabled"] = False
             return STATE
         if switch not in _ON_VALUES:
@@ -258,8 +267,6 @@ def install(via="api"):
             log_once("bad-switch", 30, "vlgrpo.patches: " + msg)
         from vlgrpo.patches import registry
 
-        raw = os.environ.get("VLGRPO_PATCHES_DISABLED", "")
-        wanted = tuple(x.strip() for x in raw.split(",") if x.strip())
         STATE["disabled_ids"] = tuple(x for x in wanted if x in registry.IDS)
         STATE["unknown_disabled_ids"] = tuple(x for x in wanted if x not in registry.IDS)
         if STATE["unknown_disabled_ids"]:

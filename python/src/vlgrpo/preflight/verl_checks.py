@@ -387,9 +387,10 @@ _MASK_PATCH = "rollout.vision_placeholder_mask"
 
 def _patch_switched_off(patch_id: str) -> bool:
     """True when the switches of vlgrpo.patches.bootstrap (``VLGRPO_PATCHES=off``,
-    ``VLGRPO_PATCHES_DISABLED=<id>,<id>``) leave ``patch_id`` out in this environment."""
-    all_off = os.environ.get("VLGRPO_PATCHES", "on").strip().lower() in ("0", "off", "false", "no")
-    disabled = {x.strip() for x in os.environ.get("VLGRPO_PATCHES_DISABLED", "").split(",") if x.strip()}
+    ``VLGRPO_PATCHES_DISABLED=<id>,<id>``), read as it reads them, leave ``patch_id`` out in this environment."""
+    from vlgrpo.patches.bootstrap import read_switches
+
+    _, all_off, disabled = read_switches()
     return all_off or patch_id in disabled
 
 
