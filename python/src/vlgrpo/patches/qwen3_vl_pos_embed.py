@@ -291,12 +291,8 @@ def _triton(device: torch.device | None = None):
 
 def _check_triton(device: torch.device) -> None:
     rows = [(1, 2, 2), (2, 4, 6), (1, 2, 2)]
-    keys = [(2, 2), (4, 6)]
-    ref_idx, ref_wts, _ = _build(keys, 3, 2, device, torch.float32)
-    per_key = {(2, 2): slice(0, 4), (4, 6): slice(4, 28)}
-    order = [per_key[(h, w)] for t, h, w in rows for _ in range(t)]
-    ref_idx = torch.cat([ref_idx[s] for s in order])
-    ref_wts = torch.cat([ref_wts[s] for s in order])
+    # the torch path's indices/weights of every output row: one grid per image/frame, in output order
+    ref_idx, ref_wts, _ = _build([(h, w) for t, h, w in rows for _ in range(t)], 3, 2, device, torch.float32)
     plan = _plan_triton(rows, 3, 2, device)
     idx, wts = _triton_taps(plan)
     table = torch.arange(9 * 5, dtype=torch.float32, device=device).view(9, 5) / 7
@@ -379,7 +375,7 @@ def _define_triton():
                 acc += v.to(tl.float32) * w3[:, None]
                 tl.store(out_ptr + out_row + c[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
-    return types.SimpleNamespace(triton=triton, interpolate=interpolate)
+    return types.SimpleNamespace(interpolate=interpolate)
 
 
 def _plan_triton(rows, n: int, merge: int, device: torch.device) -> types.SimpleNamespace:
