@@ -12,6 +12,26 @@ import pytest
 from preflight_helpers import ARGV_DIR, MODEL_30B, SAMPLE_HIYOUGA
 
 
+@pytest.fixture(autouse=True)
+def _declared_codes_only(monkeypatch):
+    """Every preflight run in these tests fails if a check reported a finding code it does not declare
+    (vlgrpo.preflight.checks), so the declarations cannot drift from what the checks report."""
+    from vlgrpo.preflight import runner
+    from vlgrpo.preflight.checks import CHECKS
+
+    real = runner.run_checks
+
+    def strict(check_list, ctx):
+        try:
+            return real(check_list, ctx)
+        finally:
+            bad = {e["check"]: e["undeclared"] for e in ctx.summary.get("checks") or [] if e.get("undeclared")}
+            if check_list is CHECKS and bad:
+                raise AssertionError(f"checks reported finding codes they do not declare: {bad}")
+
+    monkeypatch.setattr(runner, "run_checks", strict)
+
+
 @pytest.fixture(scope="session")
 def sample_data(tmp_path_factory) -> str:
     """The shipped Geometry3K sample converted by ``vlgrpo.data.geo3k`` (train 20 rows, test 15 rows)."""

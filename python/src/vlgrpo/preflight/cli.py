@@ -4,6 +4,7 @@ Usage::
 
     python -m vlgrpo preflight --argv-file FILE [--json] [--no-data] [--model-path P] [--devices-per-node N]
     python -m vlgrpo preflight [--module M] [options] -- override1 override2 ...
+    python -m vlgrpo preflight codes [--json]    # every check and finding code it can report
 
 ``FILE`` holds the complete final argv, one element per line (``python3``, ``-m``, the module, then every
 Hydra argument). Without ``--argv-file`` the overrides after ``--`` are checked as
@@ -12,6 +13,9 @@ Hydra argument). Without ``--argv-file`` the overrides after ``--`` are checked 
 Output: one line per finding (``SEVERITY [code] where: what -- why: ... -- fix: ...``) and a short summary;
 ``--json`` prints the report as one JSON document instead. Exit status: 0 clean (warnings allowed),
 2 findings or invalid input, 1 internal error.
+
+``codes`` prints the checks in the order they run (inputs, what each checks) and every finding code with its
+severity, what it means and the checks that can give it; nothing is checked.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ def _positive_int(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m vlgrpo preflight", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="`python -m vlgrpo preflight codes` lists every check and finding code.")
     p.add_argument("--argv-file", help="file with the complete launch argv, one element per line")
     p.add_argument("--module", default=FULLY_ASYNC_MODULE, choices=sorted(KNOWN_MODULES),
                    help="verl module for overrides given after -- (default: fully async)")
@@ -49,8 +54,39 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def print_codes(as_json: bool = False) -> int:
+    """The ``codes`` subcommand: the checks and the finding-code table, from their declarations."""
+    import json
+
+    from .checks import CHECKS, code_rows
+
+    rows = code_rows()
+    checks = [{"check": c.name, "needs": list(c.needs), "gives": list(c.gives), "codes": list(c.codes),
+               "doc": c.doc} for c in CHECKS]
+    if as_json:
+        print(json.dumps({"checks": checks, "codes": rows}, indent=2))
+        return 0
+    print("checks, in order (a check whose inputs are missing is skipped with the reason):")
+    for i, c in enumerate(checks, 1):
+        print(f"  {i:2d}. {c['check']:<20} {c['doc']}")
+        print(f"      needs: {', '.join(c['needs'])}" + (f"; gives: {', '.join(c['gives'])}" if c["gives"] else ""))
+    print("\nfinding codes (severity; what; given by):")
+    width = max(len(r["code"]) for r in rows)
+    for r in rows:
+        flag = " [code loading]" if r["runs_code"] else ""
+        print(f"  {r['code']:<{width}}  {r['severity']:<13} {r['summary']}{flag} ({', '.join(r['checks'])})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["codes"]:
+        extra = [a for a in argv[1:] if a != "--json"]
+        if extra:
+            print(f"preflight codes: unknown argument(s) {' '.join(extra)} (allowed: --json)", file=sys.stderr)
+            return 2
+        return print_codes("--json" in argv[1:])
+    args = _parser().parse_args(argv)
     if args.argv_file:
         if args.overrides:
             print("preflight: give either --argv-file or overrides after --, not both", file=sys.stderr)

@@ -179,6 +179,9 @@ class Report:
             )
         if s.get("counted_with"):
             lines.append(f"token counts: {s['counted_with']}")
+        skipped = [f"{e['check']} ({e['reason']})" for e in s.get("checks") or [] if e.get("status") == "skipped"]
+        if skipped:
+            lines.append("skipped: " + "; ".join(skipped))
         lines.append(
             f"result: {len(self.errors)} error(s), {len(self.warnings)} warning(s)"
             + (" -- internal error" if self.internal_error else "")

@@ -44,7 +44,8 @@ class ComposeResult:
     groups: set[str]
 
 
-def _verl_version() -> str:
+def verl_version() -> str:
+    """Version of the installed verl distribution (``importlib.metadata``; no import), ``"unknown"`` if absent."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -163,7 +164,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
     from hydra.errors import ConfigCompositionException
     from omegaconf import OmegaConf
 
-    version = _verl_version()
+    version = verl_version()
     parsed = parse_overrides(spec, report)
     syntax_ok = len(parsed) == len(spec.overrides)
 

@@ -1,0 +1,125 @@
+"""Checks that need the vlgrpo patch registry: does the installed verl have a fault a vlgrpo patch covers, and is
+that patch switched on in this environment (``VLGRPO_PATCHES`` / ``VLGRPO_PATCHES_DISABLED``, read as
+:func:`vlgrpo.patches.bootstrap.read_switches` reads them)?
+
+- B05 (verl issue #5817): vision placeholder tokens banned in vLLM sampling (verl PR #7038, first in v0.9.0;
+  patch ``rollout.vision_placeholder_ban``) and masked in the agent-loop postprocess (patch
+  ``rollout.vision_placeholder_mask``).
+
+The installed verl is read from source (``launch.verl_package_dir``); nothing here imports verl.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .launch import verl_package_dir
+from .report import WARNING, Finding, Report, Where
+from .schema import verl_version
+
+_BAN_PATCH = "rollout.vision_placeholder_ban"
+_MASK_PATCH = "rollout.vision_placeholder_mask"
+
+
+def _patch_switched_off(patch_id: str) -> bool:
+    """True when the switches of vlgrpo.patches.bootstrap (``VLGRPO_PATCHES=off``,
+    ``VLGRPO_PATCHES_DISABLED=<id>,<id>``), read as it reads them, leave ``patch_id`` out in this environment."""
+    from vlgrpo.patches.bootstrap import read_switches
+
+    _, all_off, disabled = read_switches()
+    return all_off or patch_id in disabled
+
+
+def _registered(patch_id: str) -> bool:
+    try:
+        from vlgrpo.patches import registry
+    except Exception:  # noqa: BLE001 - the patch package is optional here
+        return False
+    return any(rec.get("id") == patch_id for rec in registry.PATCHES)
+
+
+def check_vision_token_mask(report: Report) -> dict[str, Any]:
+    """B05, second half: does the installed verl's agent-loop postprocess guard against a response that still holds
+    a vision placeholder (``AgentLoopWorker._agent_loop_postprocess`` in ``verl/experimental/agent_loop/
+    agent_loop.py``, read by :func:`vlgrpo.patches.rollout_mask.missing_mask_in_source`)? If not and the patch
+    ``rollout.vision_placeholder_mask`` is switched off, a warning ``rules.vision-token-mask`` says so. Any
+    rollout backend (the ban covers vLLM only).
+
+    Returns ``{"verl_masks_vision_placeholders": bool | None, "mask_patch_active": bool}`` (None: the file or
+    method was not found, nothing reported)."""
+    info: dict[str, Any] = {"verl_masks_vision_placeholders": None, "mask_patch_active": False}
+    path = os.path.join(verl_package_dir(), "experimental", "agent_loop", "agent_loop.py")
+    try:
+        from vlgrpo.patches import rollout_mask
+
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+        faulty = None
+        for qualname in ("AgentLoopWorker._agent_loop_postprocess", "AgentLoopWorkerBase._agent_loop_postprocess"):
+            try:
+                faulty, _ = rollout_mask.missing_mask_in_source(source, qualname)
+                break
+            except KeyError:
+                continue
+    except Exception:  # noqa: BLE001 - no such file/patch package: nothing to say
+        return info
+    if faulty is None:
+        return info
+    info["verl_masks_vision_placeholders"] = not faulty
+    info["mask_patch_active"] = _registered(_MASK_PATCH) and not _patch_switched_off(_MASK_PATCH)
+    if faulty and not info["mask_patch_active"]:
+        report.add(Finding(
+            "rules.vision-token-mask", WARNING,
+            f"verl {verl_version()} does not check generated responses for vision placeholder tokens "
+            f"before computing position ids, and the vlgrpo patch {_MASK_PATCH} that masks such a sample is switched "
+            f"off here (VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED)",
+            Where(key="actor_rollout_ref.rollout.name"),
+            "a placeholder that still reaches a response (no ban: sglang/trtllm, or the ban switched off) crashes "
+            "get_rope_index or the actor forward (verl issue #5817)",
+            f"keep the vlgrpo patch {_MASK_PATCH} enabled"))
+    return info
+
+
+def check_vision_token_ban(work: Any, report: Report, tokenizer: Any = None) -> dict[str, Any]:
+    """B05: does the installed verl ban <|image_pad|>/<|video_pad|> at vLLM engine setup (PR #7038)?
+
+    Detected from source: PR #7038 adds ``get_vision_placeholder_token_ids`` to
+    ``verl/workers/rollout/utils.py`` and calls it from the vLLM server. If absent, the patch
+    ``rollout.vision_placeholder_ban`` of ``vlgrpo.patches.registry`` counts as the ban unless switched off.
+    """
+    verl_dir = verl_package_dir()
+    utils = os.path.join(verl_dir, "workers", "rollout", "utils.py")
+    server_dir = os.path.join(verl_dir, "workers", "rollout", "vllm_rollout")
+    defined = os.path.isfile(utils) and "def get_vision_placeholder_token_ids" in open(utils, encoding="utf-8").read()
+    used = False
+    if os.path.isdir(server_dir):
+        for fn in os.listdir(server_dir):
+            if fn.endswith(".py"):
+                with open(os.path.join(server_dir, fn), encoding="utf-8") as fh:
+                    used = used or "get_vision_placeholder_token_ids" in fh.read()
+    ids = {}
+    if tokenizer is not None:
+        for tok in ("<|image_pad|>", "<|video_pad|>"):
+            ids[tok] = tokenizer.convert_tokens_to_ids(tok)
+    info = {"verl_bans_vision_placeholders": bool(defined and used), "placeholder_ids": ids}
+    if info["verl_bans_vision_placeholders"] or work.actor_rollout_ref.rollout.name != "vllm":
+        return info
+    patch_id = _BAN_PATCH if _registered(_BAN_PATCH) else None
+    patched = patch_id is not None and not _patch_switched_off(patch_id)
+    info["patch_id"] = patch_id
+    if not patched:
+        id_text = ", ".join(f"{k} = {v}" for k, v in ids.items()) or "<|image_pad|> = 151655, <|video_pad|> = 151656"
+        state = ("and the vlgrpo patch that bans them is switched off here "
+                 f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED names {patch_id})" if patch_id else
+                 "and no vlgrpo patch bans them")
+        report.add(Finding(
+            "rules.vision-token-ban", WARNING,
+            f"verl {verl_version()} does not ban the vision placeholder tokens ({id_text}) in vLLM "
+            f"sampling (verl PR #7038 adds it; first released in v0.9.0), {state}",
+            Where(key="actor_rollout_ref.rollout.name"),
+            "a sampled placeholder crashes get_rope_index or vLLM's masked scatter hours into training "
+            "(verl issue #5817)",
+            f"keep the vlgrpo patch {patch_id or '(vision placeholder ban)'} enabled, or use a verl with PR #7038"))
+    info["covered_by_patch"] = patched
+    return info
