@@ -114,12 +114,12 @@ lock: venv ## regenerate the hash-pinned locks docker/locks/* with uv (per platf
 	UV=$(VENV)/bin/uv docker/lock.sh
 
 .PHONY: docs
-docs: docs-settings docs-patches ## regenerate README's generated blocks, compose.yaml's image names and docker/vlgrpo.env.example
+docs: docs-settings docs-patches ## regenerate README's generated blocks, docs/settings.md, compose.yaml's image names and docker/vlgrpo.env.example
 	$(IMAGES) sync
 
 .PHONY: docs-settings
-docs-settings: ## regenerate README.md's settings tables from the entrypoints' declarations (scripts/gen-docs)
-	scripts/gen-docs settings
+docs-settings: ## regenerate docs/settings.md, README's settings summary and docker/vlgrpo.env.example from the registry (scripts/gen-docs)
+	scripts/gen-docs
 
 .PHONY: test-docker
 test-docker: venv ## build the Dockerfiles' stages FROM a cached CI stand-in base on a private dockerd and run them (compose dry run, doctor, stop)

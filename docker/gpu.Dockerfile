@@ -85,6 +85,8 @@ RUN python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/vl
 COPY docker/image/ /opt/vlgrpo/image/
 RUN /opt/vlgrpo/image/place-sitecustomize.sh /opt/vlgrpo/sitecustomize.json
 COPY entrypoints/ /opt/vlgrpo/entrypoints/
+# the launch environment registry the entrypoints validate from (also installed with the vlgrpo package)
+COPY python/src/vlgrpo/environment.tsv /opt/vlgrpo/entrypoints/lib/environment.tsv
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
 

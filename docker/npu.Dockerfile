@@ -77,6 +77,8 @@ ARG CANN_SET_ENV="/usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/
 RUN printf '%s\n' ${CANN_SET_ENV} >/opt/vlgrpo/cann-set-env.list
 ENV BASH_ENV=/opt/vlgrpo/image/cann-env.sh
 COPY entrypoints/ /opt/vlgrpo/entrypoints/
+# the launch environment registry the entrypoints validate from (also installed with the vlgrpo package)
+COPY python/src/vlgrpo/environment.tsv /opt/vlgrpo/entrypoints/lib/environment.tsv
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
 

@@ -15,46 +15,12 @@ source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
 VG_PROG=fully-async-grpo.sh
 VG_SUMMARY="Fully-async GRPO (verl \`fully_async_main\`, config \`fully_async_ppo_trainer\`, FSDP2 trainer and vLLM rollout on separate nodes) of Qwen3-VL-30B-A3B on Geometry3K."
 VG_PROGRAM=(python3 -m verl.experimental.fully_async_policy.fully_async_main)
-VG_OTHER_RECIPES=("$VG_LIB_DIR/../veomni-grpo.sh")
 VG_EXPORTS=(VLLM_USE_V1=1 CUDA_DEVICE_MAX_CONNECTIONS=1)
 VG_RECIPE_CHECK=fa_check
 VG_FIXED_NOTE="\`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`data.train_batch_size=0\`, \`data.gen_batch_size=1\`, \`actor_rollout_ref.hybrid_engine=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`, \`actor_rollout_ref.rollout.mode=async\`; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
-# ---- settings: NAME TYPE ALLOWED DEFAULT MEANING ------------------------------------------------
-vg_declare_data_settings  # MODEL_PATH TRAIN_FILE VAL_FILE CHECKPOINT_DIR RESUME_MODE RESUME_FROM_PATH (lib/data-settings.sh)
-vg_setting TRAINER_NNODES int "1..512" 2 "nodes of the FSDP2 trainer"
-vg_setting TRAINER_DEVICES_PER_NODE int "1..64" "@vg_default_node_devices:this node's device count" "trainer devices per node (at most what the node has)"
-vg_setting ROLLOUT_NNODES int "1..512" 2 "nodes of the vLLM rollout"
-vg_setting ROLLOUT_DEVICES_PER_NODE int "1..64" "@vg_default_node_devices:this node's device count" "rollout devices per node (at most what the node has)"
-vg_setting MAX_PROMPT_LENGTH int "1..1048576" 2048 "prompt token budget, image tokens included (longer prompts are filtered out)"
-vg_setting MAX_RESPONSE_LENGTH int "1..1048576" 8192 "response token budget"
-vg_setting MAX_MODEL_LEN int "1..1048576" "" "vLLM context length; unset: verl uses prompt + response; must be >= their sum"
-vg_setting VAL_BATCH_SIZE int "1..65536" 512 "validation batch size"
-vg_setting ROLLOUT_N int "1..1024" 16 "responses per prompt (GRPO group size)"
-vg_setting PPO_MINI_BATCH_SIZE int "1..65536" 32 "prompts per PPO mini-batch (trainer consumes mini-batch x require_batches per step)"
-vg_setting PPO_MAX_TOKEN_LEN_PER_DEVICE int "1..4194304" "@fa_default_token_len:(prompt + response) / 4" "dynamic-batch token budget per device for actor, ref and rollout log-prob; x SP size must hold prompt + response"
-vg_setting LR float "1e-12..1" 1e-6 "actor learning rate"
-vg_setting LR_WARMUP_STEPS int "-1..1000000" 10 "actor learning-rate warm-up steps"
-vg_setting SP_SIZE int "1..64" 8 "Ulysses sequence-parallel size of actor and ref"
-vg_setting FSDP_SIZE int "-1|1..32768" "@fa_default_fsdp:trainer nodes x devices per node" "FSDP shard group size (-1: all trainer devices)"
-vg_setting ROLLOUT_TP int "1..64" 2 "vLLM tensor-parallel size"
-vg_setting ROLLOUT_EP int "1..64" "@fa_default_ep:VLGRPO_ROLLOUT_TP" "vLLM expert-parallel size (1 or the rollout TP x DP)"
-vg_setting GPU_MEMORY_UTILIZATION float "0.05..0.98" 0.80 "share of device memory vLLM may take"
-vg_setting ACTOR_OFFLOAD bool "" false "offload actor parameters and optimizer state to CPU"
-vg_setting REF_OFFLOAD bool "" true "offload reference-model parameters to CPU"
-vg_setting LOGGER list "console wandb tensorboard mlflow swanlab file" console,wandb "experiment trackers (wandb needs WANDB_API_KEY or WANDB_API_KEY_FILE)"
-vg_setting PROJECT_NAME name "" verl_grpo_example_geo3k_fully_async "tracker project name"
-vg_setting EXPERIMENT_NAME name "" 910B-Fsdp2-tp2sp8-async "tracker experiment name"
-vg_setting VAL_BEFORE_TRAIN bool "" false "validate before the first step"
-vg_setting TEST_FREQ int "-1|1..1000000" 5 "validate every N trainer steps (-1: never)"
-vg_setting SAVE_FREQ int "-1|1..1000000" 5 "checkpoint every N trainer steps (-1: never)"
-vg_setting TOTAL_ROLLOUT_STEPS int "1..1000000000" 51200 "total rollout samples to generate (length of the run)"
-vg_setting STALENESS_THRESHOLD float "0..10" 0.6 "async: how stale (in parameter versions) samples may be"
-vg_setting TRIGGER_PARAMETER_SYNC_STEP int "1..100000" 16 "async: trainer steps between weight syncs to the rollout"
-vg_setting REQUIRE_BATCHES int "1..1024" "" "async: mini-batches per trainer step (unset: verl default 1)"
-vg_setting PARTIAL_ROLLOUT bool "" true "async: resume interrupted generations after a weight sync"
-vg_setting OVERLONG_BUFFER_LEN int "0..1048576" 4096 "DAPO overlong penalty buffer (tokens before max response length)"
-vg_common_settings
+# ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "fa" (lib/registry.sh), in that order
+vg_registry_load fa
 
 vg_derived max_num_batched_tokens "max_prompt_length + max_response_length"
 

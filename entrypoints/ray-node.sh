@@ -37,6 +37,9 @@ source "$RAY_NODE_DIR/lib/environment.sh"
 # vg_check_unknown_vars, vg_flush_problems) and the node's device counting (_vg_count_*, VG_DEV_DIR).
 # shellcheck source=entrypoints/lib/settings.sh
 source "$RAY_NODE_DIR/lib/settings.sh"
+VG_LIB_DIR=$RAY_NODE_DIR/lib
+# shellcheck source=entrypoints/lib/registry.sh
+source "$VG_LIB_DIR/registry.sh"
 # shellcheck source=entrypoints/lib/node.sh
 source "$RAY_NODE_DIR/lib/node.sh"
 # shellcheck source=entrypoints/lib/ray.sh
@@ -44,50 +47,12 @@ source "$RAY_NODE_DIR/lib/ray.sh"
 
 VG_PROG=ray-node.sh
 
-# The recipes' settings (fully-async-grpo.sh, veomni-grpo.sh of the same image) are accepted and ignored
-# here, as the recipes accept and ignore this script's (lib/common.sh): one environment may configure both
-# a container's Ray node and its recipe. Their names come from the recipes' own declarations (each sourced
-# in a child shell; its guard keeps it from running), so the two cannot drift; their values are never used
-# here and are validated by the recipe that reads them. Any other VLGRPO_* variable is refused.
-ray_node_siblings() {
-  local f name
-  for f in fully-async-grpo.sh veomni-grpo.sh; do
-    [[ -f $RAY_NODE_DIR/$f ]] || continue
-    # shellcheck disable=SC2016 # expanded by the child bash
-    while IFS= read -r name; do
-      [[ -z $name || -n ${VG_TYPE[$name]+set} ]] || VG_SIBLING[$name]=$f
-    done < <("$BASH" -p -c 'source "$1" && printf "%s\n" "${VG_NAMES[@]}"' _ "$RAY_NODE_DIR/$f" 2>/dev/null || true)
-  done
-}
-
-# ---- settings: NAME TYPE ALLOWED DEFAULT MEANING (environment variable VLGRPO_<NAME>) -------------
+# ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "node" (lib/registry.sh), in that order.
+# The recipes' settings (fully-async-grpo.sh, veomni-grpo.sh of the same image) are accepted and ignored here, as
+# the recipes accept and ignore this script's: one environment may configure both a container's Ray node and its
+# recipe (vg_check_unknown_vars). Any other VLGRPO_* variable is refused.
 ray_node_declare() {
-  vg_setting PLATFORM enum "npu gpu" "@:detected (/dev/davinci* or npu-smi: npu; nvidia-smi: gpu)" \
-    "accelerator platform of this node"
-  vg_setting RAY_HEAD addr "" "" "worker: HOST:PORT of the head's GCS (required for a worker, refused on the head)"
-  vg_setting RAY_PORT int "1024..65535" 6379 "head: GCS port"
-  vg_setting RAY_NODE_IP ipv4 "" "" \
-    "this node's IPv4 address on the cluster network (default: the address of GLOO_SOCKET_IFNAME when \`ip\` exists, else Ray's choice)"
-  vg_setting RAY_NUM_CPUS int "1..4096" "" "CPUs Ray may schedule on this node (default: all)"
-  vg_setting RAY_MEMORY_MB int "100..16777216" "" "MiB of memory Ray may schedule on this node (default: Ray's estimate)"
-  vg_setting RAY_OBJECT_STORE_MB int "75..16777216" "" "MiB of the node's object store (default: Ray's, 30% of memory)"
-  vg_setting RAY_TEMP_DIR path any "" "head: Ray's temp/session folder (workers use the head's)"
-  vg_setting RAY_DASHBOARD bool "" true "head: run the dashboard (\`ray job submit\`, KubeRay need it)"
-  vg_setting RAY_DASHBOARD_HOST ipv4 "" 127.0.0.1 \
-    "head: dashboard bind address; 0.0.0.0 exposes job submission (= running code) to the network"
-  vg_setting RAY_DASHBOARD_PORT int "1024..65535" 8265 "head: dashboard port"
-  vg_setting RAY_CLIENT_PORT int "1024..65535" 10001 "head: Ray client server port"
-  vg_setting RAY_AGENT_PORT int "1024..65535" 52365 "this node's dashboard-agent HTTP port"
-  vg_setting RAY_HEAD_WAIT int "0..3600" 300 "worker: seconds to wait for the head to accept connections"
-  vg_setting RAY_CARDS_WAIT int "0..3600" 30 "seconds to wait for other processes to release the cards before refusing"
-  vg_setting RAY_STOP_GRACE int "1..600" 30 "seconds between SIGTERM and SIGKILL of \`ray start\` on shutdown"
-  vg_setting DRY_RUN bool "" false "validate, print the exported environment and the \`ray start\` command (one argument per line), start nothing"
-  vg_setting TEST_DEVICE_COUNT int "1..64" "" \
-    "TEST ONLY: declare this many accelerators on a node that has none (CI); refused on a node with real devices"
-  # read by the vlgrpo patch package in every Python process, Ray workers included (same as the recipes)
-  vg_setting PATCHES enum "on off" "" "read by the vlgrpo patch package: off disables all runtime patches (default on)"
-  vg_setting PATCHES_DISABLED ids "" "" "read by the vlgrpo patch package: patch ids to leave out"
-  vg_setting PATCHES_STRICT bool "" "" "read by the vlgrpo patch package: a patch that fails to apply is an error"
+  vg_registry_load node
 }
 
 ray_node_usage() {
@@ -354,7 +319,6 @@ ray_node_main() {
   esac
   vg_check_environment
   vg_read_settings
-  ray_node_siblings
   vg_check_unknown_vars
   if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]-} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
     vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"

@@ -15,40 +15,12 @@ source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
 VG_PROG=veomni-grpo.sh
 VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer\`, \`model_engine=veomni\`, colocated vLLM rollout) of Qwen3-VL-30B-A3B on Geometry3K."
 VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
-VG_OTHER_RECIPES=("$VG_LIB_DIR/../fully-async-grpo.sh")
 VG_EXPORTS=()
 VG_RECIPE_CHECK=vo_check
 VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
-# ---- settings: NAME TYPE ALLOWED DEFAULT MEANING ------------------------------------------------
-vg_declare_data_settings  # MODEL_PATH TRAIN_FILE VAL_FILE CHECKPOINT_DIR RESUME_MODE RESUME_FROM_PATH (lib/data-settings.sh)
-vg_setting TRAINER_NNODES int "1..512" 2 "nodes (trainer and rollout share them)"
-vg_setting TRAINER_DEVICES_PER_NODE int "1..64" "@vg_default_node_devices:this node's device count" "devices per node (at most what the node has)"
-vg_setting MAX_PROMPT_LENGTH int "1..1048576" 1024 "prompt token budget, image tokens included (longer prompts are filtered out)"
-vg_setting MAX_RESPONSE_LENGTH int "1..1048576" 2048 "response token budget"
-vg_setting MAX_MODEL_LEN int "1..1048576" 4096 "vLLM context length, set for verl and for the vLLM engine alike; must be >= prompt + response"
-vg_setting MAX_NUM_BATCHED_TOKENS int "1..4194304" 5120 "vLLM tokens per scheduler step; must be >= max_model_len (chunked prefill is off)"
-vg_setting TRAIN_BATCH_SIZE int "1..65536" 64 "prompts per training step"
-vg_setting ROLLOUT_N int "1..1024" 8 "responses per prompt (GRPO group size)"
-vg_setting PPO_MINI_BATCH_SIZE int "1..65536" 32 "prompts per PPO mini-batch"
-vg_setting LR float "1e-12..1" 1e-6 "actor learning rate"
-vg_setting SP_SIZE int "1..64" 1 "VeOmni Ulysses sequence-parallel size"
-vg_setting FSDP_SIZE int "-1|1..32768" "@vo_default_fsdp:nodes x devices per node / SP size" "VeOmni FSDP size; fsdp_size x SP size must equal the world size (or -1)"
-vg_setting EP_SIZE int "1..128" 1 "VeOmni expert-parallel size of the actor; must divide the world size"
-vg_setting ROLLOUT_TP int "1..64" 4 "vLLM tensor-parallel size"
-vg_setting ROLLOUT_DP int "1..64" 1 "vLLM data-parallel size"
-vg_setting ROLLOUT_EP int "1..128" 1 "vLLM expert-parallel size (1 or TP x DP)"
-vg_setting GPU_MEMORY_UTILIZATION float "0.05..0.98" 0.6 "share of device memory vLLM may take"
-vg_setting ACTOR_OFFLOAD bool "" true "offload actor parameters and optimizer state to CPU"
-vg_setting REF_OFFLOAD bool "" false "offload reference-model parameters to CPU"
-vg_setting LOGGER list "console wandb tensorboard mlflow swanlab file" console,wandb "experiment trackers (wandb needs WANDB_API_KEY or WANDB_API_KEY_FILE)"
-vg_setting PROJECT_NAME name "" Qwen3_VL-30B-MOE-veomni "tracker project name"
-vg_setting EXPERIMENT_NAME name "" "@vo_default_experiment:grpo-<devices per node>gpu" "tracker experiment name"
-vg_setting TEST_FREQ int "-1|1..1000000" 5 "validate every N steps (-1: never)"
-vg_setting SAVE_FREQ int "-1|1..1000000" 40 "checkpoint every N steps (-1: never)"
-vg_setting TOTAL_EPOCHS int "1..100000" 20 "epochs over the training data (the run stops at whichever limit comes first)"
-vg_setting TOTAL_TRAINING_STEPS int "1..100000000" 200 "training steps"
-vg_common_settings
+# ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "vo" (lib/registry.sh), in that order
+vg_registry_load vo
 
 vo_default_fsdp() { printf '%s' $((VG_VAL[TRAINER_NNODES] * VG_VAL[TRAINER_DEVICES_PER_NODE] / VG_VAL[SP_SIZE])); }
 vo_default_experiment() { printf 'grpo-%sgpu' "${VG_VAL[TRAINER_DEVICES_PER_NODE]}"; }

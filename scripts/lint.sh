@@ -28,3 +28,4 @@ echo "lint: compose config clean (compose.yaml, compose.yaml + tests/docker/comp
 # every base ARG-controlled and pinned, every install hash-pinned, pins consistent; generated text fresh
 python3 tests/docker/check_pins.py
 python3 docker/images.py check
+scripts/gen-docs --check

@@ -1,10 +1,10 @@
 # shellcheck shell=bash disable=SC2034 # (arrays here are read by launch.sh and the recipes)
 # vlgrpo entrypoint mechanics: the settings allowlist.
 #
-# A recipe declares each setting once with `vg_setting NAME TYPE ALLOWED DEFAULT MEANING`; the environment
-# variable is VLGRPO_<NAME>. The Hydra keys a setting reaches are read from the recipe's argv template
-# (`{NAME}` placeholders, see launch.sh), so the declaration, the template, --help and the README table
-# cannot disagree. Values are validated here before anything else touches them: no value is ever used in
+# Each setting is one row of the registry (python/src/vlgrpo/environment.tsv, loaded by lib/registry.sh,
+# which calls `vg_setting NAME TYPE ALLOWED DEFAULT MEANING`); the environment variable is VLGRPO_<NAME>. The
+# Hydra keys --help shows are read from the recipe's argv template (`{NAME}` placeholders, see launch.sh); a
+# test keeps the registry's hydra column equal to them. Values are validated here before anything else touches them: no value is ever used in
 # arithmetic, a path test or an argv element before it matched its type's pattern.
 #
 # Types (ALLOWED column):
@@ -25,10 +25,6 @@
 VG_PROBLEMS=()
 VG_NAMES=()
 declare -gA VG_TYPE=() VG_ALLOWED=() VG_DEFAULT=() VG_MEANING=() VG_VAL=() VG_RAW=() VG_SRC=()
-# VLGRPO_* names that belong to a sibling entrypoint of the same image (filled by the caller, e.g.
-# lib/common.sh): accepted and ignored by the unknown-variable check, validated by their owner.
-declare -gA VG_SIBLING=()
-VG_OTHER_RECIPES=() # paths of the other recipe entrypoints, for messages about their settings
 
 readonly VG_EXIT_CONFIG=2 VG_EXIT_FAILURE=1
 readonly VG_MAX_LEN=1024
@@ -114,6 +110,17 @@ vg_allowed_text() {
     ids) printf 'comma list of ids' ;;
     ipv4) printf 'IPv4 address' ;;
   esac
+}
+
+# vg_settings_rows — NAME<TAB>TYPE<TAB>ALLOWED<TAB>DEFAULT<TAB>MEANING per declared setting (allowed values and
+# default in words, as --help shows them, without Markdown backticks): scripts/gen-docs builds the env file
+# template from it.
+vg_settings_rows() {
+  local name d
+  for name in "${VG_NAMES[@]}"; do
+    d=$(vg_default_text "$name")
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${VG_TYPE[$name]}" "$(vg_allowed_text "$name")" "${d//\`/}" "${VG_MEANING[$name]}"
+  done
 }
 
 # Generic shape check shared by every type: printable ASCII without spaces, bounded length.
@@ -325,17 +332,20 @@ vg_resolve_derived() {
   done
 }
 
-# vg_check_unknown_vars — every exported VLGRPO_* must be a declared setting; otherwise name the
-# nearest declared one.
+# vg_check_unknown_vars — every exported VLGRPO_* must be a setting of this entrypoint, or of a sibling
+# entrypoint of the same image (the recipes and ray-node.sh accept and ignore each other's, so one environment
+# may configure a container's Ray node and its recipe); otherwise name the nearest declared one.
 vg_check_unknown_vars() {
-  local v short best other
+  local v short best owners
   while IFS= read -r v; do
     [[ $v == VLGRPO_* ]] || continue
     short=${v#VLGRPO_}
-    [[ -n ${VG_TYPE[$short]+set} || -n ${VG_SIBLING[$short]+set} ]] && continue
-    other=$(_vg_other_recipe_of "$short")
-    if [[ -n $other ]]; then
-      vg_problem "$v" "a setting of $other, not of $VG_PROG" \
+    [[ -n ${VG_TYPE[$short]+set} ]] && continue
+    owners=${VG_OWNERS[$short]-}
+    if [[ -n $owners ]]; then
+      if [[ $VG_OWNER == node ]] && { _vg_has_owner "$owners" fa || _vg_has_owner "$owners" vo; }; then continue; fi
+      if [[ $VG_OWNER != node ]] && _vg_has_owner "$owners" node; then continue; fi
+      vg_problem "$v" "a setting of $(_vg_owner_prog "$owners"), not of $VG_PROG" \
         "unset it for this recipe (keep one env file per recipe)"
       continue
     fi
@@ -345,20 +355,16 @@ vg_check_unknown_vars() {
   done < <(compgen -e)
 }
 
-# _vg_other_recipe_of NAME — the file name of another recipe (VG_OTHER_RECIPES, paths) that declares
-# NAME, if any. Each is sourced in a child shell (its guard keeps it from running).
-_vg_other_recipe_of() {
-  local f
-  for f in "${VG_OTHER_RECIPES[@]}"; do
-    [[ -f $f ]] || continue
-    # this same bash, privileged mode: no BASH_ENV, SHELLOPTS or exported functions in the child
-    # shellcheck disable=SC2016 # expanded by the child bash
-    if "$BASH" -p -c 'source "$1" && [[ -n ${VG_TYPE[$2]+set} ]]' _ "$f" "$1" 2>/dev/null; then
-      printf '%s' "${f##*/}"
-      return 0
-    fi
+# _vg_owner_prog OWNERS — the entrypoint file names of a registry owner list (fa, vo, node; others skipped).
+_vg_owner_prog() {
+  local o out="" own
+  local -a list=()
+  IFS=, read -r -a list <<<"$1"
+  for o in "${list[@]}"; do
+    case $o in fa) own=fully-async-grpo.sh ;; vo) own=veomni-grpo.sh ;; node) own=ray-node.sh ;; *) continue ;; esac
+    [[ " $out " == *" $own "* ]] || out+="${out:+ and }$own"
   done
-  return 0
+  printf '%s' "$out"
 }
 
 # vg_nearest WORD — the declared setting name with the smallest edit distance to WORD (Levenshtein,

@@ -8,26 +8,39 @@ setup() {
   common_setup
 }
 
-# readme_region NAME — the lines between the README's generated-region markers.
-readme_region() {
-  awk -v b="<!-- BEGIN GENERATED: $1 -->" -v e="<!-- END GENERATED: $1 -->" \
-    '$0 == e { inside = 0 } inside { print } $0 == b { inside = 1 }' "$REPO_ROOT/README.md"
-}
-
-@test "--help of each recipe appears verbatim in the README's settings region (drift test)" {
-  local region fa_help vo_help
-  region=$(readme_region settings)
-  [[ -n $region ]] || fail "README.md has no settings region"
+@test "--help of each entrypoint is in docs/settings.md verbatim; it, the README summary and the env example equal the registry" {
+  local doc fa_help vo_help rn_help
+  doc=$(cat "$REPO_ROOT/docs/settings.md")
   direct fa --help
   assert_success
   fa_help=$output
   direct vo --help
   assert_success
   vo_help=$output
-  [[ $region == *"$fa_help"* ]] || fail "README settings region differs from fully-async-grpo.sh --help; run make docs-settings"
-  [[ $region == *"$vo_help"* ]] || fail "README settings region differs from veomni-grpo.sh --help; run make docs-settings"
-  # and the region holds nothing but the two tables and their one-paragraph introduction
-  [[ $(wc -l <<<"$region") -eq $(($(wc -l <<<"$fa_help") + $(wc -l <<<"$vo_help") + 5)) ]] || fail "extra text in the region"
+  run --separate-stderr "$REPO_ROOT/entrypoints/ray-node.sh" --help
+  assert_success
+  rn_help=$output
+  [[ $doc == *"$fa_help"* ]] || fail "docs/settings.md differs from fully-async-grpo.sh --help; run make docs-settings"
+  [[ $doc == *"$vo_help"* ]] || fail "docs/settings.md differs from veomni-grpo.sh --help; run make docs-settings"
+  [[ $doc == *"$rn_help"* ]] || fail "docs/settings.md differs from ray-node.sh --help; run make docs-settings"
+  run "$REPO_ROOT/scripts/gen-docs" --check
+  assert_success
+  # the env file template names exactly the recipes' settings of the registry
+  assert_equal "$(grep -o '^#VLGRPO_[A-Z0-9_]*' "$REPO_ROOT/docker/vlgrpo.env.example" | cut -c2- | sort)" \
+    "$(awk -F'\t' '$3 == "setting" && ($2 ~ /(^|,)(fa|vo)(,|$)/) {print $1}' "$REPO_ROOT/python/src/vlgrpo/environment.tsv" | sort -u)"
+}
+
+@test "the registry's hydra column equals the Hydra keys of each setting's {NAME} placeholders in the recipe's template" {
+  local r
+  for r in "$FA" "$VO"; do
+    # shellcheck disable=SC2016 # expanded by the child bash
+    run bash -c 'source "$1"; bad=0
+      for n in "${VG_NAMES[@]}"; do
+        want=$(vg_template_keys "$n" | tr -d "\`" | sed "s/, /;/g")
+        [[ ${VG_HYDRA[$n]} == "$want" ]] || { echo "$n: registry [${VG_HYDRA[$n]}] template [$want]"; bad=1; }
+      done; exit $bad' _ "$r"
+    assert_success
+  done
 }
 
 @test "--help lists every declared setting once, with type, allowed values, default, keys and meaning" {
@@ -111,14 +124,31 @@ readme_region() {
   assert_no_python
 }
 
-@test "ray-node.sh's own variables are accepted and ignored by the recipes; the sibling list matches its declarations" {
-  local rn=$REPO_ROOT/entrypoints/ray-node.sh theirs ours shared
+@test "ray-node.sh's own variables are accepted and ignored by the recipes, and the recipes' by ray-node.sh (registry owners)" {
+  local rn=$REPO_ROOT/entrypoints/ray-node.sh node_only
   [[ -f $rn ]] || skip "entrypoints/ray-node.sh not present"
-  theirs=$(bash -c 'source "$1"; ray_node_declare; printf "%s\n" "${VG_NAMES[@]}"' _ "$rn" | sort)
-  shared=$( (setting_names fa; setting_names vo) | sort -u)
-  ours=$(bash -c 'source "$1"; printf "%s\n" "${!VG_SIBLING[@]}"' _ "$FA" | sort)
-  assert_equal "$ours" "$(comm -23 <(printf '%s\n' "$theirs") <(printf '%s\n' "$shared"))"
-  VLGRPO_RAY_HEAD=10.0.0.1:6379 VLGRPO_RAY_NODE_IP=10.0.0.2 VLGRPO_DRY_RUN=1 entry fa
+  # the settings only ray-node.sh owns, straight from the registry file
+  node_only=$(awk -F'\t' '$3 == "setting" && $2 == "node" {print $1}' "$REPO_ROOT/python/src/vlgrpo/environment.tsv")
+  [[ $node_only == *VLGRPO_RAY_HEAD* && $node_only == *VLGRPO_RAY_STOP_GRACE* ]] || fail "registry: $node_only"
+  VLGRPO_RAY_HEAD=10.0.0.1:6379 VLGRPO_RAY_NODE_IP=10.0.0.2 VLGRPO_RAY_STOP_GRACE=5 VLGRPO_DRY_RUN=1 entry fa
   assert_success
   assert_equal "$(plan_argv)" "$(expected_defaults fa)"
+  VLGRPO_RAY_HEAD=x:0 VLGRPO_DRY_RUN=1 entry vo
+  assert_success
+}
+
+@test "a new setting is one registry row: --help lists it, its type is enforced (the image layout: registry in lib/)" {
+  cp -r "$REPO_ROOT/entrypoints" "$T/entrypoints"
+  cp "$REPO_ROOT/python/src/vlgrpo/environment.tsv" "$T/entrypoints/lib/environment.tsv"
+  printf 'VLGRPO_NEW_KNOB\tfa\tsetting\tint\t1..8\t3\t-\ta knob added by one row\t-\n' >>"$T/entrypoints/lib/environment.tsv"
+  run --separate-stderr "$T/entrypoints/fully-async-grpo.sh" --help
+  assert_success
+  assert_line '| `VLGRPO_NEW_KNOB` | int | 1..8 | `3` | — | a knob added by one row |'
+  run --separate-stderr env VLGRPO_NEW_KNOB=9 "$HARNESS" "$T/entrypoints/fully-async-grpo.sh" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_NEW_KNOB: 9 is not an integer in 1..8"* ]] || fail "$stderr"
+  # the other recipe refuses it as a setting of fully-async-grpo.sh
+  run --separate-stderr env VLGRPO_NEW_KNOB=2 "$HARNESS" "$T/entrypoints/veomni-grpo.sh" --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_NEW_KNOB: a setting of fully-async-grpo.sh, not of veomni-grpo.sh"* ]] || fail "$stderr"
 }

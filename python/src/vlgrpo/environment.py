@@ -1,0 +1,389 @@
+"""The launch environment registry: every environment variable a vlgrpo launch reads, sets or passes.
+
+The registry is ``environment.tsv`` next to this module (one row per variable or ``*`` pattern; its header
+describes the columns). It is the single source for the bash entrypoints (``entrypoints/lib/registry.sh``
+validates settings and builds each child's environment from it) and for the Python side: this module reads
+the same rows, validates a value by the same type rules as ``entrypoints/lib/settings.sh`` (``vg_validate``),
+and classifies a variable name by the same precedence as ``vg_env_row`` (an exact row, else the matching
+pattern with the most characters, ties broken by reverse byte order).
+
+Standard library only, and nothing beyond ``os`` at import time: :func:`read_setting` runs at every interpreter
+start (the patch switches, from :mod:`vlgrpo.patches`), so it scans the file for the rows it needs and caches
+them; ``re`` is imported only by the validators of types the patch switches do not use.
+
+Command line (``python3 -m vlgrpo.environment``): ``check-ray-job-config`` reads a Ray job config JSON
+(``RAY_JOB_CONFIG_JSON_ENV_VAR``) on stdin and prints one problem per line (``NAME<TAB>why<TAB>fix``), exit 2
+when there are any; ``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view.
+"""
+
+import os
+
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "environment.tsv")
+COLUMNS = ("name", "owner", "kind", "type", "allowed", "default", "hydra", "meaning", "fix")
+KINDS = ("setting", "set", "pass", "pass-on-request", "drop", "refused")
+ENTRYPOINTS = {"fa": "fully-async-grpo.sh", "vo": "veomni-grpo.sh", "node": "ray-node.sh"}
+MAX_LEN = 1024  # entrypoints/lib/settings.sh VG_MAX_LEN
+
+_ROWS = []
+_SETTING_CACHE = {}
+
+
+class Row:
+    """One registry row. Empty cells (``-`` in the file) are ``""``; ``owners`` is the owner column as a tuple."""
+
+    __slots__ = COLUMNS + ("owners",)
+
+    def __init__(self, cells):
+        for col, cell in zip(COLUMNS, cells):
+            setattr(self, col, "" if cell == "-" else cell)
+        self.owners = tuple(self.owner.split(","))
+
+    def __repr__(self):
+        return f"Row({self.name!r}, {self.owner!r}, {self.kind!r})"
+
+
+def _split(line):
+    cells = line.rstrip("\n").split("\t")
+    if len(cells) != len(COLUMNS):
+        raise ValueError(f"{PATH}: row {cells[0]!r} has {len(cells)} cells, not {len(COLUMNS)}")
+    return cells
+
+
+def rows():
+    """Every row of the registry, in file order (read once). Raises OSError / ValueError for a broken file."""
+    if not _ROWS:
+        with open(PATH, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("#") or line.startswith("name\t") or not line.strip():
+                    continue
+                _ROWS.append(Row(_split(line)))
+    return _ROWS
+
+
+def settings(owner):
+    """The ``VLGRPO_*`` setting rows of entrypoint or reader ``owner`` (``fa``, ``vo``, ``node``, ``patches``)."""
+    return [r for r in rows() if r.kind == "setting" and owner in r.owners]
+
+
+def setting_row(name, owner="patches"):
+    """The setting row ``name`` (full variable name) owned by ``owner``, read without parsing the whole file (it
+    runs at interpreter start). Returns None when there is none."""
+    key = (name, owner)
+    if key in _SETTING_CACHE:
+        return _SETTING_CACHE[key]
+    found = None
+    prefix = name + "\t"
+    with open(PATH, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith(prefix):
+                row = Row(_split(line))
+                if row.kind == "setting" and owner in row.owners:
+                    found = row
+                    break
+    _SETTING_CACHE[key] = found
+    return found
+
+
+def _fnmatch(name, pattern):
+    """Shell-glob match with ``*`` only (the registry's patterns), as bash ``[[ $n == $p ]]``."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return name == pattern
+    if not name.startswith(parts[0]) or len(name) < len(parts[0]) + len(parts[-1]):
+        return False
+    pos = len(parts[0])
+    end = len(name) - len(parts[-1])
+    if not name.endswith(parts[-1]):
+        return False
+    for mid in parts[1:-1]:
+        i = name.find(mid, pos, end)
+        if i < 0:
+            return False
+        pos = i + len(mid)
+    return pos <= end
+
+
+def env_row(name, owner="fa"):
+    """The row whose rule applies to variable ``name`` for entrypoint ``owner``, as ``vg_env_row`` finds it: an
+    exact row (this entrypoint's own ``set`` row first), else the longest matching pattern. Setting rows are not
+    considered (see :func:`settings`). Returns None when no row applies: the variable is then dropped unless
+    ``VLGRPO_PASS_ENV`` names it."""
+    exact = None
+    patterns = []
+    for r in rows():
+        if r.kind == "setting":
+            continue
+        if r.kind == "set" and owner not in r.owners:
+            continue
+        if "*" in r.name:
+            patterns.append(r)
+        elif r.name == name:
+            if r.kind == "set" or exact is None or exact.kind != "set":
+                exact = r
+    if exact is not None:
+        return exact
+    patterns.sort(key=lambda r: (len(r.name), r.name.encode()), reverse=True)
+    for r in patterns:
+        if _fnmatch(name, r.name):
+            return r
+    return None
+
+
+# ---- values: the type rules of entrypoints/lib/settings.sh vg_validate -----------------------------------
+
+_DIGITS = "0123456789"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_UPPER = _LOWER.upper()
+
+
+def _plain(raw):
+    """Printable ASCII without spaces, at most MAX_LEN characters (settings.sh _vg_plain_ascii)."""
+    return len(raw) <= MAX_LEN and all("!" <= c <= "~" for c in raw)
+
+
+def _is_int(raw):
+    if raw in ("-1", "0"):
+        return True
+    return 1 <= len(raw) <= 9 and raw[0] in "123456789" and all(c in _DIGITS for c in raw)
+
+
+def _int_in(spec, value):
+    for alt in spec.split("|"):
+        if ".." in alt:
+            lo, hi = alt.split("..", 1)
+            if int(lo) <= value <= int(hi):
+                return True
+        elif alt and value == int(alt):
+            return True
+    return False
+
+
+def _is_float(raw):
+    """``^(0|[1-9][0-9]{0,8})(\\.[0-9]{1,9})?([eE]-?[0-9]{1,2})?$`` without ``re``."""
+    mant, exp = raw, None
+    for e in "eE":
+        if e in mant:
+            mant, exp = mant.split(e, 1)
+            break
+    if exp is not None:
+        digits = exp[1:] if exp.startswith("-") else exp
+        if not 1 <= len(digits) <= 2 or not all(c in _DIGITS for c in digits):
+            return False
+    whole, frac = (mant.split(".", 1) + [None])[:2] if "." in mant else (mant, None)
+    if frac is not None and (not 1 <= len(frac) <= 9 or not all(c in _DIGITS for c in frac)):
+        return False
+    return whole == "0" or (1 <= len(whole) <= 9 and whole[0] in "123456789" and all(c in _DIGITS for c in whole))
+
+
+def _words(raw, alphabet):
+    return bool(raw) and all(c in alphabet for c in raw)
+
+
+def validate(row, raw, cwd=None):
+    """The value of ``raw`` for setting ``row`` under its registry type, or raise ValueError naming what is wrong.
+
+    Returns (as the entrypoints pass it on): int -> int, float -> float, bool -> bool, enum/name/addr/ipv4 ->
+    str, list/ids/envnames -> tuple of str, path -> absolute path str (made absolute against ``cwd``, default
+    the working directory, without resolving symlinks; existence checked for file/dir/dirw). Mirrors
+    ``vg_validate`` in entrypoints/lib/settings.sh (a test runs both on the same values)."""
+    t, a = row.type, row.allowed
+    if not _plain(raw):
+        raise ValueError(f"value contains spaces, control or non-ASCII characters, or is longer than {MAX_LEN}")
+    if t == "int":
+        if _is_int(raw) and _int_in(a, int(raw)):
+            return int(raw)
+        raise ValueError(f"{raw!r} is not an integer in {a.replace('|', ' or ')}")
+    if t == "float":
+        lo, hi = a.split("..", 1)
+        if _is_float(raw) and float(lo) <= float(raw) <= float(hi):
+            return float(raw)
+        raise ValueError(f"{raw!r} is not a number in {a}")
+    if t == "bool":
+        if raw in ("true", "True", "1"):
+            return True
+        if raw in ("false", "False", "0"):
+            return False
+        raise ValueError(f"{raw!r} is not a boolean (true or false)")
+    if t == "enum":
+        if _words(raw, _LOWER + _DIGITS + "_") and raw in a.split():
+            return raw
+        raise ValueError(f"{raw!r} is not one of {', '.join(a.split())}")
+    if t == "list":
+        items = raw.split(",")
+        if all(_words(i, _LOWER + _DIGITS + "_") and i in a.split() for i in items) and len(set(items)) == len(items):
+            return tuple(items)
+        raise ValueError(f"{raw!r} is not a comma list of distinct values from: {', '.join(a.split())}")
+    if t == "ids":
+        items = raw.split(",")
+        ok = len(items) <= 32 and all(
+            1 <= len(i) <= 64 and i[0] in _LOWER + _DIGITS and all(c in _LOWER + _DIGITS + "_.-" for c in i)
+            for i in items)
+        if ok:
+            return tuple(items)
+        raise ValueError(f"{raw!r} is not a comma list of ids (lower-case letters, digits, '_', '.', '-')")
+    return _validate_re(t, a, raw, cwd)
+
+
+def _validate_re(t, a, raw, cwd):
+    import re
+
+    if t == "name":
+        number = re.fullmatch(r"([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE]-?[0-9_]+)?", raw)
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", raw) and not number and raw.lower() not in (
+                "true", "false", "null", "nan", "inf"):
+            return raw
+        raise ValueError(f"{raw!r} is not a plain name")
+    if t == "addr":
+        m = re.fullmatch(r"([A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([1-9][0-9]{0,4})", raw)
+        if m and int(m.group(3)) <= 65535:
+            return raw
+        raise ValueError(f"{raw!r} is not HOST:PORT")
+    if t == "ipv4":
+        o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+        if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", raw):
+            return raw
+        raise ValueError(f"{raw!r} is not an IPv4 address")
+    if t == "envnames":
+        items = raw.split(",")
+        if len(items) <= 64 and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", i) for i in items) and len(
+                set(items)) == len(items):
+            return tuple(items)
+        raise ValueError(f"{raw!r} is not a comma list of distinct variable names")
+    if t == "path":
+        if not re.fullmatch(r"[A-Za-z0-9._/][A-Za-z0-9._/-]*", raw):
+            raise ValueError(f"path {raw!r} has characters the launch cannot pass safely")
+        path = os.path.normpath(raw if raw.startswith("/") else os.path.join(cwd or os.getcwd(), raw))
+        if path.startswith("//"):
+            path = "/" + path.lstrip("/")
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]*", path):
+            raise ValueError(f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take")
+        if a == "file" and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            raise ValueError(f"{path} is not a readable file")
+        if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
+            raise ValueError(f"{path} is not a readable directory")
+        return path
+    raise ValueError(f"setting {t!r} is not a type the registry knows")
+
+
+def read_setting(name, environ=None, owner="patches"):
+    """``(value, problem)`` of setting ``name`` (e.g. ``VLGRPO_PATCHES``) from ``environ`` (default
+    ``os.environ``) under its registry row: an empty or unset variable gives the row's default (``None`` when it
+    has none); an invalid one gives the default and a one-line problem naming the variable, the accepted values
+    and the fix. Raises KeyError when the registry has no such setting for ``owner``. Cheap: the row is cached
+    after the first call (it runs at every interpreter start)."""
+    row = setting_row(name, owner)
+    if row is None:
+        raise KeyError(f"{name} is not a setting of {owner} in {PATH}")
+    env = os.environ if environ is None else environ
+    raw = env.get(name, "")
+    default = validate(row, row.default) if row.default and not row.default.startswith("@") else None
+    if raw == "":
+        return default, None
+    try:
+        return validate(row, raw), None
+    except ValueError as exc:
+        return default, f"{name}: {exc}; fix: {_hint(row)}"
+
+
+def _hint(row):
+    t, a = row.type, row.allowed
+    if t == "bool":
+        return "set true or false (or 1/0)"
+    if t == "enum":
+        return "set one of: " + ", ".join(a.split())
+    if t == "ids":
+        return "set comma-separated ids such as a.b,c-d"
+    if t in ("int", "float"):
+        return f"set a number in {a.replace('|', ' or ')}"
+    return "set a valid value (entrypoints/<recipe>.sh --help lists the settings)"
+
+
+# ---- the Ray job config (RAY_JOB_CONFIG_JSON_ENV_VAR) ------------------------------------------------------
+
+#: top-level keys of a Ray job config that pass (Ray 2.48.0 job_config.py JobConfig.from_json reads runtime_env,
+#: metadata, jvm_options, code_search_path, ray_namespace, client_job, py_driver_sys_path; the last four load
+#: code or put folders on the workers' sys.path, ray_namespace changes which actors verl finds).
+JOB_CONFIG_KEYS = ("runtime_env", "metadata")
+#: runtime_env keys that pass: env_vars (each name under the registry) and config (timeouts, eager install).
+#: Every other key installs or loads code or rewrites the worker command (pip, conda, uv, py_modules,
+#: working_dir, py_executable, worker_process_setup_hook, container, image_uri, java_jars, mpi, nsight, ...).
+RUNTIME_ENV_KEYS = ("env_vars", "config")
+
+
+def check_ray_job_config(text, owner="fa", pass_env=()):
+    """Problems of a Ray job config JSON (the value of ``RAY_JOB_CONFIG_JSON_ENV_VAR``) for entrypoint ``owner``:
+    a list of ``(name, why, fix)``, empty when it passes. Parsed with :mod:`json` (so ``"p\\u0069p"`` is ``pip``);
+    keys are refused unless allowlisted (:data:`JOB_CONFIG_KEYS`, :data:`RUNTIME_ENV_KEYS`); each ``env_vars``
+    name must be one a launch passes (Ray sets them in every worker, past the entrypoint's environment)."""
+    import json
+
+    var = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+    fix = "submit the Ray job with runtime_env env_vars only (the image holds the code)"
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]
+    if not isinstance(doc, dict):
+        return [(var, f"is a JSON {type(doc).__name__}, not an object", fix)]
+    out = []
+    for key in sorted(set(doc) - set(JOB_CONFIG_KEYS)):
+        out.append((var, f"has the job config key {key!r}, which loads code or changes what the workers see", fix))
+    renv = doc.get("runtime_env")
+    if renv is None:
+        renv = {}
+    if not isinstance(renv, dict):
+        return out + [(var, "has a runtime_env that is not an object", fix)]
+    for key in sorted(set(renv) - set(RUNTIME_ENV_KEYS)):
+        out.append((var, f"has a runtime_env with {key!r}, which installs or loads code in every worker", fix))
+    env_vars = renv.get("env_vars") or {}
+    if not isinstance(env_vars, dict):
+        return out + [(var, "has runtime_env env_vars that are not an object", fix)]
+    for name in sorted(env_vars):
+        why = _job_env_var_problem(name, owner, pass_env)
+        if why:
+            out.append((var, f"runtime_env env_vars sets {name}: {why}", "remove it from the job's env_vars"))
+    return out
+
+
+def _job_env_var_problem(name, owner, pass_env):
+    if name.startswith("VLGRPO_"):
+        return ""  # validated by the entrypoint itself (Ray sets them in the driver's environment too)
+    row = env_row(name, owner)
+    if row is None:
+        return "" if name in pass_env else "Ray would set it in every worker, and it is not a variable the launch passes"
+    if row.kind == "refused":
+        return row.meaning
+    if row.kind == "drop":
+        return "never passed: " + row.meaning
+    if row.kind == "pass-on-request" and name not in pass_env:
+        return "passed only when named in VLGRPO_PASS_ENV: " + row.meaning
+    return ""
+
+
+def main(argv=None):
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["check-ray-job-config"]:
+        owner, pass_env = "fa", ()
+        for a in args[1:]:
+            if a.startswith("--owner="):
+                owner = a.split("=", 1)[1]
+            elif a.startswith("--pass-env="):
+                pass_env = tuple(x for x in a.split("=", 1)[1].split(",") if x)
+        problems = check_ray_job_config(sys.stdin.read(), owner, pass_env)
+        for name, why, fix in problems:
+            print(f"{name}\t{why}\t{fix}")
+        return 2 if problems else 0
+    if args[:1] == ["classify"]:
+        for name in args[1:]:
+            row = env_row(name)
+            print(f"{name}\t{row.kind if row else 'unlisted'}\t{row.name if row else '-'}")
+        return 0
+    print("usage: python3 -m vlgrpo.environment check-ray-job-config [--owner=fa|vo|node] [--pass-env=A,B] < JSON"
+          "\n       python3 -m vlgrpo.environment classify NAME...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

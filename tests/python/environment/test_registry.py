@@ -1,0 +1,177 @@
+"""The launch environment registry (python/src/vlgrpo/environment.tsv) and its stdlib accessor vlgrpo.environment.
+
+The accessor is held to the entrypoints' own bash rules, not to a copy of them: every value below goes through
+bash's vg_validate (validate_cases.sh) and through vlgrpo.environment.validate, and every name through bash's
+vg_env_row (env_row_names.sh) and environment.env_row; the two must agree case by case.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vlgrpo import environment
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+TYPES = {"int", "float", "bool", "enum", "list", "path", "name", "addr", "ids", "ipv4", "envnames"}
+CHECKS = {"warnings", "rayjob", "bashenv"}
+
+
+def test_every_row_is_well_formed():
+    names = set()
+    seen_settings = set()
+    for row in environment.rows():
+        assert row.kind in environment.KINDS, row
+        assert row.meaning, row
+        assert "*" not in row.name or row.kind != "setting", row
+        if row.kind == "setting":
+            assert row.name.startswith("VLGRPO_") and row.name.replace("_", "").isalnum(), row
+            assert row.type in TYPES, row
+            for own in row.owners:
+                key = (row.name, own)
+                assert key not in seen_settings, f"{row.name} declared twice for {own}"
+                seen_settings.add(key)
+            assert set(row.owners) & set(environment.ENTRYPOINTS), f"{row.name}: no entrypoint owns it"
+        else:
+            assert not row.hydra, row
+            assert row.type in CHECKS | {""}, row
+            if row.kind != "set":
+                assert (row.name, row.kind) not in names, f"{row.name} listed twice as {row.kind}"
+                names.add((row.name, row.kind))
+        if row.kind == "refused":
+            assert row.fix, f"{row.name}: a refusal needs its fix"
+
+
+def test_every_entrypoint_has_its_settings_and_the_patch_switches():
+    fa = [r.name for r in environment.settings("fa")]
+    vo = [r.name for r in environment.settings("vo")]
+    node = [r.name for r in environment.settings("node")]
+    assert len(fa) >= 40 and len(vo) >= 35 and len(node) >= 15
+    for switches in (fa, vo, node):
+        assert {"VLGRPO_PATCHES", "VLGRPO_PATCHES_DISABLED", "VLGRPO_PATCHES_STRICT"} <= set(switches)
+    patches = {r.name for r in environment.settings("patches")}
+    assert {"VLGRPO_PATCHES", "VLGRPO_PATCHES_DISABLED", "VLGRPO_PATCHES_STRICT"} <= patches
+
+
+# ---- values: Python and bash agree ------------------------------------------------------------------------
+
+HOSTILE = ["$(touch x)", "`id`", ";id", "a b", "'q'", '"q"', "k=v", ",x", "x,y=1", "${HOME}", "${oc.env:X}", "+a=1",
+           "~a", "x\ny", "\tx", "x\r", "\x1b[31m", "x\x7f", "modèle", "模型", "a" * 1100, "-rf", "*", "[a,b]", "#c",
+           "%s", "", " ", "1 ", " 1"]
+CASES = [
+    ("int", "1..512", ["1", "512", "513", "0", "08", "010", "00", "0x10", "+1", "-0", "1e3", "1.0", "1_000", "9999999999"]),
+    ("int", "-1|1..1000000", ["-1", "-2", "0", "5", "05", "-01", "1000000", "1000001"]),
+    ("int", "0..3600", ["0", "3600", "3601"]),
+    ("float", "1e-12..1", ["1e-6", "5e-7", "1", "0.5", "nan", "NaN", "inf", "-inf", "+1e-6", "-1e-6", "0x1p-3", ".5",
+                           "5.", "1e-13", "2", "1e100", "1e-6e1", "1,5", "1E-6", "0.0000000001", "1.1234567890"]),
+    ("float", "0..65536", ["0", "64", "0.5", "65536", "65537", "1e3", "1e5"]),
+    ("bool", "", ["true", "True", "1", "false", "False", "0", "yes", "on", "TRUE", "2"]),
+    ("enum", "on off", ["on", "off", "On", "0", "disabled", "on,off"]),
+    ("enum", "auto disable resume_path", ["auto", "resume_path", "latest"]),
+    ("list", "console wandb tensorboard mlflow swanlab file",
+     ["console", "console,wandb", "console,console", "console,", "[console]", "Console", "console;wandb", "file,mlflow"]),
+    ("ids", "", ["a", "a.b-c_d,e", "A", "a,,b", ",a", "a,", "-a", "a" * 64, "a" * 65, ",".join(["a"] * 32),
+                 ",".join(["a"] * 33)]),
+    ("name", "", ["proj", "a.b-c_D9", "1e5", "1.5", "123", "true", "Null", "NaN", "inf", "-x", ".x", "x" * 128, "x" * 129]),
+    ("addr", "", ["10.0.0.1:6379", "head:6379", "head.local:1", "h:65535", "h:65536", "h:0", "h:06379", "-h:1", ".h:1",
+                  "h", ":1", "h:1:2"]),
+    ("ipv4", "", ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "10.0.0.01", "1.2.3.256", "00.1.2.3", "10.1",
+                  "167772161", "0x0a.0.0.1"]),
+]
+
+
+def _bash_validate(cases):
+    data = b"".join(f"{t}\0{a}\0{v}\0".encode() for t, a, v in cases)
+    out = subprocess.run([str(HERE / "validate_cases.sh")], input=data, capture_output=True, check=True,
+                         env={"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8"}).stdout.decode()
+    return out.splitlines()
+
+
+def _py_validate(t, a, v, cwd=None):
+    row = environment.Row(["VLGRPO_CASE", "fa", "setting", t, a or "-", "-", "-", "case", "-"])
+    try:
+        value = environment.validate(row, v, cwd=cwd)
+    except ValueError:
+        return "refused"
+    if t == "bool":
+        return f"ok {value}"
+    if t == "list":
+        return "ok [" + ",".join(value) + "]"
+    if t in ("ids", "envnames"):
+        return "ok " + ",".join(value)
+    return f"ok {v if t in ('int', 'float') else value}"
+
+
+def test_python_validates_every_value_as_bash_does(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f.parquet").write_text("")
+    paths = [("path", "dir", str(tmp_path / "d")), ("path", "dir", str(tmp_path / "f.parquet")),
+             ("path", "file", str(tmp_path / "f.parquet")), ("path", "file", str(tmp_path / "missing")),
+             ("path", "dirw", str(tmp_path / "d") + "/../d"), ("path", "any", str(tmp_path / "x,y")),
+             ("path", "any", "//a//b/"), ("path", "file", str(tmp_path / "f.parquet") + "/")]
+    cases = [(t, a, v) for t, a, values in CASES for v in values + HOSTILE] + [(t, a, v) for t, a, v in paths]
+    bash = _bash_validate(cases)
+    assert len(bash) == len(cases)
+    diffs = [(t, a, v, b, p) for (t, a, v), b in zip(cases, bash) if b != (p := _py_validate(t, a, v))]
+    assert not diffs, "\n".join(f"{t} {a!r} {v!r}: bash {b!r} python {p!r}" for t, a, v, b, p in diffs[:20])
+    # and the table is not trivial: both outcomes occur for every type
+    for t in {c[0] for c in cases}:
+        outs = {b.split()[0] for (ct, _, _), b in zip(cases, bash) if ct == t}
+        assert outs == {"ok", "refused"}, (t, outs)
+
+
+# ---- names: Python and bash pick the same row -------------------------------------------------------------
+
+def test_python_classifies_every_name_as_bash_does():
+    names = sorted({r.name.replace("*", "X_Y") for r in environment.rows() if r.kind != "setting"} | {
+        r.name for r in environment.rows() if "*" not in r.name} | {
+        "NCCL_NET_PLUGIN", "NCCL_IB_HCA", "HCCL_SO_PATH", "HCCL_IF_IP", "ASCEND_CUSTOM_OPP_PATH", "ASCEND_RT_VISIBLE_DEVICES",
+        "RAY_RUNTIME_ENV_HOOK", "RAY_FOO", "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR", "__RAY_X", "_", "_X", "LC_ALL",
+        "WANDB_SETUP_API_KEY_HOOK", "WANDB_MODE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_BLOCKING_WAIT",
+        "VLLM_DP_MASTER_IP", "VLLM_ASCEND_ENABLE_NZ", "UNLISTED_NAME", "BASH_FUNC_x%%", "A-B", "VLGRPO_X"})
+    for owner in ("fa", "vo", "node"):
+        out = subprocess.run([str(HERE / "env_row_names.sh"), owner], input="\n".join(names) + "\n", text=True,
+                             capture_output=True, check=True, env={"PATH": os.environ["PATH"]}).stdout
+        bash = dict(line.split("\t") for line in out.splitlines())
+        diffs = []
+        for n in names:
+            row = environment.env_row(n, owner)
+            if bash[n] != (row.name if row else "-"):
+                diffs.append(f"{owner} {n}: bash {bash[n]} python {row.name if row else '-'}")
+        assert not diffs, "\n".join(diffs)
+    # precedence spot checks (read from the rules, not from either implementation)
+    assert environment.env_row("NCCL_NET_PLUGIN").kind == "pass-on-request"
+    assert environment.env_row("NCCL_IB_HCA").kind == "pass"
+    assert environment.env_row("__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR").kind == "refused"
+    assert environment.env_row("__RAY_X").kind == "drop"
+    assert environment.env_row("_").kind == "pass"
+    assert environment.env_row("RAY_START_HOOK").kind == "refused"
+    assert environment.env_row("TP_SOCKET_IFNAME", "node").kind == "set"
+    assert environment.env_row("TP_SOCKET_IFNAME", "fa").kind == "pass"
+    assert environment.env_row("UNLISTED_NAME") is None
+
+
+# ---- the switches the patch package reads at every start --------------------------------------------------
+
+@pytest.mark.parametrize("raw, value, problem", [
+    ("", None, False), ("on", "on", False), ("off", "off", False), ("0", None, True), ("disabled", None, True),
+    ("maybe", None, True)])
+def test_read_setting_patches_switch_has_the_entrypoints_rule(raw, value, problem):
+    got, why = environment.read_setting("VLGRPO_PATCHES", {"VLGRPO_PATCHES": raw})
+    assert got == value
+    assert bool(why) == problem
+    if problem:
+        assert why.startswith("VLGRPO_PATCHES: ") and "on, off" in why
+
+
+def test_read_setting_ids_and_bool():
+    assert environment.read_setting("VLGRPO_PATCHES_DISABLED", {"VLGRPO_PATCHES_DISABLED": "a.b,c"}) == (("a.b", "c"), None)
+    assert environment.read_setting("VLGRPO_PATCHES_STRICT", {"VLGRPO_PATCHES_STRICT": "1"}) == (True, None)
+    value, why = environment.read_setting("VLGRPO_PATCHES_STRICT", {"VLGRPO_PATCHES_STRICT": "yes"})
+    assert value is None and "true or false" in why
+    with pytest.raises(KeyError):
+        environment.read_setting("VLGRPO_LR")  # a recipe setting, not read by the patch package
