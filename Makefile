@@ -42,8 +42,9 @@ $(VEOMNI)/.installed: $(STAMP)
 veomni-0.1.9a5: $(VEOMNI)/.installed ## VeOmni 0.1.9a5 --no-deps into .cache/veomni-0.1.9a5 (patch tests)
 
 .PHONY: docs-patches
-docs-patches: venv ## regenerate README.md's patch table from the patch registry
+docs-patches: venv ## regenerate README.md's patch table and the start-up index from the patch registry
 	$(PY) -m vlgrpo patches table --readme README.md
+	$(PY) -m vlgrpo patches index --write
 
 .PHONY: tools
 tools: ## install the system test tools (bats-core + helpers, shellcheck) from Debian

@@ -2,7 +2,7 @@
 
 Downloads the wheels with ``pip download --no-deps`` (or reads them from ``--wheels DIR``), reads the target files
 straight out of each wheel (nothing is installed or imported from them) and runs the registry's detectors on the
-functions found by :func:`vlgrpo.patches.detect.find_function`. Prints a markdown table (for docs/patches.md).
+functions found by :func:`vlgrpo.patches.source.find_function`. Prints a markdown table (for docs/patches.md).
 
 Usage::
 
@@ -23,37 +23,39 @@ import types
 import zipfile
 from pathlib import Path
 
-from vlgrpo.patches import detect, rollout_ban
-from vlgrpo.patches import qwen3_vl_pos_embed as pe
+from vlgrpo.patches import source
+from vlgrpo.patches.fixes import npu_qwen3_vl_moe_train_routing as npu_routing
+from vlgrpo.patches.fixes import qwen3_vl_moe_router_dtype as router_dtype
+from vlgrpo.patches.fixes import qwen3_vl_text_rotary_device as text_rotary
+from vlgrpo.patches.fixes import qwen3_vl_vision_pos_embed as pos_embed
+from vlgrpo.patches.fixes import rollout_vision_placeholder_ban as rollout_ban
 
 QV = "transformers/models/qwen3_vl/modeling_qwen3_vl.py"
 QM = "transformers/models/qwen3_vl_moe/modeling_qwen3_vl_moe.py"
 SERVER = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"
 CHECKS = {  # package -> [(patch id, file in the wheel, qualname, detector)]
     "transformers": [
-        ("qwen3_vl.vision_pos_embed", QV, "Qwen3VLVisionModel.fast_pos_embed_interpolate", pe.is_faulty),
-        ("qwen3_vl.vision_pos_embed", QM, "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate", pe.is_faulty),
-        ("qwen3_vl.text_rotary_device", QV, "Qwen3VLTextRotaryEmbedding.forward", detect.rotary_inv_freq_off_device),
-        ("qwen3_vl.text_rotary_device", QM, "Qwen3VLMoeTextRotaryEmbedding.forward",
-         detect.rotary_inv_freq_off_device),
-        ("qwen3_vl_moe.router_dtype", QM, "Qwen3VLMoeTextSparseMoeBlock.forward", detect.scatter_dtype_mismatch),
-        ("npu.qwen3_vl_moe.train_routing", QM, "Qwen3VLMoeTextSparseMoeBlock.forward",
-         detect.routing_scatter_guarded_by_training),
+        ("qwen3_vl.vision_pos_embed", QV, "Qwen3VLVisionModel.fast_pos_embed_interpolate", pos_embed.is_faulty),
+        ("qwen3_vl.vision_pos_embed", QM, "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate", pos_embed.is_faulty),
+        ("qwen3_vl.text_rotary_device", QV, "Qwen3VLTextRotaryEmbedding.forward", text_rotary.is_faulty),
+        ("qwen3_vl.text_rotary_device", QM, "Qwen3VLMoeTextRotaryEmbedding.forward", text_rotary.is_faulty),
+        ("qwen3_vl_moe.router_dtype", QM, "Qwen3VLMoeTextSparseMoeBlock.forward", router_dtype.is_faulty),
+        ("npu.qwen3_vl_moe.train_routing", QM, "Qwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty),
     ],
     "verl": [
         ("qwen3_vl.vision_pos_embed", "verl/models/transformers/qwen3_vl.py", "fast_pos_embed_interpolate",
-         pe.is_faulty),
+         pos_embed.is_faulty),
         ("qwen3_vl.vision_pos_embed", "verl/models/transformers/qwen3_5.py", "fast_pos_embed_interpolate",
-         pe.is_faulty),
+         pos_embed.is_faulty),
         ("npu.qwen3_vl_moe.train_routing", "verl/models/transformers/npu_patch.py",
-         "NPUQwen3VLMoeTextSparseMoeBlock.forward", detect.routing_scatter_guarded_by_training),
-        ("rollout.vision_placeholder_ban", SERVER, "vLLMHttpServer.generate", "missing_ban"),
+         "NPUQwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty),
+        ("rollout.vision_placeholder_ban", SERVER, "vLLMHttpServer.generate", "ban"),
     ],
 }
 
 
-def _missing_ban(path: Path, node) -> tuple:
-    """rollout_ban.missing_ban reads the module of the function: a stand-in module pointing at the wheel's file."""
+def _ban_verdict(path: Path, node) -> tuple:
+    """rollout_ban.is_faulty reads the module of the function: a stand-in module pointing at the wheel's file."""
     module = types.ModuleType("vlgrpo_detect_versions_server")
     module.__file__ = str(path)
     sys.modules[module.__name__] = module
@@ -61,7 +63,7 @@ def _missing_ban(path: Path, node) -> tuple:
     exec(f"async def generate({', '.join(a.arg for a in node.args.args)}):\n    pass\n", namespace)
     namespace["generate"].__module__ = module.__name__
     try:
-        return rollout_ban.missing_ban(namespace["generate"])
+        return rollout_ban.is_faulty(namespace["generate"])
     finally:
         del sys.modules[module.__name__]
 
@@ -77,14 +79,14 @@ def verdicts(package: str, version: str, wheel: Path, scratch: Path) -> list:
                 continue
             source = zf.read(rel).decode("utf-8")
             try:
-                node = detect.find_function(source, qualname)
+                node = source.find_function(source, qualname)
             except KeyError:
                 rows.append((package, version, pid, where, "absent", "function not in this release"))
                 continue
-            if detector == "missing_ban":
+            if detector == "ban":
                 path = scratch / f"{package}-{version}-{rel.replace('/', '_')}"
                 path.write_text(source)
-                faulty, reason = _missing_ban(path, node)
+                faulty, reason = _ban_verdict(path, node)
             else:
                 faulty, reason = detector(node)
             rows.append((package, version, pid, where, "faulty" if faulty else "ok", reason))

@@ -10,7 +10,7 @@ Two set-ups, each measured side by side in one run (runs interleaved, order rota
   package would be found); "with" had ``python -m vlgrpo patches install-sitecustomize`` run into it (shim +
   ``vlgrpo-patches.pth``), "without" did not.
 - ``image, no .pyc``: as ``image`` without any byte-code cache (what a ``PYTHONDONTWRITEBYTECODE`` machine with
-  a source checkout pays: the shim and the two stdlib-only modules are compiled at every start). Informative;
+  a source checkout pays: the shim and the stdlib-only start-up modules are compiled at every start). Informative;
   the budget applies to the other two.
 
 Wall time of the whole child process (``subprocess.run``, ``time.perf_counter``; median, p10, p90 in ms; the

@@ -2,7 +2,7 @@
 # Loads vlgrpo's runtime patches (stdlib-only post-import hooks), then runs the sitecustomize that this
 # file shadows, if any. Never raises into the interpreter (VLGRPO_PATCHES_STRICT=1 re-raises).
 try:
-    from vlgrpo.patches import bootstrap as _vlgrpo_bootstrap
+    from vlgrpo.patches import bootstrap as _vlgrpo_bootstrap, chain as _vlgrpo_chain
 except ImportError:  # vlgrpo gone: still run the sitecustomize install-sitecustomize moved aside
     _vlgrpo_bootstrap = None
     import os as _os
@@ -15,4 +15,4 @@ if _vlgrpo_bootstrap is not None:
     try:
         _vlgrpo_bootstrap.install(via='sitecustomize')
     finally:  # the shadowed sitecustomize runs even when strict mode re-raised an install error
-        _vlgrpo_bootstrap.chain_sitecustomize(__file__)
+        _vlgrpo_chain.chain_sitecustomize(__file__)

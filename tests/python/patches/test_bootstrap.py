@@ -14,7 +14,7 @@ from patch_helpers import REPO, SHIM, run_py
 from vlgrpo.patches import registry
 
 MOE = "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe"
-HEAVY = ("torch", "transformers", "verl", "numpy", "logging", "inspect", "ast", "wrapt", "importlib.util")
+HEAVY = ("torch", "transformers", "verl", "numpy", "logging", "inspect", "ast", "dis", "wrapt", "importlib.util")
 
 REPORT = r"""
 import json, sys
@@ -27,7 +27,7 @@ print(json.dumps({
     "wrapped": getattr(getattr(fwd, "__wrapped__", None), "__module__", None),
     "loader": type(m.__loader__).__name__, "spec_loader": type(m.__spec__.loader).__name__,
     "router": rows["qwen3_vl_moe.router_dtype"]["status"], "router_reason": rows["qwen3_vl_moe.router_dtype"]["reason"],
-    "via": __import__("vlgrpo.patches.bootstrap").patches.bootstrap.STATE["via"],
+    "via": __import__("vlgrpo.patches.state").patches.state.STATE["via"],
 }))
 """
 
@@ -37,6 +37,8 @@ def test_startup_imports_only_the_stdlib(shim_dir):
     mods = set(proc.json)
     assert "vlgrpo.patches.bootstrap" in mods, "the shim did not load the bootstrap"
     assert not [m for m in HEAVY if m in mods], f"heavy modules at start-up: {[m for m in HEAVY if m in mods]}"
+    assert not [m for m in mods if m.startswith("vlgrpo.patches.fixes") or m == "vlgrpo.patches.registry"], (
+        "the fix modules load at start-up: bootstrap.install must read vlgrpo.patches.index only")
     finder = run_py("import sys; print([type(f).__name__ for f in sys.meta_path][0])", path=[shim_dir])
     assert finder.stdout.strip() == "PostImportFinder"
 
@@ -79,6 +81,8 @@ def test_consumer_binding_a_module_function_gets_the_replacement(tmp_path):
             " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
             " 'verify': 'demo_fix:f', 'recheck_after': ()},)\n"
             "registry.IDS = registry.IDS + ('demo',)\n"
+            "from vlgrpo.patches import index\n"
+            "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
             "import vlgrpo.patches as P; P.install()\n"
             "import demo_consumer, demo_target\n"
             "print(demo_consumer.f(0), demo_target.f(0), demo_target.f.__wrapped__(0))")
@@ -91,7 +95,7 @@ def test_preexisting_sitecustomize_is_chained(shim_dir, tmp_path):
     marker = tmp_path / "vendor-ran.txt"
     (other / "sitecustomize.py").write_text(
         f"import sys\nopen({str(marker)!r}, 'w').write(__name__ + ' ' + __file__)\nVENDOR = 1\n")
-    code = ("import sitecustomize, sys, json; from vlgrpo.patches import bootstrap as b; "
+    code = ("import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
             "print(json.dumps([sitecustomize.__file__, b.STATE['chained_sitecustomize'], "
             "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR]))")
     out = run_py(code, path=[shim_dir, other]).json
@@ -145,11 +149,11 @@ def test_install_sitecustomize_into_an_image_like_venv(tmp_path):
     assert res.returncode == 0, res.stderr
     assert (site / "vlgrpo_orig_sitecustomize.py").read_text() == "VENDOR_IN_PLACE = True\n"
     assert (site / "sitecustomize.py").read_text() == SHIM.read_text()
-    code = ("import sitecustomize, sys, json; from vlgrpo.patches import bootstrap as b; "
+    code = ("import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
             "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['chained_sitecustomize'], "
             "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR_IN_PLACE, 'torch' in sys.modules]))")
     if shadow:  # the interpreter's own sitecustomize comes first on sys.path
-        code = ("import sitecustomize, json; from vlgrpo.patches import bootstrap as b; "
+        code = ("import sitecustomize, json; from vlgrpo.patches import state as b; "
                 "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['via']]))")
         res = _run(py, code)
         assert res.returncode == 0, res.stderr
@@ -168,7 +172,7 @@ def test_shadowing_sitecustomize_still_gets_patches_through_pth(tmp_path):
     apport = tmp_path / "usr-lib-python3"
     apport.mkdir()
     (apport / "sitecustomize.py").write_text("APPORT = True\n")
-    code = ("import sitecustomize, json; from vlgrpo.patches import bootstrap as b\n"
+    code = ("import sitecustomize, json; from vlgrpo.patches import state as b\n"
             "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
             "print(json.dumps([getattr(sitecustomize, 'APPORT', False), b.STATE['via'], "
             "getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None)]))")
@@ -238,7 +242,7 @@ def test_shim_text_matches_installer():
 
 
 def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
-    from vlgrpo.patches import bootstrap
+    from vlgrpo.patches import chain
 
     ours, before, copy, foreign = (tmp_path / n for n in ("ours", "before", "copy", "foreign"))
     for d in (ours, before, copy, foreign):
@@ -250,12 +254,12 @@ def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
     link = tmp_path / "link-to-ours"
     link.symlink_to(ours)
     own = str(ours / "sitecustomize.py")
-    assert bootstrap.find_next_sitecustomize(own, [str(before), str(ours), str(copy), str(foreign)]) == str(
+    assert chain.find_next_sitecustomize(own, [str(before), str(ours), str(copy), str(foreign)]) == str(
         foreign / "sitecustomize.py")
     # sys.path names our directory through a symlink (e.g. venv lib64 -> lib)
-    assert bootstrap.find_next_sitecustomize(own, [str(link), str(foreign)]) == str(foreign / "sitecustomize.py")
-    assert bootstrap.find_next_sitecustomize(own, [str(ours), str(copy)]) is None
-    assert bootstrap.find_next_sitecustomize(own, [str(foreign)]) is None  # ours not on the path at all
+    assert chain.find_next_sitecustomize(own, [str(link), str(foreign)]) == str(foreign / "sitecustomize.py")
+    assert chain.find_next_sitecustomize(own, [str(ours), str(copy)]) is None
+    assert chain.find_next_sitecustomize(own, [str(foreign)]) is None  # ours not on the path at all
 
 
 def test_spawned_worker_processes_load_the_patches_too(shim_dir):
@@ -282,6 +286,8 @@ def test_absent_target_is_reported_never_created(tmp_path):
             " ('demo_not_installed', 'f')), 'detector': 'demo_fix2:detect', 'replacement': 'demo_fix2:f',"
             " 'verify': 'demo_fix2:f', 'recheck_after': ()},)\n"
             "registry.IDS = registry.IDS + ('demo',)\n"
+            "from vlgrpo.patches import index\n"
+            "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
             "import vlgrpo.patches as P\n"
             "row = {r['id']: r for r in P.status()}['demo']\n"
             "import demo_absent\n"

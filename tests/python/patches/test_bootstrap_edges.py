@@ -22,7 +22,9 @@ DEMO = ("from vlgrpo.patches import registry\n"
         "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
         " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
         " 'verify': 'demo_fix:f', 'recheck_after': ()},)\n"
-        "registry.IDS = registry.IDS + ('demo',)\n")
+        "registry.IDS = registry.IDS + ('demo',)\n"
+        "from vlgrpo.patches import index\n"  # what `make docs-patches` would write for this registry
+        "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n")
 
 
 def _demo_files(tmp_path):
@@ -70,7 +72,7 @@ def test_foreign_finder_in_front_then_target_import_goes_through_ours(tmp_path):
 
 
 def test_unknown_switch_value_is_named(shim_dir):
-    code = "from vlgrpo.patches import bootstrap as b; print(b.STATE['enabled'], b.STATE['installed'])"
+    code = "from vlgrpo.patches import state as b; print(b.STATE['enabled'], b.STATE['installed'])"
     proc = run_py(code, path=[shim_dir], env={"VLGRPO_PATCHES": "none"})
     assert proc.stdout.split() == ["True", "True"]  # kept on ...
     assert "VLGRPO_PATCHES='none' is not a known value; the patches stay ON" in proc.stderr  # ... and said so

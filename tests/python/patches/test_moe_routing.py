@@ -17,7 +17,9 @@ from reference_moe import reference_moe
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
 
-from vlgrpo.patches import detect, engine, moe_routing
+from vlgrpo.patches import engine, moe_routing, source
+from vlgrpo.patches.fixes import npu_qwen3_vl_moe_train_routing as npu_routing
+from vlgrpo.patches.fixes import qwen3_vl_moe_router_dtype as router_dtype
 
 ORIGINAL_FORWARD = getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__wrapped__", m.Qwen3VLMoeTextSparseMoeBlock.forward)
 SCATTER_ERROR = re.escape("scatter(): Expected self.dtype to be equal to src.dtype")
@@ -49,7 +51,7 @@ def test_b03_original_raises_patched_matches_reference():
             bind(block, ORIGINAL_FORWARD)(x)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out, logits = bind(block, moe_routing.sparse_moe_block_forward)(x)
-            _, dense, idx, _ = moe_routing._dense_routing(block, x.reshape(4, 16))
+            _, dense, idx, _ = moe_routing.dense_routing(block, x.reshape(4, 16))
         assert logits.dtype == torch.bfloat16 and logits.shape == (4, 8)
         assert dense.shape == (4, 8) and dense.dtype == torch.bfloat16
         assert torch.equal((dense != 0).sum(-1), torch.full((4,), 2))
@@ -147,21 +149,21 @@ def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
 # --- detectors on the real code of several releases --------------------------------------------------------------
 
 def _source_fn(path, qualname):
-    return detect.find_function(path.read_text(), qualname)
+    return source.find_function(path.read_text(), qualname)
 
 
 def test_router_detector_on_real_code():
-    assert detect.scatter_dtype_mismatch(ORIGINAL_FORWARD)[0] is True
-    assert detect.scatter_dtype_mismatch(moe_routing.sparse_moe_block_forward)[0] is False
+    assert router_dtype.is_faulty(ORIGINAL_FORWARD)[0] is True
+    assert router_dtype.is_faulty(moe_routing.sparse_moe_block_forward)[0] is False
     from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
 
-    faulty, reason = detect.scatter_dtype_mismatch(Qwen3MoeSparseMoeBlock.forward)  # no dense scatter: 5.x-style
+    faulty, reason = router_dtype.is_faulty(Qwen3MoeSparseMoeBlock.forward)  # no dense scatter: 5.x-style
     assert faulty is False and "no scatter" in reason
     import verl
 
     npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
                          "NPUQwen3VLMoeTextSparseMoeBlock.forward")
-    assert detect.scatter_dtype_mismatch(npu_080)[0] is False  # casts to router_logits.dtype
+    assert router_dtype.is_faulty(npu_080)[0] is False  # casts to router_logits.dtype
 
 
 def test_train_routing_detector_on_real_code(verl_071):
@@ -170,11 +172,11 @@ def test_train_routing_detector_on_real_code(verl_071):
     npu_071 = _source_fn(VERL_071 / "verl/models/transformers/npu_patch.py", "NPUQwen3VLMoeTextSparseMoeBlock.forward")
     npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
                          "NPUQwen3VLMoeTextSparseMoeBlock.forward")
-    faulty, reason = detect.routing_scatter_guarded_by_training(npu_071)
+    faulty, reason = npu_routing.is_faulty(npu_071)
     assert faulty is True and "not self.training" in reason
-    assert detect.routing_scatter_guarded_by_training(npu_080)[0] is False
-    assert detect.routing_scatter_guarded_by_training(ORIGINAL_FORWARD)[0] is False
-    assert detect.routing_scatter_guarded_by_training(moe_routing.npu_sparse_moe_block_forward)[0] is False
+    assert npu_routing.is_faulty(npu_080)[0] is False
+    assert npu_routing.is_faulty(ORIGINAL_FORWARD)[0] is False
+    assert npu_routing.is_faulty(moe_routing.npu_sparse_moe_block_forward)[0] is False
 
 
 # --- VeOmni 0.1.9a5 binds its own copy of the faulty forward (the VeOmni recipe never goes through verl) ---------

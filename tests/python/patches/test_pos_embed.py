@@ -27,6 +27,8 @@ from transformers.models.qwen3_vl import modeling_qwen3_vl as tq
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as tqm
 
 from vlgrpo.patches import qwen3_vl_pos_embed as pe
+from vlgrpo.patches import source
+from vlgrpo.patches.fixes import qwen3_vl_vision_pos_embed as pos_embed_fix
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "config.json"
@@ -114,7 +116,7 @@ def _exact(grid, weight, n=48, merge=2):
 # ----------------------------------------------------------------------------------------------------------------
 def test_reference_is_the_faulty_4576_code():
     for cls in (tq.Qwen3VLVisionModel, tqm.Qwen3VLMoeVisionModel):
-        faulty, reason = pe.is_faulty(_original(cls))
+        faulty, reason = pos_embed_fix.is_faulty(_original(cls))
         assert faulty and "pos_embed.weight.device" in reason, reason
 
 
@@ -401,10 +403,10 @@ def test_empty_grid_gives_empty_output(towers):
 def test_is_faulty_on_fixed_and_faulty_code():
     verl_qwen3_vl = pytest.importorskip("verl.models.transformers.qwen3_vl")
 
-    faulty, reason = pe.is_faulty(verl_qwen3_vl.fast_pos_embed_interpolate)  # verl 0.8.0: grid_thw.device
+    faulty, reason = pos_embed_fix.is_faulty(verl_qwen3_vl.fast_pos_embed_interpolate)  # verl 0.8.0: grid_thw.device
     assert not faulty, reason
-    assert pe.is_faulty(pe.fast_pos_embed_interpolate) == (False, "already the vlgrpo replacement")
-    assert not pe.is_faulty(pe._function_node(pe.fast_pos_embed_interpolate))[0]  # by its code, too
+    assert pos_embed_fix.is_faulty(pe.fast_pos_embed_interpolate) == (False, "already the vlgrpo replacement")
+    assert not pos_embed_fix.is_faulty(source.function_node(pe.fast_pos_embed_interpolate))[0]  # by its code, too
 
     def loops_over_grid(self, grid_thw):
         out = []
@@ -412,7 +414,7 @@ def test_is_faulty_on_fixed_and_faulty_code():
             out.append(torch.zeros(int(t * h * w), 1, device=grid_thw.device))
         return torch.cat(out)
 
-    faulty, reason = pe.is_faulty(loops_over_grid)
+    faulty, reason = pos_embed_fix.is_faulty(loops_over_grid)
     assert faulty and "element by element" in reason, reason
 
 
@@ -425,7 +427,7 @@ def test_is_faulty_without_source_reads_bytecode():
     for func, expected in ((_original(tq.Qwen3VLVisionModel), True), (verl_qwen3_vl.fast_pos_embed_interpolate, False)):
         namespace = {"torch": torch}
         exec(compile(textwrap.dedent(inspect.getsource(func)), "<no source>", "exec"), namespace)
-        faulty, reason = pe.is_faulty(namespace["fast_pos_embed_interpolate"])
+        faulty, reason = pos_embed_fix.is_faulty(namespace["fast_pos_embed_interpolate"])
         assert faulty is expected and "bytecode" in reason, reason
 
 

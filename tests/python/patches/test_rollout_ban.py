@@ -11,7 +11,7 @@ import sys
 
 from patch_helpers import SCENARIOS, run_py
 
-from vlgrpo.patches import rollout_ban
+from vlgrpo.patches.fixes import rollout_vision_placeholder_ban as rollout_ban
 
 SCRIPT = SCENARIOS / "vllm_generate.py"
 
@@ -49,10 +49,10 @@ def test_detector_sees_an_existing_ban(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("fixed_server")
     try:
-        assert rollout_ban.missing_ban(mod.Server.generate)[0] is False
+        assert rollout_ban.is_faulty(mod.Server.generate)[0] is False
     finally:
         sys.modules.pop("fixed_server", None)
-    assert rollout_ban.missing_ban(lambda self, x: x)[0] is False  # no sampling_params: not the target
+    assert rollout_ban.is_faulty(lambda self, x: x)[0] is False  # no sampling_params: not the target
 
 
 def test_verify_passes():

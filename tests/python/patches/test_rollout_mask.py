@@ -17,7 +17,8 @@ import pytest
 import torch
 from patch_helpers import SCENARIOS, run_py
 
-from vlgrpo.patches import detect, rollout_mask
+from vlgrpo.patches.source import find_function
+from vlgrpo.patches.fixes import rollout_vision_placeholder_mask as rollout_mask
 
 SCRIPT = SCENARIOS / "agent_loop_postprocess.py"
 PATCH = "rollout.vision_placeholder_mask"
@@ -215,11 +216,11 @@ def test_detector_on_verl_releases(verl_071):
         source = _agent_loop_source(root)
         # the whole module: the postprocess and every method of its class it calls (0.8.0's
         # _compute_position_ids compares input_ids with image_token_id to build mm_token_type_ids: not a guard)
-        faulty, reason = rollout_mask.missing_mask_in_source(source)
+        faulty, reason = rollout_mask.is_faulty_in_source(source)
         assert faulty and "without checking them for image/video placeholder ids" in reason, (root, reason)
         assert "_compute_position_ids" in reason and "_compute_multi_modal_inputs" in reason
-        fn = detect.find_function(source, "AgentLoopWorker._agent_loop_postprocess")
-        assert rollout_mask.missing_mask(fn)[0] is True  # a bare FunctionDef: its own body only
+        fn = find_function(source, "AgentLoopWorker._agent_loop_postprocess")
+        assert rollout_mask.is_faulty(fn)[0] is True  # a bare FunctionDef: its own body only
 
 
 def test_detector_sees_a_guard_in_a_called_method(tmp_path, monkeypatch):
@@ -241,7 +242,7 @@ def test_detector_sees_a_guard_in_a_called_method(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("guarded_worker")
     try:
-        faulty, reason = rollout_mask.missing_mask(mod.Worker._agent_loop_postprocess)
+        faulty, reason = rollout_mask.is_faulty(mod.Worker._agent_loop_postprocess)
         assert not faulty and "_drop_vision_tokens" in reason
     finally:
         sys.modules.pop("guarded_worker", None)
@@ -249,7 +250,7 @@ def test_detector_sees_a_guard_in_a_called_method(tmp_path, monkeypatch):
     def not_the_target(self, x):
         return x
 
-    assert rollout_mask.missing_mask(not_the_target)[0] is False  # no `output`: not the target
+    assert rollout_mask.is_faulty(not_the_target)[0] is False  # no `output`: not the target
 
 
 def test_verify_passes():

@@ -12,7 +12,8 @@ from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfi
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as moe
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
 
-from vlgrpo.patches import detect, text_rotary
+from vlgrpo.patches import text_rotary
+from vlgrpo.patches.fixes import qwen3_vl_text_rotary_device as text_rotary_fix
 
 ROPE = {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True}
 CASES = [(dense.Qwen3VLTextRotaryEmbedding, Qwen3VLTextConfig), (moe.Qwen3VLMoeTextRotaryEmbedding, Qwen3VLMoeTextConfig)]
@@ -58,12 +59,12 @@ def test_no_device_mixing_when_inv_freq_stays_on_cpu(cls, cfg_cls):
 
 def test_detector_on_real_code():
     for cls, _ in CASES:
-        faulty, reason = detect.rotary_inv_freq_off_device(_upstream(cls))
+        faulty, reason = text_rotary_fix.is_faulty(_upstream(cls))
         assert faulty and "inv_freq" in reason
-    assert detect.rotary_inv_freq_off_device(text_rotary.text_rotary_forward)[0] is False
+    assert text_rotary_fix.is_faulty(text_rotary.text_rotary_forward)[0] is False
     from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # moves inv_freq with .to(x.device)
 
-    assert detect.rotary_inv_freq_off_device(Qwen2RotaryEmbedding.forward)[0] is False
+    assert text_rotary_fix.is_faulty(Qwen2RotaryEmbedding.forward)[0] is False
 
 
 class _OtherShapeRotary(torch.nn.Module):
@@ -84,9 +85,9 @@ class _OtherShapeRotary(torch.nn.Module):
 
 
 def test_detector_leaves_other_rotary_layouts_alone():
-    faulty, reason = detect.rotary_inv_freq_off_device(_OtherShapeRotary.forward)
+    faulty, reason = text_rotary_fix.is_faulty(_OtherShapeRotary.forward)
     assert faulty is False and "not the transformers 4.57.x" in reason
 
 
 def test_verify_passes():
-    text_rotary.verify()
+    text_rotary_fix.verify()

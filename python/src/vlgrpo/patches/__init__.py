@@ -1,8 +1,10 @@
 """Runtime patches for known Qwen3-VL bugs in the pinned transformers/verl, loaded in every interpreter.
 
 Start-up path (standard library only): ``sitecustomize`` -> :func:`vlgrpo.patches.bootstrap.install`, which
-registers post-import hooks for the target modules. The checks and fixes live in :mod:`vlgrpo.patches.engine`
-and the per-fix modules, imported only when a target module is imported.
+reads the switches (:mod:`~vlgrpo.patches.state`) and the records (:mod:`~vlgrpo.patches.registry`, one module per
+fix in :mod:`~vlgrpo.patches.fixes`) and registers post-import hooks (:mod:`~vlgrpo.patches.hooks`) for the target
+modules; then :func:`vlgrpo.patches.chain.chain_sitecustomize` runs the ``sitecustomize`` ours shadows. The checks
+(:mod:`~vlgrpo.patches.engine`) and the fixes' detectors and replacements run only when a target module is imported.
 
 Public API (what doctor/preflight/tests call)::
 
@@ -15,18 +17,16 @@ CLI: ``python -m vlgrpo patches status [--verify] [--json]``, ``python -m vlgrpo
 ``python -m vlgrpo patches install-sitecustomize [--site-packages DIR]``.
 """
 
-STATUSES = ("applied", "not needed", "target absent", "disabled", "failed")
+from vlgrpo.patches.state import STATUSES  # noqa: F401  (public: the statuses status() reports)
 
 
 def bootstrap_state() -> dict:
     """How the patch loader got into this interpreter: ``{"installed": bool, "via": "sitecustomize" | "pth" | "api"
     | "status" | None, "enabled": bool, "disabled_ids": tuple, "strict": bool, "chained_sitecustomize": path | None,
     ...}``. ``via`` is ``None`` when nothing loaded it (no sitecustomize/.pth in this interpreter)."""
-    from vlgrpo.patches import bootstrap
+    from vlgrpo.patches import state
 
-    state = dict(bootstrap.STATE)
-    state["hook_errors"] = list(state["hook_errors"])
-    return state
+    return state.snapshot()
 
 
 def install(via: str = "api"):

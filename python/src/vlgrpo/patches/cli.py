@@ -1,4 +1,4 @@
-"""``python -m vlgrpo patches <status|table|install-sitecustomize>``.
+"""``python -m vlgrpo patches <status|table|index|install-sitecustomize>``.
 
 status                 every patch for *this* interpreter: applied / not needed / target absent / disabled /
                        failed, with the reason. ``--verify`` also runs each fix on tiny CPU inputs against a
@@ -7,6 +7,8 @@ status                 every patch for *this* interpreter: applied / not needed 
                        failed or a verify failed.
 table                  the README's markdown patch table, generated from the registry (``--readme FILE``
                        rewrites the block between ``<!-- BEGIN/END GENERATED: patches -->`` in FILE).
+index                  the start-up index ``vlgrpo/patches/index.py`` (ids, hooked modules) generated from the
+                       registry (``--write`` rewrites the file).
 install-sitecustomize  copy the sitecustomize shim (and a ``.pth`` fallback) into a site-packages directory
                        (default: ``sysconfig.get_paths()["purelib"]`` of this interpreter); used by the images.
 """
@@ -34,7 +36,7 @@ def shim_source() -> str:
         "# Loads vlgrpo's runtime patches (stdlib-only post-import hooks), then runs the sitecustomize that this\n"
         "# file shadows, if any. Never raises into the interpreter (VLGRPO_PATCHES_STRICT=1 re-raises).\n"
         "try:\n"
-        "    from vlgrpo.patches import bootstrap as _vlgrpo_bootstrap\n"
+        "    from vlgrpo.patches import bootstrap as _vlgrpo_bootstrap, chain as _vlgrpo_chain\n"
         "except ImportError:  # vlgrpo gone: still run the sitecustomize install-sitecustomize moved aside\n"
         "    _vlgrpo_bootstrap = None\n"
         "    import os as _os\n"
@@ -47,16 +49,14 @@ def shim_source() -> str:
         "    try:\n"
         "        _vlgrpo_bootstrap.install(via='sitecustomize')\n"
         "    finally:  # the shadowed sitecustomize runs even when strict mode re-raised an install error\n"
-        "        _vlgrpo_bootstrap.chain_sitecustomize(__file__)\n"
+        "        _vlgrpo_chain.chain_sitecustomize(__file__)\n"
     )
 
 
 def _status(args) -> int:
     import vlgrpo.patches as patches
-    from vlgrpo.patches import report
-
     rows = patches.status(verify=args.verify, import_targets=not args.no_import)
-    state = report.bootstrap_state()
+    state = patches.bootstrap_state()
     bad = [r for r in rows if r["status"] == "failed" or (r["verify"] or "").startswith("failed")]
     if args.json:
         print(json.dumps({"bootstrap": state, "patches": rows}, indent=2, default=str))
@@ -94,6 +94,23 @@ def _table(args) -> int:
         with open(args.readme, "w", encoding="utf-8") as fh:
             fh.write(new)
         print(f"updated the patch table in {args.readme}")
+    return 0
+
+
+def _index(args) -> int:
+    from vlgrpo.patches import registry
+
+    text = registry.index_source()
+    if not args.write:
+        print(text, end="")
+        return 0
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "index.py")
+    with open(path, encoding="utf-8") as fh:
+        old = fh.read()
+    if old != text:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"updated {path}")
     return 0
 
 
@@ -172,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", metavar="FILE", default=None,
                    help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> in FILE instead of printing")
     p.set_defaults(func=_table)
+    p = sub.add_parser("index", help="the start-up index (vlgrpo/patches/index.py) generated from the registry")
+    p.add_argument("--write", action="store_true", help="rewrite index.py next to this module instead of printing")
+    p.set_defaults(func=_index)
     p = sub.add_parser("install-sitecustomize", help="install the sitecustomize shim into site-packages")
     p.add_argument("--site-packages", metavar="DIR", default=None,
                    help="target directory (default: this interpreter's purelib)")

@@ -2,7 +2,7 @@
 
 For every target of every enabled record (see :mod:`vlgrpo.patches.registry`), :func:`ensure_all` looks at the
 attribute bound *now* (the final bound function after verl's monkey patch, its NPU layer and ours ran) and
-decides one of:
+decides one of (the names are defined in :mod:`vlgrpo.patches.state`):
 
 - ``applied``: the bound function is our replacement (installed now or earlier; applying twice is a no-op);
 - ``not needed``: the detector found the installed code already fixed;
@@ -22,10 +22,8 @@ import sys
 import threading
 import types
 
-from vlgrpo.patches import bootstrap, registry
-
-APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED, PENDING = (
-    "applied", "not needed", "target absent", "disabled", "failed", "pending")
+from vlgrpo.patches import registry, state
+from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING
 
 #: (patch id, module, attribute path) -> {"status", "reason", "target", "original"}
 RESULTS: dict = {}
@@ -40,10 +38,6 @@ def resolve(ref: str):
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def _enabled(patch_id: str) -> bool:
-    return bootstrap.STATE["enabled"] and patch_id not in bootstrap.STATE["disabled_ids"]
 
 
 def _clone(func, patch_id: str, original, target: str):
@@ -98,16 +92,16 @@ def _record(record, module_name, path, status, reason, original=None, fresh=Fals
 def _fail(record, module_name, path, exc):
     reason = f"{type(exc).__name__}: {exc}"
     _record(record, module_name, path, FAILED, reason)
-    bootstrap.log_once(("fail", record["id"], module_name, path), 40,
+    state.log_once(("fail", record["id"], module_name, path), 40,
                        f"patch {record['id']} failed on {module_name}.{path}: {reason} "
                        f"(left unpatched; set VLGRPO_PATCHES_STRICT=1 to raise)")
-    if bootstrap.strict():
+    if state.strict():
         raise
 
 
 def check_target(record: dict, module_name: str, path: str, apply: bool = True, detector: str | None = None) -> str:
     """Check one target (only if its module is already imported) and apply the replacement if faulty."""
-    if not _enabled(record["id"]):
+    if not state.enabled(record["id"]):
         return _record(record, module_name, path, DISABLED, "switched off by VLGRPO_PATCHES/VLGRPO_PATCHES_DISABLED")
     module = sys.modules.get(module_name)
     if module is None:
@@ -182,7 +176,7 @@ def ensure_all(event: str = "") -> list:
     newly = []
     with _LOCK:
         for record in registry.PATCHES:
-            if not _enabled(record["id"]):
+            if not state.enabled(record["id"]):
                 continue
             for module_name, func_name in record["recheck_after"]:
                 try:
@@ -196,12 +190,12 @@ def ensure_all(event: str = "") -> list:
                     newly.append(f"{record['id']} -> {module_name}.{path}")
     if newly:
         active = sorted({pid for (pid, _, _), res in RESULTS.items() if res["status"] == APPLIED})
-        bootstrap.log_once(("applied", event, tuple(newly)), 20,
+        state.log_once(("applied", event, tuple(newly)), 20,
                            f"applied {', '.join(newly)}" + (f" ({event})" if event else "")
                            + f"; active in this process: {', '.join(active)}")
     return newly
 
 
 def on_import(module_name: str) -> None:
-    """Post-import hook entry point (see :func:`vlgrpo.patches.bootstrap.install`)."""
+    """Post-import hook entry point (registered by :func:`vlgrpo.patches.bootstrap.install`)."""
     ensure_all(event=f"import {module_name}")

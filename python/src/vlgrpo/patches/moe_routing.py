@@ -11,7 +11,9 @@ Both replacements compute the routing the way the model defines it (transformers
   the B04 bug of verl 0.7.x's NPU block);
 - ``experts(hidden_states (batch, seq, hidden), routing_weights (tokens, num_experts), router_indices (tokens, k))``.
 
-Imported only when a target module is imported (it imports torch).
+The records, detectors and self-checks: :mod:`vlgrpo.patches.fixes.qwen3_vl_moe_router_dtype` and
+:mod:`vlgrpo.patches.fixes.npu_qwen3_vl_moe_train_routing`. Imported only when a target module is imported (it imports
+torch).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 
 
-def _dense_routing(self, flat_hidden: torch.Tensor):
+def dense_routing(self, flat_hidden: torch.Tensor):
     """Return ``(router_logits, routing_weights, router_indices, top_weights)`` for ``flat_hidden`` (tokens,
     hidden): the dense (tokens, num_experts) matrix in the router-logits dtype and the renormalised top-k weights
     (tokens, top_k) in float32."""
@@ -45,7 +47,7 @@ def sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    router_logits, routing_weights, router_indices, _ = _dense_routing(self, flat)
+    router_logits, routing_weights, router_indices, _ = dense_routing(self, flat)
     routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
     return routed_out, router_logits
 
@@ -62,7 +64,7 @@ def sparse_moe_block_forward_topk(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    router_logits, routing_weights, router_indices, top_weights = _dense_routing(self, flat)
+    router_logits, routing_weights, router_indices, top_weights = dense_routing(self, flat)
     routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices,
                               top_weights.to(flat.dtype))
     return routed_out, router_logits
@@ -72,7 +74,7 @@ def _experts_call_arity(func) -> int:
     """Number of positional arguments the function passes to ``self.experts(...)`` (0 if it never calls it)."""
     import ast
 
-    from vlgrpo.patches.detect import function_node
+    from vlgrpo.patches.source import function_node
 
     for node in ast.walk(function_node(func)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "experts"
@@ -103,11 +105,11 @@ def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
     """
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
-    _, routing_weights, router_indices, _ = _dense_routing(self, flat)
+    _, routing_weights, router_indices, _ = dense_routing(self, flat)
     return self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices)
 
 
-# --- self-checks (python -m vlgrpo patches status --verify) ------------------------------------------------------
+# --- shared by the fixes' self-checks (python -m vlgrpo patches status --verify) ---------------------------------
 
 def reference_moe(hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj: torch.Tensor,
                   down_proj: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -134,7 +136,9 @@ def reference_moe(hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj:
     return out
 
 
-def _tiny_block(seed: int = 0):
+def tiny_block(seed: int = 0):
+    """A stand-in sparse MoE block for the self-checks: transformers' ``Qwen3VLMoeTextExperts`` (hidden 16,
+    moe_intermediate 8, 8 experts, top-2) behind a bias-free ``nn.Linear`` gate, weights drawn from ``seed``."""
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
     from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
 
@@ -149,42 +153,3 @@ def _tiny_block(seed: int = 0):
         block.experts.gate_up_proj.normal_(0, 0.3)
         block.experts.down_proj.normal_(0, 0.3)
     return block
-
-
-def verify_router_dtype() -> None:
-    """B03 input (4 tokens, 8 experts, top-2, router logits bf16, hidden states fp32 via CPU autocast): the
-    replacement runs, its dense routing rows sum to 1 over the chosen experts, and its output matches a float64
-    reference. Raises ``AssertionError`` on mismatch."""
-    block = _tiny_block()
-    x = torch.randn(1, 4, 16)
-    ref = reference_moe(x[0], block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj, 2)
-    for training in (True, False):
-        block.train(training)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = block.gate(x.reshape(-1, 16))
-            assert logits.dtype == torch.bfloat16 and x.dtype == torch.float32, "autocast did not mix dtypes"
-            _, dense, idx, _ = _dense_routing(block, x.reshape(-1, 16))
-            out, _ = sparse_moe_block_forward(block, x)
-        sums = dense.float().sum(-1)
-        assert torch.allclose(sums, torch.ones_like(sums), atol=1e-2), f"routing rows sum to {sums.tolist()}"
-        assert int((dense != 0).sum()) == 4 * 2, "dense routing matrix must hold exactly top_k entries per token"
-        err = (out.reshape(4, 16).double() - ref).abs().max().item()
-        assert err < 0.05 * max(1.0, ref.abs().max().item()), f"bf16 output off the reference by {err}"
-        block.train(True)
-    out, _ = sparse_moe_block_forward(block.train(False), x)
-    err = (out.reshape(4, 16).double() - ref).abs().max().item()
-    assert err < 1e-5, f"fp32 output off the float64 reference by {err}"
-
-
-def verify_train_routing() -> None:
-    """B04 input (hidden 16, moe_intermediate 8, 8 experts, top-2, 4 tokens, fixed seed): the replacement gives
-    the same output in ``train()`` and ``eval()``, equal to a float64 reference (transformers' experts consume the
-    dense matrix in both modes). Raises ``AssertionError`` on mismatch."""
-    block = _tiny_block(seed=1)
-    x = torch.randn(1, 4, 16)
-    ref = reference_moe(x[0], block.gate.weight, block.experts.gate_up_proj, block.experts.down_proj, 2)
-    train_out = npu_sparse_moe_block_forward(block.train(True), x)
-    eval_out = npu_sparse_moe_block_forward(block.train(False), x)
-    assert torch.allclose(train_out, eval_out, atol=1e-6), "train and eval outputs differ"
-    err = (train_out.reshape(4, 16).double() - ref).abs().max().item()
-    assert err < 1e-5, f"output off the float64 reference by {err}"

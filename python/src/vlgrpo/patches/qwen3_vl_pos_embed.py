@@ -34,18 +34,15 @@ Settings (environment): ``VLGRPO_POS_EMBED_CACHE_MB`` (index cache bound per pro
 not used by the Triton path),
 ``VLGRPO_POS_EMBED_TRITON=0`` (use ``F.embedding_bag`` on CUDA).
 
-Imported only when a target module is imported (it imports torch).
+The patch's record and detectors: :mod:`vlgrpo.patches.fixes.qwen3_vl_vision_pos_embed`. Imported only when a
+target module is imported (it imports torch).
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import dis
-import inspect
 import math
 import os
-import textwrap
 import threading
 import types
 from collections import OrderedDict
@@ -57,7 +54,6 @@ from torch import nn
 __all__ = [
     "fast_pos_embed_interpolate",
     "interpolate_pos_embed",
-    "is_faulty",
     "verify",
     "clear_cache",
     "cache_info",
@@ -672,111 +668,6 @@ def fast_pos_embed_interpolate(self, grid_thw: torch.Tensor) -> torch.Tensor:
         TypeError / ValueError: see :func:`interpolate_pos_embed`.
     """
     return interpolate_pos_embed(self.pos_embed, grid_thw, int(self.num_grid_per_side), _merge_size(self))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Detection of the faulty upstream code
-# --------------------------------------------------------------------------------------------------------------
-def _chain(node) -> list:
-    """``a.b.c`` -> ["a", "b", "c"]; anything else -> []."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
-    return []
-
-
-def _is_weight_device(node) -> bool:
-    parts = _chain(node)
-    return len(parts) >= 3 and parts[-3:] == ["pos_embed", "weight", "device"]
-
-
-def _function_node(func):
-    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return func
-    code = getattr(func, "__code__", None)
-    if code is None:
-        raise TypeError(f"cannot inspect {func!r}: not a Python function")
-    tree = ast.parse(textwrap.dedent("".join(inspect.getsourcelines(code)[0])))
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node
-    raise TypeError(f"source of {func!r} holds no function definition")
-
-
-def _faulty_from_ast(fn, where: str = "", offset: int = 0) -> tuple[bool, str]:
-    args = [a.arg for a in fn.args.args]
-    grid = args[1] if len(args) > 1 else "grid_thw"
-    # Names holding pos_embed.weight.device, and names holding slices of the grid tensor.
-    device_names, grid_slices = set(), set()
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-            if isinstance(target, ast.Name) and _is_weight_device(value):
-                device_names.add(target.id)
-            targets = target.elts if isinstance(target, ast.Tuple) else [target]
-            values = value.elts if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) else [value]
-            for tgt, val in zip(targets, values if len(values) == len(targets) else [value] * len(targets)):
-                if (isinstance(tgt, ast.Name) and isinstance(val, ast.Subscript) and isinstance(val.value, ast.Name)
-                        and val.value.id == grid):
-                    grid_slices.add(tgt.id)
-    for node in ast.walk(fn):
-        if isinstance(node, ast.keyword) and node.arg == "device":
-            if _is_weight_device(node.value) or (isinstance(node.value, ast.Name) and node.value.id in device_names):
-                return True, (f"{where}line {node.value.lineno + offset} ({fn.name}): tensors are created on "
-                              f"pos_embed.weight.device (the CPU under FSDP2 cpu_offload) instead of grid_thw.device")
-    for node in ast.walk(fn):
-        if isinstance(node, (ast.For, ast.comprehension)):
-            it = node.iter
-            sources = it.args if isinstance(it, ast.Call) and _chain(it.func) in (["zip"], ["enumerate"]) else [it]
-            for src in sources:
-                base = src.value if isinstance(src, ast.Subscript) else src
-                if isinstance(base, ast.Name) and (base.id == grid or base.id in grid_slices):
-                    return True, (f"{where}line {it.lineno + offset} ({fn.name}): iterates the {grid} tensor element by element "
-                                  f"(a device sync per element)")
-    return False, f"{fn.name} takes no device from pos_embed.weight and does not iterate {grid} element by element"
-
-
-def _faulty_from_bytecode(func) -> tuple[bool, str]:
-    names = [ins.argval for ins in dis.get_instructions(func) if ins.opname in ("LOAD_ATTR", "LOAD_METHOD")]
-    for i in range(len(names) - 2):
-        if names[i:i + 3] == ["pos_embed", "weight", "device"]:
-            return True, f"{func.__qualname__} (bytecode, no source) reads pos_embed.weight.device"
-    return False, f"{func.__qualname__} (bytecode, no source) never reads pos_embed.weight.device"
-
-
-def is_faulty(func) -> tuple[bool, str]:
-    """Decide from the code of ``func`` whether it is the faulty upstream ``fast_pos_embed_interpolate``.
-
-    Faulty (transformers 4.57.x-5.5.x, ``modeling_qwen3_vl.py``; field case B01) means either
-    (a) it creates tensors with ``device=...pos_embed.weight.device`` (directly or through a variable), or
-    (b) it loops over the ``grid_thw`` tensor, or over slices of it such as ``grid_thw[:, 0]``, element by element.
-    verl 0.8.0's copy (``verl/models/transformers/qwen3_vl.py``: device from ``grid_thw``, one ``tolist()``) and
-    this module's function are not faulty.
-
-    Args:
-        func: a function (its source is parsed with :mod:`ast`; without source its bytecode is scanned for
-            ``pos_embed.weight.device``) or an ``ast.FunctionDef``.
-
-    Returns:
-        ``(faulty, reason)``; the reason names the line and the construct.
-
-    Raises:
-        TypeError: ``func`` is neither a Python function nor a ``FunctionDef``.
-    """
-    if getattr(func, "__code__", None) is fast_pos_embed_interpolate.__code__:
-        return False, "already the vlgrpo replacement"
-    try:
-        fn = _function_node(func)
-    except (OSError, IndentationError, SyntaxError):
-        return _faulty_from_bytecode(func)
-    code = getattr(func, "__code__", None)
-    if code is None:
-        return _faulty_from_ast(fn)
-    return _faulty_from_ast(fn, f"{code.co_filename}, ", code.co_firstlineno - fn.lineno)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -5,21 +5,15 @@ from __future__ import annotations
 import importlib
 
 from vlgrpo.patches import bootstrap, engine, registry
+from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING, STATE, enabled
 
-_ORDER = (engine.FAILED, engine.APPLIED, engine.NOT_NEEDED, engine.ABSENT, engine.PENDING)
-
-
-def bootstrap_state() -> dict:
-    """Copy of the bootstrap state: how it was installed (``via``), switches, chained sitecustomize."""
-    state = dict(bootstrap.STATE)
-    state["hook_errors"] = list(state["hook_errors"])
-    return state
+_ORDER = (FAILED, APPLIED, NOT_NEEDED, ABSENT, PENDING)
 
 
 def _import_targets() -> dict:
     errors = {}
     for record in registry.PATCHES:
-        if not engine._enabled(record["id"]):
+        if not enabled(record["id"]):
             continue
         for module_name, *_ in record["targets"] + record["recheck_after"]:
             if module_name in errors:
@@ -33,47 +27,47 @@ def _import_targets() -> dict:
 
 def status(verify: bool = False, import_targets: bool = True) -> list:
     """See :func:`vlgrpo.patches.status`."""
-    if not bootstrap.STATE["installed"]:
+    if not STATE["installed"]:
         bootstrap.install(via="status")
-    import_errors = _import_targets() if import_targets and bootstrap.STATE["enabled"] else {}
-    if bootstrap.STATE["enabled"]:
+    import_errors = _import_targets() if import_targets and STATE["enabled"] else {}
+    if STATE["enabled"]:
         engine.ensure_all(event="status")
     rows = []
     for record in registry.PATCHES:
         targets = []
         for module_name, path, *_ in record["targets"]:
-            if not engine._enabled(record["id"]):
-                why = ("VLGRPO_PATCHES=off" if not bootstrap.STATE["enabled"]
+            if not enabled(record["id"]):
+                why = ("VLGRPO_PATCHES=off" if not STATE["enabled"]
                        else f"{record['id']} listed in VLGRPO_PATCHES_DISABLED")
-                res = {"status": engine.DISABLED, "reason": why, "original": None}
+                res = {"status": DISABLED, "reason": why, "original": None}
             elif module_name in import_errors:
-                res = {"status": engine.ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
+                res = {"status": ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
                        "original": None}
             else:
                 res = engine.RESULTS.get((record["id"], module_name, path),
-                                         {"status": engine.PENDING, "reason": "module not imported", "original": None})
+                                         {"status": PENDING, "reason": "module not imported", "original": None})
             targets.append({"target": f"{module_name}.{path}", "status": res["status"], "reason": res["reason"],
                             "original": res.get("original")})
-        if not engine._enabled(record["id"]):
-            overall, reason = engine.DISABLED, targets[0]["reason"]
+        if not enabled(record["id"]):
+            overall, reason = DISABLED, targets[0]["reason"]
         else:
-            overall = next(s for s in _ORDER + (engine.PENDING,) if any(t["status"] == s for t in targets))
+            overall = next(s for s in _ORDER + (PENDING,) if any(t["status"] == s for t in targets))
             reason = "; ".join(f"{t['target']}: {t['reason']}" for t in targets if t["status"] == overall)
             others = [f"{t['target']}: {t['status']} ({t['reason']})" for t in targets if t["status"] != overall]
             if others:
                 reason += " | other targets: " + "; ".join(others)
         row = {"id": record["id"], "status": overall, "reason": reason, "summary": record["summary"],
                "upstream": record["upstream"], "targets": targets, "verify": None}
-        if verify and engine._enabled(record["id"]):
+        if verify and enabled(record["id"]):
             try:
                 engine.resolve(record["verify"])()
                 row["verify"] = "ok"
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {exc}"
-                if overall in (engine.APPLIED, engine.FAILED):
+                if overall in (APPLIED, FAILED):
                     row["verify"] = f"failed: {msg}"
-                    if overall == engine.APPLIED:
-                        row["status"], row["reason"] = engine.FAILED, f"verify failed: {msg}"
+                    if overall == APPLIED:
+                        row["status"], row["reason"] = FAILED, f"verify failed: {msg}"
                 else:
                     # The fix is not live in this interpreter (installed code not faulty, or target absent): its
                     # tiny-input self-test is built for the faulty library version and may not run on this one.

@@ -8,7 +8,8 @@ offload, field case B01 note; huggingface/transformers#45859, fixed by PR #45861
 the accelerator, that is a device-mismatch error. Here ``inv_freq`` is moved to ``position_ids.device`` first; on
 one device the result is bitwise the upstream one.
 
-Imported only when a target module is imported (it imports torch and transformers).
+The patch's record, detector and self-check: :mod:`vlgrpo.patches.fixes.qwen3_vl_text_rotary_device`. Imported only
+when a target module is imported (it imports torch and transformers).
 """
 
 from __future__ import annotations
@@ -57,29 +58,3 @@ class DeviceMixRecorder(torch.overrides.TorchFunctionMode):
         if len(devices) > 1:
             self.mixed.append((getattr(func, "__name__", str(func)), sorted(str(d) for d in devices)))
         return func(*args, **kwargs)
-
-
-def verify() -> None:
-    """Tiny Qwen3-VL-MoE text config: on one device the replacement equals transformers' method bitwise; with the
-    ``inv_freq`` buffer on the CPU and ``position_ids`` on another device ("meta" stands in for the accelerator) no
-    torch call mixes devices and the outputs land on the positions' device. Raises ``AssertionError``."""
-    from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
-    from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
-
-    cfg = Qwen3VLMoeTextConfig(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1,
-                               rope_scaling={"rope_type": "default", "mrope_section": [4, 2, 2],
-                                             "mrope_interleaved": True})
-    rotary = m.Qwen3VLMoeTextRotaryEmbedding(cfg)
-    x = torch.randn(1, 7, 32, dtype=torch.bfloat16)
-    pos = torch.arange(7)[None, None, :].expand(3, 1, 7).clone()
-    pos[1:, 0, 2:5] = torch.tensor([[0, 0, 1], [0, 1, 0]])
-    upstream = getattr(type(rotary).forward, "__wrapped__", type(rotary).forward)
-    while getattr(upstream, "__wrapped__", None) is not None and getattr(upstream, "__vlgrpo_patch__", None):
-        upstream = upstream.__wrapped__
-    ref = upstream(rotary, x, pos)
-    got = text_rotary_forward(rotary, x, pos)
-    assert all(torch.equal(a, b) for a, b in zip(ref, got)), "differs from transformers' rotary on one device"
-    with DeviceMixRecorder() as rec:
-        cos, sin = text_rotary_forward(rotary, x, pos.to("meta"))  # autocast has no "meta" device type
-    assert not rec.mixed, f"torch calls mixing devices: {rec.mixed[:3]}"
-    assert cos.device.type == sin.device.type == "meta" and cos.shape == (1, 7, 16)

@@ -1,6 +1,6 @@
 """Checks that need the vlgrpo patch registry: does the installed verl have a fault a vlgrpo patch covers, and is
 that patch switched on in this environment (``VLGRPO_PATCHES`` / ``VLGRPO_PATCHES_DISABLED``, read as
-:func:`vlgrpo.patches.bootstrap.read_switches` reads them)?
+:func:`vlgrpo.patches.state.read_switches` reads them)?
 
 - B05 (verl issue #5817): vision placeholder tokens banned in vLLM sampling (verl PR #7038, first in v0.9.0;
   patch ``rollout.vision_placeholder_ban``) and masked in the agent-loop postprocess (patch
@@ -23,9 +23,9 @@ _MASK_PATCH = "rollout.vision_placeholder_mask"
 
 
 def _patch_switched_off(patch_id: str) -> bool:
-    """True when the switches of vlgrpo.patches.bootstrap (``VLGRPO_PATCHES=off``,
+    """True when the patch switches of vlgrpo.patches.state (``VLGRPO_PATCHES=off``,
     ``VLGRPO_PATCHES_DISABLED=<id>,<id>``), read as it reads them, leave ``patch_id`` out in this environment."""
-    from vlgrpo.patches.bootstrap import read_switches
+    from vlgrpo.patches.state import read_switches
 
     _, all_off, disabled = read_switches()
     return all_off or patch_id in disabled
@@ -42,7 +42,8 @@ def _registered(patch_id: str) -> bool:
 def check_vision_token_mask(report: Report) -> dict[str, Any]:
     """B05, second half: does the installed verl's agent-loop postprocess guard against a response that still holds
     a vision placeholder (``AgentLoopWorker._agent_loop_postprocess`` in ``verl/experimental/agent_loop/
-    agent_loop.py``, read by :func:`vlgrpo.patches.rollout_mask.missing_mask_in_source`)? If not and the patch
+    agent_loop.py``, read by
+    :func:`vlgrpo.patches.fixes.rollout_vision_placeholder_mask.is_faulty_in_source`)? If not and the patch
     ``rollout.vision_placeholder_mask`` is switched off, a warning ``rules.vision-token-mask`` says so. Any
     rollout backend (the ban covers vLLM only).
 
@@ -51,14 +52,14 @@ def check_vision_token_mask(report: Report) -> dict[str, Any]:
     info: dict[str, Any] = {"verl_masks_vision_placeholders": None, "mask_patch_active": False}
     path = os.path.join(verl_package_dir(), "experimental", "agent_loop", "agent_loop.py")
     try:
-        from vlgrpo.patches import rollout_mask
+        from vlgrpo.patches.fixes import rollout_vision_placeholder_mask as rollout_mask
 
         with open(path, encoding="utf-8") as fh:
             source = fh.read()
         faulty = None
         for qualname in ("AgentLoopWorker._agent_loop_postprocess", "AgentLoopWorkerBase._agent_loop_postprocess"):
             try:
-                faulty, _ = rollout_mask.missing_mask_in_source(source, qualname)
+                faulty, _ = rollout_mask.is_faulty_in_source(source, qualname)
                 break
             except KeyError:
                 continue

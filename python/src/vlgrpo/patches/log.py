@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import sys
 
-_NAME = "vlgrpo.patches"
+NAME = "vlgrpo.patches"
 
 
 def logger() -> logging.Logger:
-    log = logging.getLogger(_NAME)
+    log = logging.getLogger(NAME)
     if not log.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s [pid %(process)d] %(message)s"))

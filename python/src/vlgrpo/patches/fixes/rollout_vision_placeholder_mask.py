@@ -1,8 +1,8 @@
-"""Mask an agent-loop sample whose generated response holds a vision placeholder token (patch
-``rollout.vision_placeholder_mask``, field case B05, second half).
+"""Patch ``rollout.vision_placeholder_mask``: mask an agent-loop sample whose generated response holds a vision
+placeholder token (field case B05, second half).
 
-The first half (:mod:`vlgrpo.patches.rollout_ban`) bans ``<|image_pad|>``/``<|video_pad|>`` in vLLM sampling; this
-half makes a placeholder that still reaches a response (a rollout backend without the ban, sglang/trtllm, a ban
+The first half (:mod:`vlgrpo.patches.fixes.rollout_vision_placeholder_ban`) bans ``<|image_pad|>``/``<|video_pad|>``
+in vLLM sampling; this half makes a placeholder that still reaches a response (a rollout backend without the ban, sglang/trtllm, a ban
 that is switched off) cost one sample instead of the job. Upstream has no such guard: verl v0.8.0's
 ``AgentLoopWorker._agent_loop_postprocess`` (``verl/experimental/agent_loop/agent_loop.py``; the path of both
 recipes: ``main_ppo``'s and the fully-async rollouter's ``AgentLoopManager`` run it per sample in their agent-loop
@@ -24,8 +24,8 @@ processor) that breaks as follows (tests/python/patches/test_rollout_mask.py run
 The wrapper installed over ``_agent_loop_postprocess`` looks at the ids the policy generated (positions where the
 agent loop's ``response_mask`` is 1; tool-response tokens, mask 0, may legitimately hold the placeholders of a
 tool-returned image and are left alone). When they hold a placeholder id (the model config's ``image_token_id`` /
-``video_token_id``, read as :func:`vlgrpo.patches.rollout_ban.placeholder_ids` does, else the processor's), or when
-the response's last token is a generated ``vision_start_token_id`` (a ``<|vision_start|>`` elsewhere is harmless and
+``video_token_id``, read as :func:`~vlgrpo.patches.fixes.rollout_vision_placeholder_ban.placeholder_ids` does, else
+the processor's), or when the response's last token is a generated ``vision_start_token_id`` (a ``<|vision_start|>`` elsewhere is harmless and
 left alone), it hands verl a copy of the output in which those ids are replaced by the tokenizer's ``pad_token_id``
 and the whole ``response_mask`` is 0, and logs one WARNING naming the sample, the ids and their counts. Why the pad id: it is the
 id verl itself fills every response's padding with (``tokenizer.pad`` in ``_pad_token_ids``), so the actor already
@@ -36,19 +36,39 @@ every token by it; the fully-async path copies it to ``loss_mask``). Nothing els
 length, log-probs, reward and every other sample are as verl computes them. Mirrors no upstream fix (verl PR #7038
 only bans the ids in vLLM sampling).
 
-Standard library only; imported when verl's agent-loop module is imported.
+Standard library only; imported with the registry (the engine, the preflight, ``patches status``).
 """
-
-from __future__ import annotations
 
 import ast
 import inspect
 import sys
 
-from vlgrpo.patches import detect
-from vlgrpo.patches.rollout_ban import placeholder_ids
+from vlgrpo.patches import state
+from vlgrpo.patches.source import find_function, function_node, mentions
+from vlgrpo.patches.fixes.rollout_vision_placeholder_ban import placeholder_ids
 
 PATCH_ID = "rollout.vision_placeholder_mask"
+
+RECORD = {
+    "id": PATCH_ID,
+    "summary": (
+        "a `<|image_pad|>`/`<|video_pad|>` the policy still generated (no ban: sglang/trtllm, ban switched off) "
+        "crashes verl's agent-loop postprocess or the actor forward (get_rope_index on a missing video grid / an "
+        "extra image span, 'Image features and image tokens do not match'); the sample's generated placeholder "
+        "ids are replaced by the pad id and its response_mask zeroed (masked, one warning), not a job crash."
+    ),
+    "upstream": "verl-project/verl#5817 (no upstream guard; the vLLM-only ban of verl PR #7038 is the other half)",
+    "applies_when": (
+        "verl's `AgentLoopWorker._agent_loop_postprocess` (and the methods it calls) never checks the response "
+        "ids against image_token_id/video_token_id (verl v0.8.0; both recipes' agent-loop workers)"
+    ),
+    "targets": (("verl.experimental.agent_loop.agent_loop", "AgentLoopWorker._agent_loop_postprocess"),),
+    "detector": __name__ + ":is_faulty",
+    "replacement": __name__ + ":make_agent_loop_postprocess",
+    "wraps": True,
+    "verify": __name__ + ":verify",
+    "recheck_after": (),
+}
 _PLACEHOLDER_NAMES = ("image_token_id", "video_token_id", "image_token", "video_token")
 _SAMPLE_KEYS = ("uid", "index", "session_id", "request_id")
 
@@ -174,9 +194,9 @@ def warning_text(name, found, tokenizer, pad_id) -> str:
 
 
 def _log_warning(message: str) -> None:
-    from vlgrpo.patches import _log
+    from vlgrpo.patches import log
 
-    _log.logger().warning(message)
+    log.logger().warning(message)
 
 
 def _prepare(worker, output, kwargs):
@@ -185,12 +205,10 @@ def _prepare(worker, output, kwargs):
     try:
         return _neutralize_if_needed(worker, output, kwargs)
     except Exception as exc:
-        from vlgrpo.patches import bootstrap
-
-        bootstrap.log_once(("run-error", PATCH_ID, type(exc).__name__), 40,
+        state.log_once(("run-error", PATCH_ID, type(exc).__name__), 40,
                            f"{PATCH_ID}: checking a response failed ({type(exc).__name__}: {exc}); the sample goes to "
                            f"verl unchanged")
-        if bootstrap.strict():
+        if state.strict():
             raise
         return output
 
@@ -212,37 +230,39 @@ def _neutralize_if_needed(worker, output, kwargs):
     return new
 
 
+def _async_postprocess(original):
+    async def _agent_loop_postprocess(self, output, *args, **kwargs):
+        return await original(self, _prepare(self, output, kwargs), *args, **kwargs)
+
+    return _agent_loop_postprocess
+
+
+def _sync_postprocess(original):
+    def _agent_loop_postprocess(self, output, *args, **kwargs):
+        return original(self, _prepare(self, output, kwargs), *args, **kwargs)
+
+    return _agent_loop_postprocess
+
+
 def make_agent_loop_postprocess(original):
     """Wrap ``AgentLoopWorker._agent_loop_postprocess(self, output, validate, **kwargs)`` (verl v0.8.0; v0.7.1 has
     ``(self, output, **kwargs)``): the original gets the sample's output, neutralized when the policy generated a
     vision placeholder (see the module docstring). Returns a coroutine function when the original is one."""
-    if original is None or inspect.iscoroutinefunction(original):
-        async def _agent_loop_postprocess(self, output, *args, **kwargs):
-            return await original(self, _prepare(self, output, kwargs), *args, **kwargs)
-    else:
-        def _agent_loop_postprocess(self, output, *args, **kwargs):
-            return original(self, _prepare(self, output, kwargs), *args, **kwargs)
-
-    _agent_loop_postprocess.__name__ = getattr(original, "__name__", "_agent_loop_postprocess")
-    _agent_loop_postprocess.__qualname__ = getattr(original, "__qualname__", "_agent_loop_postprocess")
-    _agent_loop_postprocess.__doc__ = getattr(original, "__doc__", None)
-    return _agent_loop_postprocess
+    wrap = _async_postprocess if original is None or inspect.iscoroutinefunction(original) else _sync_postprocess
+    wrapped = wrap(original)
+    wrapped.__name__ = getattr(original, "__name__", "_agent_loop_postprocess")
+    wrapped.__qualname__ = getattr(original, "__qualname__", "_agent_loop_postprocess")
+    wrapped.__doc__ = getattr(original, "__doc__", None)
+    return wrapped
 
 
-def _sync_code():
-    def original(self, output):
-        return output
-
-    return make_agent_loop_postprocess(original).__code__
-
-
-make_agent_loop_postprocess.__vlgrpo_code__ = (make_agent_loop_postprocess(None).__code__, _sync_code())
+make_agent_loop_postprocess.__vlgrpo_code__ = (_async_postprocess(None).__code__, _sync_postprocess(None).__code__)
 
 
 # --------------------------------------------------------------------------------------------------- detection
 def _mentions(node, names) -> bool:
     """True when ``node`` uses one of ``names`` as a variable or an attribute."""
-    return detect._mentions(node, attrs=names, names=names)
+    return mentions(node, attrs=names, names=names)
 
 
 def _mentions_response(node) -> bool:
@@ -308,14 +328,14 @@ def _check(fn, methods):
                   f"checking them for image/video placeholder ids (checked: {checked}; verl issue #5817)")
 
 
-def missing_mask(obj):
+def is_faulty(obj):
     """``(faulty, reason)``: faulty when verl's agent-loop postprocess (``obj``: the function, or its parsed
     ``ast.FunctionDef``) never relates the response ids to the vision placeholder ids, neither in its own body nor
     in the methods of its class that it calls (``self.<name>(...)``, followed transitively, read from the source of
     the function's module; with a bare ``FunctionDef`` only its body). A comparison of the *prompt+response*
     ``input_ids`` with the ids (verl 0.8.0's ``_compute_position_ids`` builds ``mm_token_type_ids`` so) is not a
     guard. Raises ``TypeError``/``OSError`` when no source is available."""
-    fn = detect.function_node(obj)
+    fn = function_node(obj)
     methods = {}
     module = sys.modules.get(getattr(obj, "__module__", None) or "")
     if not isinstance(obj, (ast.FunctionDef, ast.AsyncFunctionDef)) and module is not None:
@@ -326,11 +346,10 @@ def missing_mask(obj):
     return _check(fn, methods)
 
 
-def missing_mask_in_source(source: str, qualname: str = "AgentLoopWorker._agent_loop_postprocess"):
-    """:func:`missing_mask` on a module's source text (e.g. ``verl/experimental/agent_loop/agent_loop.py`` read out
+def is_faulty_in_source(source: str, qualname: str = "AgentLoopWorker._agent_loop_postprocess"):
+    """:func:`is_faulty` on a module's source text (e.g. ``verl/experimental/agent_loop/agent_loop.py`` read out
     of another release's wheel), callees included. ``KeyError`` when ``qualname`` is not defined there."""
-    tree = ast.parse(source)
-    return _check(detect.find_function(source, qualname), _class_methods(tree, qualname))
+    return _check(find_function(source, qualname), _class_methods(ast.parse(source), qualname))
 
 
 def _drive(coro):

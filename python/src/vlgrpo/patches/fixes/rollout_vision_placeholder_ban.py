@@ -1,5 +1,5 @@
-"""Ban the vision placeholder tokens in vLLM rollout sampling (patch ``rollout.vision_placeholder_ban``, field
-case B05).
+"""Patch ``rollout.vision_placeholder_ban``: ban the vision placeholder tokens in vLLM rollout sampling (field case
+B05).
 
 Nothing in verl v0.8.0's vLLM server (``verl/workers/rollout/vllm_rollout/vllm_async_server.py``,
 ``vLLMHttpServer.generate``) keeps the policy from sampling ``<|image_pad|>`` (151655) / ``<|video_pad|>``
@@ -10,14 +10,32 @@ The wrapper adds a ``logit_bias`` of :data:`BAN_BIAS` for the model's ``image_to
 other sampling settings and biases the caller set are kept. Text-only models (no such ids) are left alone.
 sglang/trtllm rollouts are not covered (as upstream).
 
-Standard library only; imported when verl's vLLM server module is imported.
+Standard library only; imported with the registry (the engine, the preflight, ``patches status``).
 """
-
-from __future__ import annotations
 
 import ast
 import inspect
 import sys
+
+RECORD = {
+    "id": "rollout.vision_placeholder_ban",
+    "summary": (
+        "verl's vLLM rollout lets the policy sample `<|image_pad|>`/`<|video_pad|>` (151655/151656); the next "
+        "consumer then crashes hours into training (get_rope_index StopIteration, vLLM masked-scatter AICPU "
+        "crash on Ascend); a logit bias bans the model's image/video placeholder ids in every request."
+    ),
+    "upstream": "verl-project/verl#5817 (fix for vLLM: verl PR #7038; related PR #6656)",
+    "applies_when": (
+        "verl's vLLM server module never ties image_token_id/video_token_id to a sampling ban "
+        "(verl v0.8.0); vLLM rollouts only"
+    ),
+    "targets": (("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.generate"),),
+    "detector": __name__ + ":is_faulty",
+    "replacement": __name__ + ":make_generate",
+    "wraps": True,
+    "verify": __name__ + ":verify",
+    "recheck_after": (),
+}
 
 #: logit bias that removes a token from sampling (exp(-1e4) == 0 in float32) without -inf arithmetic
 BAN_BIAS = -1.0e4
@@ -65,7 +83,7 @@ def make_generate(original):
 make_generate.__vlgrpo_code__ = make_generate(None).__code__
 
 
-def missing_ban(func):
+def is_faulty(func):
     """``(faulty, reason)``: faulty when the module defining ``func`` never ties ``image_token_id``/``video_token_id``
     to a sampling ban (``logit_bias``/``bad_words``/``allowed_token_ids``), i.e. verl without PR #7038's kind of
     fix. Parses the module's source with :mod:`ast` (names and attributes, not comments)."""

@@ -1,0 +1,53 @@
+"""Start-up index of the patch registry (generated: ``make docs-patches``; do not edit by hand).
+
+The patch ids and, for each module a patch targets (or re-checks after), the ids interested in it, as
+:mod:`vlgrpo.patches.registry` declares them. Plain data: :func:`vlgrpo.patches.bootstrap.install` reads it
+at interpreter start without importing the fix modules. tests/python/patches/test_fix_modules.py fails
+when it differs from the registry.
+"""
+
+IDS = (
+    "qwen3_vl.vision_pos_embed",
+    "qwen3_vl.text_rotary_device",
+    "qwen3_vl_moe.router_dtype",
+    "npu.qwen3_vl_moe.train_routing",
+    "rollout.vision_placeholder_ban",
+    "rollout.vision_placeholder_mask",
+)
+
+TARGET_MODULES = {
+    "transformers.models.qwen3_vl.modeling_qwen3_vl": (
+        "qwen3_vl.vision_pos_embed",
+        "qwen3_vl.text_rotary_device",
+    ),
+    "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe": (
+        "qwen3_vl.vision_pos_embed",
+        "qwen3_vl.text_rotary_device",
+        "qwen3_vl_moe.router_dtype",
+        "npu.qwen3_vl_moe.train_routing",
+    ),
+    "verl.models.transformers.qwen3_vl": (
+        "qwen3_vl.vision_pos_embed",
+    ),
+    "verl.models.transformers.qwen3_5": (
+        "qwen3_vl.vision_pos_embed",
+    ),
+    "verl.models.transformers.monkey_patch": (
+        "qwen3_vl.vision_pos_embed",
+        "qwen3_vl.text_rotary_device",
+        "qwen3_vl_moe.router_dtype",
+        "npu.qwen3_vl_moe.train_routing",
+    ),
+    "veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe": (
+        "qwen3_vl_moe.router_dtype",
+    ),
+    "verl.models.transformers.npu_patch": (
+        "npu.qwen3_vl_moe.train_routing",
+    ),
+    "verl.workers.rollout.vllm_rollout.vllm_async_server": (
+        "rollout.vision_placeholder_ban",
+    ),
+    "verl.experimental.agent_loop.agent_loop": (
+        "rollout.vision_placeholder_mask",
+    ),
+}
