@@ -2,8 +2,8 @@
 
 Written to find why, in the first CUDA design (an index-build kernel, an LRU cache of per-(h, w) indices, a
 gather kernel and a broadcast copy), a cold-cache call on 64 x 28x28 (bf16, hidden 1152, 2304 positions, merge
-2) cost about 4x a warm one (tests/gpu/logs/h200x2-2026-11-30-run4/cold_profile.log: host launch overhead of
-two kernels and the cache book-keeping, not GPU work). The fused kernel that replaced it keeps no cache, so the
+2) cost about 4x a warm one (GPU run 4, commit 7f2e85e, 2 x H200: host launch overhead of two kernels and the
+cache book-keeping, not GPU work). The fused kernel that replaced it keeps no cache, so the
 two calls should now cost the same. The script times the warm and cold calls with host wall clocks
 (``time.perf_counter`` around the call plus ``torch.cuda.synchronize``), then each host-side step on its own,
 then prints ``torch.profiler``'s table of operator times for 20 cold calls.
