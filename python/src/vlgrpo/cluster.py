@@ -180,7 +180,14 @@ def _tcp_reachable(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 def _connect(address: str, deadline: float, log: Callable[[str], None]) -> None:
-    """Wait (until ``deadline``, monotonic) for the GCS port, then ``ray.init`` as a driver."""
+    """Wait (until ``deadline``, monotonic) for the GCS port, then ``ray.init`` as a driver.
+
+    A head started at the same moment as this driver (a Slurm job's steps, compose services) opens its GCS port
+    before it can serve a driver; Ray 2.48.0's ``ray.init`` then raises a bare ``ConnectionError`` whose
+    ``__context__`` is the cause ("RPC Error message: Deadline Exceeded" while the raylet registers;
+    ``ray/_private/worker.py``, ``connect_only=True``). That is retried every 2 s until ``deadline``, then
+    ``TimeoutError`` names the last cause.
+    """
     import ray
 
     host, port = parse_address(address)
@@ -192,8 +199,21 @@ def _connect(address: str, deadline: float, log: Callable[[str], None]) -> None:
             log(f"cluster: waiting for the Ray head at {address} to accept connections")
             said = True
         time.sleep(1.0)
-    if not ray.is_initialized():
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+    said = False
+    while not ray.is_initialized():
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+        except ConnectionError as exc:
+            cause = exc.__context__ or exc
+            why = f"{type(cause).__name__}: {cause}"
+            ray.shutdown()  # whatever the failed attempt left set up
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"Ray head {address} accepts connections, but ray.init kept failing until the "
+                                   f"time-out ({why})") from exc
+            if not said:
+                log(f"cluster: the Ray head at {address} is not ready yet ({why}); retrying")
+                said = True
+            time.sleep(2.0)
 
 
 def wait(

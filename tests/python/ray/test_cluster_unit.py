@@ -100,3 +100,57 @@ def test_wait_is_bounded_when_no_head_listens(capsys):
     assert rc == 2
     assert time.monotonic() - t0 < 10
     assert f"Ray head 127.0.0.1:{port} not reachable" in capsys.readouterr().err
+
+
+class _StartingHead:
+    """ray.init stand-in for a head whose GCS port is open while it is still starting: Ray 2.48.0 then raises a
+    bare ConnectionError whose __context__ is the RPC failure (ray/_private/worker.py, connect_only=True)."""
+
+    def __init__(self, failures: int):
+        self.failures, self.calls, self.up = failures, 0, False
+
+    def init(self, **_kw):
+        self.calls += 1
+        if self.calls <= self.failures:
+            try:
+                raise RuntimeError("RPC Error message: Deadline Exceeded; RPC Error details: ")
+            except RuntimeError:
+                raise ConnectionError  # noqa: B904 - Ray's own bare raise, context kept
+        self.up = True
+
+
+@pytest.fixture
+def listening_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def _fake_ray(monkeypatch, head: _StartingHead):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "init", head.init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: head.up)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.setattr(ray, "nodes", lambda: [ray_node("127.0.0.1", NPU=8.0)])
+
+
+def test_wait_retries_ray_init_while_the_head_is_starting(monkeypatch, listening_port):
+    head = _StartingHead(failures=2)
+    _fake_ray(monkeypatch, head)
+    monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
+    said = []
+    verdict = cluster.wait(f"127.0.0.1:{listening_port}", "NPU", 1, 8, timeout=30, log=said.append)
+    assert verdict.ok and head.calls == 3
+    assert said[0] == (f"cluster: the Ray head at 127.0.0.1:{listening_port} is not ready yet "
+                       "(RuntimeError: RPC Error message: Deadline Exceeded; RPC Error details: ); retrying")
+    assert said[-1].startswith("cluster: ready")
+
+
+def test_wait_gives_up_at_the_deadline_naming_the_cause(monkeypatch, listening_port):
+    head = _StartingHead(failures=10**6)
+    _fake_ray(monkeypatch, head)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"accepts connections, but ray.init kept failing.*Deadline Exceeded"):
+        cluster.wait(f"127.0.0.1:{listening_port}", "NPU", 1, 8, timeout=1, log=lambda line: None)
+    assert head.calls >= 1 and time.monotonic() - t0 < 10
