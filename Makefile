@@ -47,16 +47,20 @@ docs-patches: venv ## regenerate README.md's patch table and the start-up index 
 	$(PY) -m vlgrpo patches index --write
 
 .PHONY: tools
-tools: ## install the system test tools (bats-core + helpers, shellcheck) from Debian
+tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-wlm + munge) from Debian
 	scripts/install-test-tools.sh
 
 # --- tests -------------------------------------------------------------------------------------
 .PHONY: test
-test: venv tools lint test-python test-bats test-docker ## run every suite (what CI runs)
+test: venv tools lint test-python test-bats test-slurm test-docker ## run every suite (what CI runs)
 
 .PHONY: test-python
 test-python: venv verl-0.7.1 veomni-0.1.9a5 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
 	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
+
+.PHONY: test-slurm
+test-slurm: venv tools ## the Slurm example under a private two-node Slurm 22.05 on loopback (real Ray), and its srun lines
+	$(PY) -m pytest -q -p no:cacheprovider tests/slurm
 
 .PHONY: test-bats
 test-bats: tools ## bats suites of the entrypoints

@@ -4,7 +4,8 @@
 set -Eeuo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-mapfile -t shell_files < <(git ls-files -co --exclude-standard -- '*.sh' '*.bash' '.ci/run' 'scripts/gen-docs' 'tests/bats/stubs/*' | sort -u)
+mapfile -t shell_files < <(git ls-files -co --exclude-standard -- '*.sh' '*.bash' '.ci/run' 'scripts/gen-docs' 'tests/bats/stubs/*' \
+  '*.sbatch' 'tests/slurm/stubs/*' | sort -u)
 if ((${#shell_files[@]})); then
   shellcheck -x "${shell_files[@]}"
   echo "lint: shellcheck clean (${#shell_files[@]} files)"

@@ -1,0 +1,28 @@
+"""CPU stand-in for ``torch_npu`` on the Slurm test's Ray nodes (tests/slurm only, never installed).
+
+The recipe's device probe (``python3 -m vlgrpo cluster probe``) imports ``torch_npu`` in a Ray task on each node
+and calls ``torch.npu.device_count()``. The test copies this package into its own folder, writes the node's
+"physical" NPU count into ``physical`` next to this file, and puts that folder and tests/python/ray first on
+the Ray nodes' PYTHONPATH (through the job's ray-node.env), so nothing depends on which other variables reach
+the Ray workers. The count seen is that number filtered by ``ASCEND_RT_VISIBLE_DEVICES`` the way the Ascend
+runtime reads it: tests/python/ray/npu_standin.py's rule (it reads the count from STANDIN_PHYSICAL_NPUS).
+"""
+
+import os
+import types
+from pathlib import Path
+
+import npu_standin
+import torch
+
+__version__ = "0.0+cpu-standin"
+PHYSICAL = (Path(__file__).parent / "physical").read_text().strip()
+
+
+def device_count() -> int:
+    os.environ.setdefault("STANDIN_PHYSICAL_NPUS", PHYSICAL)
+    return npu_standin.device_count()
+
+
+npu = types.SimpleNamespace(device_count=device_count)
+torch.npu = npu

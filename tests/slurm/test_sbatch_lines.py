@@ -1,0 +1,250 @@
+"""The srun lines of examples/slurm/fully-async-grpo.sbatch, with recording stand-ins for srun, squeue, scancel
+and scontrol (tests/slurm/stubs): the CONTAINER=pyxis mode (pyxis/enroot cannot be installed here, so this is the
+only check of its --container-* lines), the CONTAINER=none lines, the stop order, the SIGTERM a time limit sends
+(--signal=B:TERM@120), a node step that ends early, and every refusal of the script's own settings.
+
+The script runs under bash directly, as the batch step would run it, with SLURM_JOB_ID and SLURM_JOB_NODELIST set.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_harness import HERE, REPO, cmdline
+
+SBATCH = REPO / "examples" / "slurm" / "fully-async-grpo.sbatch"
+STUBS = HERE / "stubs"
+NPU_MOUNTS = ("/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro,/usr/local/dcmi:/usr/local/dcmi:ro,"
+              "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro,/etc/ascend_install.info:/etc/ascend_install.info:ro")
+
+
+class Run:
+    """One run of the batch script against the stubs; ``calls`` are the srun calls in order."""
+
+    def __init__(self, tmp: Path, proc: subprocess.Popen):
+        self.tmp, self.proc = tmp, proc
+        self.record = tmp / "record"
+
+    def finish(self, timeout: float = 60) -> "Run":
+        self.out, self.err = self.proc.communicate(timeout=timeout)
+        self.rc = self.proc.returncode
+        return self
+
+    def calls(self) -> list[dict]:
+        out = []
+        for f in sorted(self.record.glob("*.argv")):
+            n = f.stem
+            env = dict(line.split("=", 1) for line in (self.record / f"{n}.env").read_text().splitlines() if "=" in line)
+            out.append({"n": n, "argv": f.read_text().splitlines(), "env": env,
+                        "term": (self.record / f"{n}.term").exists()})
+        return out
+
+    def scancels(self) -> list[str]:
+        log = self.record / "scancel.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+
+STARTED: list[Run] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_leftovers():
+    """A failing test leaves no stub running: each script and srun stub still alive is killed by its PID."""
+    yield
+    while STARTED:
+        run = STARTED.pop()
+        if run.proc.poll() is None:
+            run.proc.kill()
+        run.proc.wait(timeout=10)
+        for f in run.record.glob("*.pid"):
+            pid = int(f.read_text())
+            if str(STUBS / "srun") in cmdline(pid):  # still that stub, not a PID reused since
+                os.kill(pid, signal.SIGKILL)
+
+
+def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VLGRPO_ROLLOUT_NNODES=1"),
+          plan="--node-ip-address=10.1.0.1\n--port=6380\n", hosts="n1 n2 n3", **env: str) -> Run:
+    (tmp / "ray-node.env").write_text("\n".join(["# node settings", *node_lines]) + "\n")
+    (tmp / "vlgrpo.env").write_text("\n".join(recipe_lines) + "\n")
+    (tmp / "plan").write_text(plan)
+    base = {
+        "PATH": f"{STUBS}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NODELIST": "n[1-3]",
+        "STUB_HOSTS": hosts,
+        "STUB_RECORD": str(tmp / "record"),
+        "STUB_HEAD_PLAN": str(tmp / "plan"),
+        "IMAGE": "/images/vlgrpo.sqsh",
+        "IFNAME": "ib0",
+        "RAY_PORT": "6380",
+        "MODEL_DIR": "/srv/models/Qwen3-VL-30B-A3B-Instruct",
+        "DATA_DIR": "/srv/geo3k",
+        "CKPT_DIR": "/shared/ckpt",
+        "VLGRPO_ENV": str(tmp / "vlgrpo.env"),
+        "RAY_NODE_ENV": str(tmp / "ray-node.env"),
+    }
+    base.update(env)
+    base = {k: v for k, v in base.items() if v is not None}
+    # its own session: a Ctrl-C of the test run does not reach the stubs, the test stops them by its signals
+    proc = subprocess.Popen(["bash", str(SBATCH)], env=base, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    STARTED.append(Run(tmp, proc))
+    return STARTED[-1]
+
+
+def by_role(calls: list[dict]) -> dict[str, list[dict]]:
+    roles: dict[str, list[dict]] = {"plan": [], "head": [], "worker": [], "recipe": []}
+    for c in calls:
+        if c["argv"][-1] == "head" and c["env"].get("VLGRPO_DRY_RUN") == "1":
+            roles["plan"].append(c)
+        elif c["argv"][-1] in ("head", "worker"):
+            roles[c["argv"][-1]].append(c)
+        else:
+            roles["recipe"].append(c)
+    return roles
+
+
+def step_id(call: dict) -> str:
+    return f"77.{int(call['n'])}"  # the stubs' step ids: SLURM_JOB_ID.N of srun call N
+
+
+NODE_LINES = ("VLGRPO_RAY_NUM_CPUS=150", "VLGRPO_RAY_TEMP_DIR=/local/ray", "NCCL_IB_HCA=mlx5_0,mlx5_1",
+              "GLOO_SOCKET_IFNAME=ib0")
+
+
+def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tmp_path):
+    run = start(tmp_path, NODE_LINES).finish()
+    assert run.rc == 0, run.err
+    roles = by_role(run.calls())
+    assert [len(roles[r]) for r in ("plan", "head", "worker", "recipe")] == [1, 1, 2, 1], run.calls()
+    container = ["--container-image=/images/vlgrpo.sqsh",
+                 "--container-mounts=/srv/models/Qwen3-VL-30B-A3B-Instruct:/models/Qwen3-VL-30B-A3B-Instruct:ro,"
+                 f"/srv/geo3k:/data/geo3k:ro,/shared/ckpt:/checkpoints,{NPU_MOUNTS}",
+                 "--no-container-remap-root"]
+    exports = "PATH,HOME,VLGRPO_PLATFORM,HCCL_SOCKET_IFNAME,GLOO_SOCKET_IFNAME"
+    file_names = "VLGRPO_RAY_NUM_CPUS,VLGRPO_RAY_TEMP_DIR,NCCL_IB_HCA,GLOO_SOCKET_IFNAME"
+    # the dry run of ray-node.sh on the head node, whose plan gives the head's address
+    assert roles["plan"][0]["n"] == "0000"
+    assert roles["plan"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *container,
+                                        f"--export={exports},VLGRPO_DRY_RUN,VLGRPO_RAY_PORT,{file_names}",
+                                        "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
+    assert roles["head"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *container,
+                                        f"--export={exports},VLGRPO_RAY_PORT,{file_names}",
+                                        "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
+    head_env = roles["head"][0]["env"]
+    assert head_env["VLGRPO_RAY_PORT"] == "6380" and "VLGRPO_RAY_HEAD" not in head_env
+    assert head_env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1"  # by name: a value with commas arrives whole
+    assert head_env["VLGRPO_RAY_TEMP_DIR"] == "/local/ray"
+    assert {k: head_env[k] for k in ("VLGRPO_PLATFORM", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")} == \
+        {"VLGRPO_PLATFORM": "npu", "HCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "ib0"}
+    workers = sorted(roles["worker"], key=lambda c: c["argv"][4])
+    for node, c in zip(("n2", "n3"), workers):
+        assert c["argv"] == ["--job-name=vlgrpo-ray-worker", "--nodes=1", "--ntasks=1", "-w", node, *container,
+                             f"--export={exports},VLGRPO_RAY_HEAD,VLGRPO_RAY_NUM_CPUS,NCCL_IB_HCA,GLOO_SOCKET_IFNAME",
+                             "/opt/vlgrpo/entrypoints/ray-node.sh", "worker"]
+        assert c["env"]["VLGRPO_RAY_HEAD"] == "10.1.0.1:6380"  # the address of the head's own plan
+        assert "VLGRPO_RAY_TEMP_DIR" not in c["env"]  # ray-node.sh refuses it on a worker
+    recipe = roles["recipe"][0]
+    assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
+                              *container, "--export=ALL", "/opt/vlgrpo/entrypoints/fully-async-grpo.sh"]
+    env = recipe["env"]
+    assert env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380" and env["VLGRPO_PLATFORM"] == "npu"
+    assert env["VLGRPO_TRAINER_NNODES"] == "2" and env["VLGRPO_ROLLOUT_NNODES"] == "1"  # from VLGRPO_ENV
+    # the recipe refuses VLGRPO_* names that are not its settings: this script's own VLGRPO_ENV does not reach it,
+    # nor do the node settings; pyxis mounts the folders at the recipe's default paths, so no paths are passed
+    assert not {"VLGRPO_ENV", "VLGRPO_RAY_HEAD", "VLGRPO_RAY_NUM_CPUS", "VLGRPO_MODEL_PATH"} & set(env)
+    # stop order after the recipe ended: the workers through Slurm (never a kill of an srun), then the head
+    first, second = run.scancels()
+    assert sorted(first.split()[1:]) == sorted(step_id(c) for c in roles["worker"]) and first.startswith("--signal=TERM")
+    assert second == f"--signal=TERM {step_id(roles['head'][0])}"
+    assert all(c["term"] for c in roles["head"] + roles["worker"])
+    assert "fully-async-grpo.sbatch: head n1 at 10.1.0.1:6380; workers: n2 n3" in run.out
+
+
+def test_none_mode_runs_the_tree_entrypoints_on_the_nodes(tmp_path):
+    run = start(tmp_path, CONTAINER="none", TREE=str(REPO), PLATFORM="gpu", LD_LIBRARY_PATH="/opt/cuda/lib64",
+                PYTHONPATH="/opt/site", ASCEND_X=None).finish()
+    assert run.rc == 0, run.err
+    roles = by_role(run.calls())
+    head = roles["head"][0]
+    assert head["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1",
+                            "--export=PATH,HOME,LD_LIBRARY_PATH,PYTHONPATH,VLGRPO_PLATFORM,NCCL_SOCKET_IFNAME,"
+                            "GLOO_SOCKET_IFNAME,VLGRPO_RAY_PORT", f"{REPO}/entrypoints/ray-node.sh", "head"]
+    assert head["env"]["VLGRPO_PLATFORM"] == "gpu" and head["env"]["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert head["env"]["LD_LIBRARY_PATH"] == "/opt/cuda/lib64"
+    recipe = roles["recipe"][0]
+    assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
+                              "--export=ALL", f"{REPO}/entrypoints/fully-async-grpo.sh"]
+    env = recipe["env"]
+    assert (env["VLGRPO_MODEL_PATH"], env["VLGRPO_TRAIN_FILE"], env["VLGRPO_VAL_FILE"], env["VLGRPO_CHECKPOINT_DIR"]) \
+        == ("/srv/models/Qwen3-VL-30B-A3B-Instruct", "/srv/geo3k/train.parquet", "/srv/geo3k/test.parquet",
+            "/shared/ckpt")
+    assert env["VLGRPO_PLATFORM"] == "gpu" and env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380"
+
+
+def test_a_ray_step_that_ends_fails_the_job_at_once_naming_its_node(tmp_path):
+    t0 = time.monotonic()
+    run = start(tmp_path, STUB_NODE_EXIT="n3:2", STUB_RECIPE_SECONDS="60").finish()
+    assert run.rc == 2, run.err
+    assert time.monotonic() - t0 < 30  # not after the recipe's own wait
+    assert "fully-async-grpo.sbatch: error: the Ray worker on n3 ended (status 2) while the recipe was running; " \
+        "stopping the job" in run.err
+    roles = by_role(run.calls())
+    assert roles["recipe"][0]["term"]  # the recipe got SIGTERM (through scancel), as did the other nodes
+    assert all(c["term"] for c in roles["head"] + roles["worker"] if c["argv"][4] != "n3")
+
+
+def test_sigterm_to_the_batch_shell_stops_every_step_then_the_head(tmp_path):
+    # --signal=B:TERM@120 sends SIGTERM to the batch shell alone, 120 s before the time limit
+    run = start(tmp_path, STUB_RECIPE_SECONDS="60")
+    deadline = time.monotonic() + 30
+    while len(list((tmp_path / "record").glob("*.pid"))) < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.kill(run.proc.pid, signal.SIGTERM)  # to the batch shell alone (B:), not its steps
+    run.finish()
+    assert run.rc == 143, run.err
+    assert "fully-async-grpo.sbatch: SIGTERM: stopping every step" in run.out
+    roles = by_role(run.calls())
+    assert all(c["term"] for c in roles["head"] + roles["worker"] + roles["recipe"])
+    first, second = run.scancels()
+    assert sorted(first.split()[1:]) == sorted(step_id(c) for c in roles["worker"] + roles["recipe"])
+    assert second == f"--signal=TERM {step_id(roles['head'][0])}"
+
+
+@pytest.mark.parametrize("env, node_lines, recipe_lines, message", [
+    ({"CONTAINER": "docker"}, (), (), "CONTAINER=docker: must be pyxis"),
+    ({"PLATFORM": "tpu"}, (), (), "PLATFORM=tpu: must be npu or gpu"),
+    ({"MODEL_DIR": None}, (), (), "MODEL_DIR is not set"),
+    ({"RAY_PORT": "80"}, (), (), "RAY_PORT=80 is not a port in 1024..65535"),
+    ({}, ("VLGRPO_RAY_NODE_IP=10.0.0.5",), (), "line 2: VLGRPO_RAY_NODE_IP would give every node the same address"),
+    ({}, ("VLGRPO_RAY_HEAD=10.0.0.1:6379",), (), "line 2: VLGRPO_RAY_HEAD is set by this script"),
+    ({}, ("GLOO_SOCKET_IFNAME=eth1",), (), "line 2: GLOO_SOCKET_IFNAME=eth1, but this script sets GLOO_SOCKET_IFNAME=ib0"),
+    ({}, ("VLGRPO_RAY_PORT=6390",), (), "line 2: VLGRPO_RAY_PORT=6390, but this script sets VLGRPO_RAY_PORT=6380"),
+    ({}, ("export VLGRPO_RAY_NUM_CPUS=8",), (), "line 2: not NAME=VALUE"),
+    ({"RAY_NODE_ENV": "/nonexistent/ray-node.env"}, (), (), "RAY_NODE_ENV=/nonexistent/ray-node.env is not a readable file"),
+    ({"CONTAINER": "none", "TREE": "/nonexistent"}, (), (), "TREE=/nonexistent has no executable entrypoints/ray-node.sh"),
+    ({"CONTAINER": "none", "TREE": str(REPO)}, (), ("VLGRPO_MODEL_PATH=/elsewhere",),
+     "VLGRPO_MODEL_PATH=/elsewhere in"),
+    ({}, (), ("VLGRPO_PLATFORM=gpu",), "VLGRPO_PLATFORM=gpu in"),
+])
+def test_bad_settings_are_refused_before_any_step(tmp_path, env, node_lines, recipe_lines, message):
+    run = start(tmp_path, node_lines, recipe_lines or ("VLGRPO_TRAINER_NNODES=1",), **env).finish()
+    assert run.rc == 2, (run.out, run.err)
+    assert run.err.startswith("fully-async-grpo.sbatch: error: ") and message in run.err, run.err
+    assert run.calls() == []
+
+
+def test_a_head_without_an_address_on_ifname_is_refused_before_the_nodes_start(tmp_path):
+    run = start(tmp_path, plan="ray start\n--head\n--port=6380\n").finish()
+    assert run.rc == 2
+    assert ("fully-async-grpo.sbatch: error: no IPv4 address for the head on n1: IFNAME=ib0 has none there and the "
+            "node sets no VLGRPO_RAY_NODE_IP") in run.err
+    assert [c["argv"][-1] for c in run.calls()] == ["head"]  # only the dry run
