@@ -1,23 +1,39 @@
-"""The multi-node examples stay in step with the entrypoints: every VLGRPO_* variable they set is a declared
-setting of the entrypoint that reads it, ray-node.sh accepts the examples' node settings (dry run), and the
-Slurm script passes shellcheck."""
+"""The multi-node examples stay in step with the entrypoints and with the schedulers' own schemas.
+
+- Every VLGRPO_* variable they set is a declared setting of the entrypoint that reads it; ray-node.sh accepts the
+  examples' node settings (dry run); the Slurm script passes shellcheck.
+- The RayJob examples (NPU and GPU) validate against KubeRay's own CRD schema (tests/python/ray/kuberay-crd: the
+  generated ray.io_rayjobs.yaml of the pinned releases, see ATTRIBUTION.md) with unknown fields refused:
+  ``additionalProperties: false`` is added to every object schema that lists ``properties`` and does not carry
+  ``x-kubernetes-preserve-unknown-fields`` (the API server prunes or, with strict field validation, refuses
+  such fields; jsonschema alone would accept them). Their runtimeEnvYAML is a runtime_env Ray accepts.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 RAY_NODE = REPO / "entrypoints" / "ray-node.sh"
-RAYJOB = REPO / "examples" / "kuberay" / "rayjob-npu-fully-async-grpo.yaml"
+RAYJOBS = {"npu": REPO / "examples" / "kuberay" / "rayjob-npu-fully-async-grpo.yaml",
+           "gpu": REPO / "examples" / "kuberay" / "rayjob-gpu-fully-async-grpo.yaml"}
+RAYJOB = RAYJOBS["npu"]
 SBATCH = REPO / "examples" / "slurm" / "fully-async-grpo.sbatch"
 ENV_EXAMPLE = REPO / "examples" / "ray-node.env.example"
+CRD_DIR = Path(__file__).resolve().parent / "kuberay-crd"
+CRDS = sorted(CRD_DIR.glob("ray.io_rayjobs-*.yaml"))
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.4 MB: libyaml reads it in a second
 
 
 def declared(script: Path) -> set[str]:
@@ -34,8 +50,9 @@ def containers(job: dict) -> dict[str, dict]:
     return out
 
 
-def test_rayjob_uses_only_declared_settings():
-    job = yaml.safe_load(RAYJOB.read_text())
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_rayjob_uses_only_declared_settings(platform):
+    job = yaml.safe_load(RAYJOBS[platform].read_text())
     recipe_vars = set(yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"])
     assert recipe_vars <= declared(REPO / "entrypoints" / "fully-async-grpo.sh")
     node_settings = declared(RAY_NODE)
@@ -50,9 +67,10 @@ def test_ray_node_env_example_names_only_declared_settings():
     assert names and names <= declared(RAY_NODE)
 
 
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
 @pytest.mark.parametrize("role", ["head", "worker"])
-def test_ray_node_accepts_the_rayjob_node_settings(role):
-    c = containers(yaml.safe_load(RAYJOB.read_text()))[role]
+def test_ray_node_accepts_the_rayjob_node_settings(role, platform):
+    c = containers(yaml.safe_load(RAYJOBS[platform].read_text()))[role]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     for e in c["env"]:
         env[e["name"]] = "lo" if e["name"].endswith("_SOCKET_IFNAME") else str(e["value"])
@@ -61,11 +79,138 @@ def test_ray_node_accepts_the_rayjob_node_settings(role):
         env["VLGRPO_RAY_HEAD"] = "vlgrpo-head-svc.default.svc.cluster.local:6379"  # what FQ_RAY_IP:6379 gives
     out = subprocess.run(["bash", str(RAY_NODE), role], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert '--resources={"NPU": 8}' in out.stdout.splitlines()
-    assert not any(a.startswith("--num-gpus") for a in out.stdout.splitlines())
+    argv = out.stdout.splitlines()
+    if platform == "npu":
+        assert '--resources={"NPU": 8}' in argv
+        assert not any(a.startswith("--num-gpus") for a in argv)
+    else:
+        assert "--num-gpus=8" in argv
+        assert not any(a.startswith("--resources") for a in argv)
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (make tools)")
 def test_sbatch_script_is_shellcheck_clean():
     out = subprocess.run(["shellcheck", "-s", "bash", str(SBATCH)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+# ---- KubeRay's own schema ----------------------------------------------------------------------
+
+
+def closed(schema: dict) -> dict:
+    """A copy of an OpenAPI v3 (Kubernetes structural) schema in which every object schema that lists
+    ``properties`` and does not carry ``x-kubernetes-preserve-unknown-fields: true`` refuses other keys
+    (``additionalProperties: false``), walking properties, items, additionalProperties and allOf/anyOf/oneOf/not."""
+
+    def visit(node: dict) -> None:
+        if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+            node.setdefault("additionalProperties", False)
+        for sub in node.get("properties", {}).values():
+            visit(sub)
+        for key in ("items", "additionalProperties", "not"):
+            if isinstance(node.get(key), dict):
+                visit(node[key])
+        for key in ("allOf", "anyOf", "oneOf"):
+            for sub in node.get(key, []):
+                visit(sub)
+
+    out = copy.deepcopy(schema)
+    visit(out)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def rayjob_schema(crd: Path, close: bool = True) -> dict:
+    """The v1 RayJob schema of a KubeRay CRD file (``closed`` unless ``close`` is False)."""
+    doc = yaml.load(crd.read_text(), Loader=YAML_LOADER)
+    assert doc["kind"] == "CustomResourceDefinition" and doc["spec"]["group"] == "ray.io"
+    assert doc["spec"]["names"]["kind"] == "RayJob"
+    version = next(v for v in doc["spec"]["versions"] if v["name"] == "v1")
+    assert version["served"] and version["storage"]
+    schema = version["schema"]["openAPIV3Schema"]
+    return closed(schema) if close else schema
+
+
+def schema_errors(job: dict, crd: Path, close: bool = True) -> list[str]:
+    validator = jsonschema.Draft4Validator(rayjob_schema(crd, close))
+    return sorted(f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator.iter_errors(job))
+
+
+def test_the_crd_copies_are_the_attributed_files():
+    table = dict(re.findall(r"^\| `(ray\.io_rayjobs-[^`]+\.yaml)` \|.*\| `([0-9a-f]{64})` \|$",
+                            (CRD_DIR / "ATTRIBUTION.md").read_text(), re.M))
+    assert table and sorted(table) == [c.name for c in CRDS]
+    for crd in CRDS:
+        assert hashlib.sha256(crd.read_bytes()).hexdigest() == table[crd.name], crd.name
+    assert (CRD_DIR / "LICENSE").read_text().lstrip().startswith("Apache License")
+
+
+@pytest.mark.parametrize("crd", CRDS, ids=lambda p: p.stem.split("-")[-1])
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_rayjob_example_validates_against_kuberays_schema(platform, crd):
+    job = yaml.safe_load(RAYJOBS[platform].read_text())
+    assert (job["apiVersion"], job["kind"]) == ("ray.io/v1", "RayJob")
+    assert schema_errors(job, crd) == []
+
+
+def _set(doc: dict, path: str, value=None, rename: str | None = None) -> dict:
+    """Copy of ``doc`` with the key at dotted ``path`` (list indices as numbers) renamed or its value replaced."""
+    doc = copy.deepcopy(doc)
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    node = doc
+    for p in parents:
+        node = node[p]
+    if rename is not None:
+        node[rename] = node.pop(last)
+    else:
+        node[last] = value
+    return doc
+
+
+HEAD_POD = "spec.rayClusterSpec.headGroupSpec.template.spec"
+WORKER_GROUP = "spec.rayClusterSpec.workerGroupSpecs.0"
+
+
+@pytest.mark.parametrize("path, rename, where", [
+    ("spec.shutdownAfterJobFinishes", "shutdownAfterJobFinish", "spec"),
+    ("spec.rayClusterSpec.rayVersion", "rayversion", "spec.rayClusterSpec"),
+    (f"{WORKER_GROUP}.replicas", "replica", WORKER_GROUP),
+    (f"{HEAD_POD}.terminationGracePeriodSeconds", "terminationGracePeriod", HEAD_POD),
+    (f"{HEAD_POD}.containers.0.volumeMounts", "volumesMounts", f"{HEAD_POD}.containers.0"),
+    (f"{HEAD_POD}.containers.0.ports.0.name", "nmae", f"{HEAD_POD}.containers.0.ports.0"),
+])
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_a_misspelt_field_is_refused_naming_it(platform, path, rename, where):
+    job = _set(yaml.safe_load(RAYJOBS[platform].read_text()), path, rename=rename)
+    for crd in CRDS:
+        assert schema_errors(job, crd) == [
+            f"{where}: Additional properties are not allowed ('{rename}' was unexpected)"], crd.name
+    # the CRD as published does not refuse it (unknown fields are pruned by the API server): the closing does
+    assert schema_errors(job, CRDS[-1], close=False) == []
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (f"{WORKER_GROUP}.replicas", "1", "'1' is not of type 'integer'"),
+    ("spec.shutdownAfterJobFinishes", "yes", "'yes' is not of type 'boolean'"),
+    (f"{HEAD_POD}.containers.0.ports.0.containerPort", "6379", "'6379' is not of type 'integer'"),
+])
+def test_a_value_of_the_wrong_type_is_refused(path, value, message):
+    job = _set(yaml.safe_load(RAYJOB.read_text()), path, value)
+    assert schema_errors(job, CRDS[-1]) == [f"{path}: {message}"]
+
+
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_runtime_env_yaml_is_a_runtime_env_ray_accepts(platform):
+    ray_runtime_env = pytest.importorskip("ray.runtime_env")
+    env = yaml.safe_load(yaml.safe_load(RAYJOBS[platform].read_text())["spec"]["runtimeEnvYAML"])
+    # Ray takes unknown keys as plugin names and fails only when the job starts: check them against its own list
+    assert set(env) <= set(ray_runtime_env.RuntimeEnv.known_fields), set(env) - set(ray_runtime_env.RuntimeEnv.known_fields)
+    ray_runtime_env.RuntimeEnv(**env)  # Ray's own type checks (env_vars: Dict[str, str])
+
+
+@pytest.mark.parametrize("platform, image", [("npu", "npu-a2"), ("gpu", "gpu")])
+def test_rayjob_images_are_the_tags_the_build_computes(platform, image):
+    tag = subprocess.run(["python3", str(REPO / "docker" / "images.py"), "tag", image], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    for c in containers(yaml.safe_load(RAYJOBS[platform].read_text())).values():
+        assert c["image"] == f"vlgrpo:{tag}"
