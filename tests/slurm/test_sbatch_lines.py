@@ -248,3 +248,10 @@ def test_a_head_without_an_address_on_ifname_is_refused_before_the_nodes_start(t
     assert ("fully-async-grpo.sbatch: error: no IPv4 address for the head on n1: IFNAME=ib0 has none there and the "
             "node sets no VLGRPO_RAY_NODE_IP") in run.err
     assert [c["argv"][-1] for c in run.calls()] == ["head"]  # only the dry run
+
+
+def test_the_ray_node_env_example_is_a_node_file_the_script_takes(tmp_path):
+    run = start(tmp_path, RAY_NODE_ENV=str(REPO / "examples" / "ray-node.env.example"), IFNAME="eth0").finish()
+    assert run.rc == 0, run.err
+    head = by_role(run.calls())["head"][0]
+    assert head["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and head["env"]["HCCL_SOCKET_IFNAME"] == "eth0"
