@@ -16,8 +16,9 @@
 #   - refuses to start while another process holds the cards (npu-smi process table, -8005/-8020 = cards
 #     held by another container; nvidia-smi compute apps), after waiting VLGRPO_RAY_CARDS_WAIT seconds;
 #   - runs `ray start --block` as its child and, on SIGTERM/SIGINT, stops that child by PID (ray start
-#     --block then stops the Ray processes it started). Never `ray stop` (kills every Ray process on the
-#     machine) and never pkill.
+#     --block then stops the Ray processes it started; under Slurm, which signals every process of the step,
+#     ray start is not sent a second SIGTERM: see ray_node_on_signal). Never `ray stop` (kills every Ray
+#     process on the machine) and never pkill.
 #
 # Settings come only from the allowlisted VLGRPO_* variables below (no arguments besides head|worker and
 # --help); the recipes' own settings are accepted and ignored; any other VLGRPO_* variable, a malformed
@@ -166,12 +167,26 @@ ray_node_build_argv() {
 
 RAY_CHILD=""
 RAY_STOPPING=0
+RAY_FORWARD_AT="" # SECONDS at which a held-back SIGTERM goes to ray start (under Slurm, below)
 
-ray_node_on_signal() {
-  RAY_STOPPING=1
+ray_node_forward() {
+  RAY_FORWARD_AT=""
   if [[ -n $RAY_CHILD ]] && kill -0 "$RAY_CHILD" 2>/dev/null; then
     printf 'ray-node: stopping ray start (pid %s)\n' "$RAY_CHILD"
     kill -TERM "$RAY_CHILD" 2>/dev/null || true
+  fi
+}
+
+# Under Slurm (SLURM_STEP_ID set) a signal to the step reaches every process of it, ray start included, and
+# Ray 2.48.0's SIGTERM handler deadlocks on a second SIGTERM (ray/_private/node.py: kill_all_processes holds a
+# non-reentrant lock): there ray start is sent one only if it still runs 10 s later (it was not signalled).
+ray_node_on_signal() {
+  RAY_STOPPING=1
+  if [[ -z ${SLURM_STEP_ID:-} ]]; then
+    ray_node_forward
+  elif [[ -z $RAY_FORWARD_AT ]]; then
+    printf 'ray-node: stopping (Slurm signalled ray start, pid %s, itself)\n' "$RAY_CHILD"
+    RAY_FORWARD_AT=$((SECONDS + 10))
   fi
 }
 
@@ -186,6 +201,7 @@ ray_node_run() {
     if ((RAY_STOPPING)) && [[ -z $deadline ]]; then
       deadline=$((SECONDS + VG_VAL[RAY_STOP_GRACE]))
     fi
+    if [[ -n $RAY_FORWARD_AT ]] && ((SECONDS >= RAY_FORWARD_AT)); then ray_node_forward; fi
     if [[ -n $deadline ]] && ((SECONDS >= deadline)); then
       ray_node_err "ray start (pid $RAY_CHILD) still running ${VG_VAL[RAY_STOP_GRACE]-}s after SIGTERM; sending SIGKILL"
       kill -KILL "$RAY_CHILD" 2>/dev/null || true

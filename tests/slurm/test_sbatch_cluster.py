@@ -85,11 +85,6 @@ class Setup:
             f"VLGRPO_RAY_CLIENT_PORT={free_port()}",
             "VLGRPO_RAY_CARDS_WAIT=0",
             "VLGRPO_RAY_HEAD_WAIT=60",
-            # Slurm signals every process of a step, so `ray start --block` gets SIGTERM from Slurm and again from
-            # ray-node.sh; Ray 2.48.0's handler deadlocks on the second (ray/_private/node.py: kill_all_processes
-            # under a non-reentrant lock), and ray-node.sh's SIGKILL after this grace ends it (default 30 s). The
-            # other Ray processes stop on Slurm's SIGTERM by themselves.
-            "VLGRPO_RAY_STOP_GRACE=10",
             f"PYTHONPATH={r}/standin:{REPO}/tests/python/ray",
             # the nodes are slow to register on a loaded 2-core machine (Ray's default is 10 s)
             "RAY_raylet_start_wait_time_s=120",
