@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "patches": ("vlgrpo.patches.cli", "runtime patch status and self-test"),
     "preflight": ("vlgrpo.preflight.cli", "check a launch argv against the pinned verl, the model and the data"),
+    "checkpoint": ("vlgrpo.checkpoint.cli", "trust/verify checkpoint folders (manifests of sha256 sums)"),
     "data": ("vlgrpo.data.cli", "dataset converters (geo3k -> verl parquet)"),
     "doctor": ("vlgrpo.doctor", "check this node/image: versions, devices, mounts, patches"),
     "cluster": ("vlgrpo.cluster", "Ray cluster readiness wait and per-node device-visibility probe"),

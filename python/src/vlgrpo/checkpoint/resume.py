@@ -1,0 +1,96 @@
+"""Which ``global_step_N`` folder a verl run resumes from, with the checks on the way there (field case C03).
+
+Mirrors the folder choice of verl v0.8.0 (``RayPPOTrainer._load_checkpoint``, ``FullyAsyncTrainer.load_checkpoint``,
+``FullyAsyncRollouter.load_checkpoint`` with ``verl/utils/checkpoint/checkpoint_manager.py::find_latest_ckpt_path``):
+``trainer.resume_mode`` ``disable`` -> none; ``auto`` -> ``<default_local_dir>/latest_checkpointed_iteration.txt``
+names ``global_step_<int>``, none when the tracker or the folder is missing; ``resume_path`` ->
+``trainer.resume_from_path``. Relative paths are taken from the working directory, as verl does.
+
+Refused (:class:`~vlgrpo.checkpoint.manifest.CheckpointRefused`): a tracker that is a symlink, not a regular file,
+owned by another uid, group/world-writable or not an integer; a tracker whose folder resolves (symlinks followed)
+outside the checkpoint folder; a ``resume_path`` folder outside the checkpoint folder without a valid manifest (the
+manifest check itself follows in :func:`vlgrpo.checkpoint.manifest.inventory`, for every folder). Standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from vlgrpo.checkpoint.manifest import CheckpointRefused, check_owned, inventory
+
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def _abs(path):
+    path = os.fspath(path)
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def _inside(path, root) -> bool:
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def read_tracker(root, uid: int | None = None):
+    """The folder ``<root>/latest_checkpointed_iteration.txt`` names, or ``None`` when there is no tracker or no
+    such folder (verl starts fresh then). Raises :class:`CheckpointRefused` for an unsafe tracker or a folder that
+    resolves outside ``root``."""
+    uid = os.getuid() if uid is None else uid
+    tracker = os.path.join(_abs(root), TRACKER)
+    try:
+        st = os.lstat(tracker)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        raise CheckpointRefused(tracker, "tracker is a symlink or not a regular file",
+                                f"replace it by a file holding the step number (e.g. `echo 5 > {tracker}`)")
+    check_owned(tracker, st, uid, "tracker")
+    with open(tracker, "rb") as fh:
+        text = fh.read(64).decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise CheckpointRefused(tracker, f"tracker holds {text!r}, not a step number",
+                                f"write the step of the checkpoint to resume (e.g. `echo 5 > {tracker}`)")
+    folder = os.path.join(_abs(root), f"global_step_{int(text)}")
+    if not os.path.lexists(folder):
+        return None
+    if not _inside(folder, root):
+        raise CheckpointRefused(folder, f"the tracker points to {os.path.realpath(folder)}, outside the checkpoint "
+                                f"folder {os.path.realpath(_abs(root))}",
+                                "resume only from folders inside the checkpoint folder; remove the symlink")
+    return folder
+
+
+def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: int | None = None):
+    """The ``global_step_N`` folder verl will load for these ``trainer.*`` values, or ``None`` (fresh start).
+
+    For ``resume_path``, a folder outside ``default_local_dir`` must carry a valid manifest (checked here); every
+    folder is checked in full by :func:`vlgrpo.checkpoint.manifest.inventory` before loading anyway.
+    Raises :class:`CheckpointRefused`.
+    """
+    if resume_mode == "disable":
+        return None
+    if resume_mode == "auto":
+        return read_tracker(default_local_dir, uid)
+    if resume_mode == "resume_path":
+        if not resume_from_path:
+            raise CheckpointRefused("trainer.resume_from_path", "is unset with resume_mode=resume_path",
+                                    "set it to a global_step_N folder inside the checkpoint folder")
+        folder = _abs(resume_from_path)
+        if not _inside(folder, default_local_dir):
+            try:
+                inventory(folder, uid)
+            except CheckpointRefused as exc:
+                raise CheckpointRefused(folder, f"lies outside the checkpoint folder {_abs(default_local_dir)} and "
+                                        f"carries no valid manifest ({exc.reason})",
+                                        "copy it into the checkpoint folder, or check it and run "
+                                        f"`python -m vlgrpo checkpoint trust {folder}`") from None
+        return folder
+    raise CheckpointRefused("trainer.resume_mode", f"unknown value {resume_mode!r}", "use auto, disable or resume_path")
+
+
+def resume_folder_of(config, uid: int | None = None):
+    """:func:`resume_folder` for a verl (OmegaConf) config: reads ``config.trainer.default_local_dir``,
+    ``resume_mode`` and ``resume_from_path``."""
+    trainer = config.trainer
+    return resume_folder(trainer.default_local_dir, trainer.resume_mode, trainer.get("resume_from_path"), uid)
