@@ -50,6 +50,10 @@ PATCHES = (
     rollout_vision_placeholder_mask.RECORD,
 )
 
+from vlgrpo.patches.fixes import checkpoint_manifest  # noqa: E402  (issue 14: one module per fix)
+
+PATCHES = PATCHES + (checkpoint_manifest.RECORD,)
+
 IDS = tuple(p["id"] for p in PATCHES)
 
 
