@@ -32,6 +32,15 @@ $(VERL071)/.installed: $(STAMP)
 .PHONY: verl-0.7.1
 verl-0.7.1: $(VERL071)/.installed ## verl 0.7.1 --no-deps into .cache/verl-0.7.1 (NPU-bug patch tests)
 
+# verl 0.9.1 (has the partial-rollout budget fix, verl PR #7207) in its own --target dir, for the detector tests.
+VERL091 := .cache/verl-0.9.1
+$(VERL091)/.installed: $(STAMP)
+	$(PY) -m pip install --no-input --quiet --no-deps --target $(VERL091) verl==0.9.1
+	touch $@
+
+.PHONY: verl-0.9.1
+verl-0.9.1: $(VERL091)/.installed ## verl 0.9.1 --no-deps into .cache/verl-0.9.1 (patch detector tests)
+
 # VeOmni 0.1.9a5 (the pinned one; binds its own copy of the faulty MoE block forward) for the patch tests.
 VEOMNI := .cache/veomni-0.1.9a5
 $(VEOMNI)/.installed: $(STAMP)
@@ -55,7 +64,7 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-
 test: venv tools lint test-python test-bats test-slurm test-docker ## run every suite (what CI runs)
 
 .PHONY: test-python
-test-python: venv verl-0.7.1 veomni-0.1.9a5 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
+test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
 	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
 
 .PHONY: test-slurm

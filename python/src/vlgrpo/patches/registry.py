@@ -50,9 +50,17 @@ PATCHES = (
     rollout_vision_placeholder_mask.RECORD,
 )
 
-from vlgrpo.patches.fixes import checkpoint_manifest  # noqa: E402  (issue 14: one module per fix)
+from vlgrpo.patches.fixes import (  # noqa: E402  (issue 14: one module per fix)
+    checkpoint_manifest,
+    fully_async_partial_rollout_budget,
+    fully_async_resume_step_label,
+)
 
-PATCHES = PATCHES + (checkpoint_manifest.RECORD,)
+PATCHES = PATCHES + (
+    checkpoint_manifest.RECORD,
+    fully_async_resume_step_label.RECORD,
+    fully_async_partial_rollout_budget.RECORD,
+)
 
 IDS = tuple(p["id"] for p in PATCHES)
 
