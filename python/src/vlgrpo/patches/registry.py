@@ -54,9 +54,11 @@ from vlgrpo.patches.fixes import (  # noqa: E402  (issue 14: one module per fix)
     checkpoint_manifest,
     fully_async_partial_rollout_budget,
     fully_async_resume_step_label,
+    rollout_server_loopback,
 )
 
 PATCHES = PATCHES + (
+    rollout_server_loopback.RECORD,
     checkpoint_manifest.RECORD,
     fully_async_resume_step_label.RECORD,
     fully_async_partial_rollout_budget.RECORD,
