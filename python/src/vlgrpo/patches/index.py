@@ -13,6 +13,10 @@ IDS = (
     "npu.qwen3_vl_moe.train_routing",
     "rollout.vision_placeholder_ban",
     "rollout.vision_placeholder_mask",
+    "rollout.server_loopback",
+    "checkpoint.manifest",
+    "fully_async.resume_step_label",
+    "fully_async.partial_rollout_budget",
 )
 
 TARGET_MODULES = {
@@ -46,8 +50,25 @@ TARGET_MODULES = {
     ),
     "verl.workers.rollout.vllm_rollout.vllm_async_server": (
         "rollout.vision_placeholder_ban",
+        "rollout.server_loopback",
     ),
     "verl.experimental.agent_loop.agent_loop": (
         "rollout.vision_placeholder_mask",
+    ),
+    "verl.utils.checkpoint.fsdp_checkpoint_manager": (
+        "checkpoint.manifest",
+    ),
+    "verl.experimental.fully_async_policy.fully_async_rollouter": (
+        "checkpoint.manifest",
+        "fully_async.partial_rollout_budget",
+    ),
+    "verl.trainer.ppo.ray_trainer": (
+        "checkpoint.manifest",
+    ),
+    "verl.experimental.fully_async_policy.fully_async_trainer": (
+        "fully_async.resume_step_label",
+    ),
+    "verl.workers.rollout.llm_server": (
+        "fully_async.partial_rollout_budget",
     ),
 }

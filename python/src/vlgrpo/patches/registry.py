@@ -33,10 +33,14 @@ run ``make docs-patches`` (regenerates :mod:`vlgrpo.patches.index` and the READM
 """
 
 from vlgrpo.patches.fixes import (
+    checkpoint_manifest,
+    fully_async_partial_rollout_budget,
+    fully_async_resume_step_label,
     npu_qwen3_vl_moe_train_routing,
     qwen3_vl_moe_router_dtype,
     qwen3_vl_text_rotary_device,
     qwen3_vl_vision_pos_embed,
+    rollout_server_loopback,
     rollout_vision_placeholder_ban,
     rollout_vision_placeholder_mask,
 )
@@ -48,16 +52,6 @@ PATCHES = (
     npu_qwen3_vl_moe_train_routing.RECORD,
     rollout_vision_placeholder_ban.RECORD,
     rollout_vision_placeholder_mask.RECORD,
-)
-
-from vlgrpo.patches.fixes import (  # noqa: E402  (issue 14: one module per fix)
-    checkpoint_manifest,
-    fully_async_partial_rollout_budget,
-    fully_async_resume_step_label,
-    rollout_server_loopback,
-)
-
-PATCHES = PATCHES + (
     rollout_server_loopback.RECORD,
     checkpoint_manifest.RECORD,
     fully_async_resume_step_label.RECORD,

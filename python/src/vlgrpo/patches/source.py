@@ -88,3 +88,12 @@ def mentions(node, attrs=(), names=()) -> bool:
         if isinstance(n, ast.Name) and n.id in names:
             return True
     return False
+
+
+def unwrap_named(obj, *code_names):
+    """Follow ``__wrapped__`` while ``obj``'s code is named one of ``code_names`` (a known decorator's inner
+    function: Ray's actor-method tracing wrapper ``_resume_span``, verl's ``rollout_trace_op`` ``async_wrapper``);
+    our own replacements are never unwrapped this way. Returns the innermost such function (or ``obj``)."""
+    while getattr(getattr(obj, "__code__", None), "co_name", "") in code_names and hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
+    return obj

@@ -88,14 +88,6 @@ def _unsafe_load(call):
     return False  # torch >= 2.6 defaults to weights_only=True
 
 
-def unwrap_ray_tracing(obj):
-    """The method under Ray's tracing wrapper (``ray.util.tracing``: an actor class's methods are wrapped in
-    ``_resume_span``, ``functools.wraps``-style), else ``obj``."""
-    while getattr(getattr(obj, "__code__", None), "co_name", "") == "_resume_span" and hasattr(obj, "__wrapped__"):
-        obj = obj.__wrapped__
-    return obj
-
-
 def is_faulty(obj, module_source=None):
     """``(faulty, reason)`` for a verl checkpoint saver or loader (a function, or an ``ast.FunctionDef`` with the
     source of its module in ``module_source``). A loader is faulty when one of its ``torch.load`` calls passes
@@ -103,9 +95,9 @@ def is_faulty(obj, module_source=None):
     (no ``sha256``/``hashlib``). Anything else is not a target."""
     import inspect
 
-    from vlgrpo.patches.detect import function_node
+    from vlgrpo.patches.source import function_node, unwrap_named
 
-    obj = unwrap_ray_tracing(obj)
+    obj = unwrap_named(obj, "_resume_span")  # Ray wraps an actor class's methods
     fn = function_node(obj)
     if module_source is None:
         module = sys.modules.get(getattr(obj, "__module__", ""))

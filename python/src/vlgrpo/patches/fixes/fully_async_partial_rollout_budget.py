@@ -47,10 +47,9 @@ def is_faulty(obj):
     ``response_length``."""
     import ast
 
-    from vlgrpo.patches.detect import function_node
+    from vlgrpo.patches.source import function_node, unwrap_named
 
-    while getattr(getattr(obj, "__code__", None), "co_name", "") == "async_wrapper" and hasattr(obj, "__wrapped__"):
-        obj = obj.__wrapped__
+    obj = unwrap_named(obj, "async_wrapper")  # verl's rollout_trace_op
     fn = function_node(obj)
     resends = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)
                   and isinstance(n.right, ast.Attribute) and n.right.attr == "token_ids" for n in ast.walk(fn))

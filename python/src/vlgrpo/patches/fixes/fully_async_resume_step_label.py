@@ -58,10 +58,9 @@ def is_faulty(obj, fit=None):
     and ``fit`` increments ``global_steps`` too."""
     import sys
 
-    from vlgrpo.patches.detect import function_node
-    from vlgrpo.patches.fixes.checkpoint_manifest import unwrap_ray_tracing
+    from vlgrpo.patches.source import function_node, unwrap_named
 
-    obj = unwrap_ray_tracing(obj)
+    obj = unwrap_named(obj, "_resume_span")  # Ray wraps an actor class's methods
     fn = function_node(obj)
     line = _assigns_plus_one(fn)
     if line is None:
@@ -72,7 +71,7 @@ def is_faulty(obj, fit=None):
         fit = getattr(owner, "fit", None)
         if fit is None:
             return False, "no FullyAsyncTrainer.fit to compare with"
-        fit = function_node(unwrap_ray_tracing(fit))
+        fit = function_node(unwrap_named(fit, "_resume_span"))
     if not _increments(fit):
         return False, "fit() does not increment global_steps before the first step"
     return True, (f"{fn.name} sets global_steps = N*T + 1 (line {line}) and fit() adds 1 again: the first step after a "
