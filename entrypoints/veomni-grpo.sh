@@ -17,7 +17,7 @@ VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer
 VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
 VG_EXPORTS=()
 VG_RECIPE_CHECK=vo_check
-VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting; no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
+VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
 # ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "vo" (lib/registry.sh), in that order
 vg_registry_load vo
@@ -102,6 +102,7 @@ VG_TEMPLATE=(
   "actor_rollout_ref.rollout.calculate_log_probs=True"
   "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1"
   "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_model_len={MAX_MODEL_LEN}"
+  "+actor_rollout_ref.rollout.engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}"
 )
 
 # ---- cross-checks (before anything starts) ------------------------------------------------------

@@ -210,3 +210,74 @@ mountinfo() {
   fi
   ! grep -nE 'TEST_(DEV_DIR|MOUNTINFO|CONTAINER_MARKER)' "$FA" "$VO" "$REPO_ROOT"/entrypoints/lib/*.sh || fail "an entrypoint reads a test hook variable"
 }
+
+@test "issue 14: checkpoint mounts of a non-volume type are refused (devtmpfs, hugetlbfs, fuse-overlayfs, aufs, ramfs)" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  local t
+  for t in "0:5 / $T/ckpt rw,nosuid - devtmpfs udev rw" "0:40 / $T/ckpt rw,relatime - hugetlbfs hugetlbfs rw,pagesize=2M" \
+    "0:41 / $T/ckpt rw - fuse.fuse-overlayfs fuse-overlayfs rw,user_id=0" "0:42 / $T/ckpt rw - aufs none rw" \
+    "0:43 / $T/ckpt rw - ramfs ramfs rw" "0:44 / $T/ckpt rw - proc proc rw"; do
+    mountinfo "710 612 $t"
+    entry fa
+    assert_failure 2
+    [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: $T/ckpt is on a ${t#* - } "* || $stderr == *"is on a "*" mount ($T/ckpt) that does not outlive the container or is not a volume"* ]] || fail "$t: $stderr"
+    assert_no_python
+  done
+  for t in "xfs /dev/nvme0n1p1 rw" "btrfs /dev/sdb rw" "lustre 10.0.0.1@tcp:/fs rw" "ceph 10.0.0.2:/ rw" "beegfs beegfs_nodev rw" "gpfs gpfs0 rw"; do
+    mountinfo "711 612 8:2 / $T/ckpt rw,relatime - $t"
+    entry fa
+    assert_success
+  done
+}
+
+@test "issue 14: a folder named 'mnt\\057vol' on the container layer is not taken for the mount mnt/vol (path compared as bytes)" {
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  mkdir -p "$T/mnt/vol" "$T/mnt\\057vol"
+  mountinfo "712 612 8:1 /srv $T/mnt/vol rw,relatime - ext4 /dev/sda1 rw"
+  # the value itself is refused by its type (no backslash); a symlink to it is what reaches the mount check
+  VLGRPO_CHECKPOINT_DIR="$T/mnt\\057vol" entry fa
+  assert_failure 2
+  ln -s "$T/mnt\\057vol" "$T/link"
+  VLGRPO_CHECKPOINT_DIR="$T/link" entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: $T/link is inside the container's own file system"* ]] || fail "$stderr"
+  assert_no_python
+  VLGRPO_CHECKPOINT_DIR="$T/mnt/vol" entry fa
+  assert_success
+}
+
+@test "issue 14: a real ext4 loop mount is accepted in a container, the real /dev (devtmpfs) is refused" {
+  [[ $(id -u) == 0 ]] && command -v mkfs.ext4 >/dev/null || skip "needs root and mkfs.ext4 (CI runs as root)"
+  davinci 16
+  unset VLGRPO_DRY_RUN
+  : >"$T/.dockerenv"
+  export TEST_CONTAINER_MARKER=$T/.dockerenv
+  unset TEST_MOUNTINFO  # the real /proc/self/mountinfo
+  truncate -s 16M "$T/ext4.img"
+  mkfs.ext4 -q -F "$T/ext4.img"
+  mkdir -p "$T/vol"
+  mount -o loop "$T/ext4.img" "$T/vol" || skip "loop mounts are not permitted here"
+  VLGRPO_CHECKPOINT_DIR=$T/vol entry fa
+  local rc=$status
+  umount "$T/vol"
+  ((rc == 0)) || fail "ext4 loop mount refused: $stderr"
+  VLGRPO_CHECKPOINT_DIR=/dev entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: /dev is on a devtmpfs mount (/dev)"* || $stderr == *"VLGRPO_CHECKPOINT_DIR: /dev is on a tmpfs mount (/dev)"* ]] || fail "$stderr"
+}
+
+@test "issue 14: VLGRPO_RESUME_FROM_PATH outside the checkpoint folder needs a vlgrpo manifest" {
+  davinci 16
+  mkdir -p "$T/elsewhere/global_step_7" "$T/ckpt/global_step_3"
+  VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/elsewhere/global_step_7 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_RESUME_FROM_PATH: $T/elsewhere/global_step_7 lies outside the checkpoint folder"*"python -m vlgrpo checkpoint trust $T/elsewhere/global_step_7"* ]] || fail "$stderr"
+  assert_no_python
+  : >"$T/elsewhere/global_step_7/vlgrpo-manifest-trusted.json"
+  VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/elsewhere/global_step_7 entry fa
+  assert_success
+  VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/ckpt/global_step_3 entry fa
+  assert_success
+}
