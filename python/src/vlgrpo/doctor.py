@@ -486,6 +486,27 @@ def check_checkpoint_space(ctx: Context) -> Result:
     return Result("checkpoint-space", PASS, f"{d}: writable, {free:.1f} GiB free")
 
 
+def check_ports(ctx: Context) -> Result:
+    """What a running job listens on (field case C01). None of it is authenticated, so with host networking a
+    host firewall must admit only the cluster's nodes."""
+    from vlgrpo.patches.state import read_switches
+
+    _, all_off, disabled = read_switches()
+    loopback = not all_off and "rollout.server_loopback" not in disabled
+    ports = ("Ray GCS (VLGRPO_RAY_PORT, 6379) and Ray's node-manager, object-manager and worker ports (random) on "
+             "every node's IP; the Ray dashboard/job API (VLGRPO_RAY_DASHBOARD_PORT, 8265) on "
+             "VLGRPO_RAY_DASHBOARD_HOST (127.0.0.1 by default; job submission runs code); per vLLM replica its "
+             "OpenAI HTTP server on a random port of " + ("127.0.0.1 only (patch rollout.server_loopback)"
+                                                          if loopback else "the node IP, unauthenticated")
+             + ", and torch.distributed / vLLM data-parallel ports on the node IP for multi-node or DP > 1 "
+             "replicas; NCCL/HCCL ports between trainer and rollout nodes. None is authenticated: with host networking "
+             "(compose.yaml) a host firewall must admit only the cluster's nodes")
+    if not loopback:
+        return Result("ports", FAIL, ports, "unset VLGRPO_PATCHES_DISABLED=rollout.server_loopback / VLGRPO_PATCHES=off "
+                      "(vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755)")
+    return Result("ports", PASS, ports)
+
+
 def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) -> list[Result]:
     """Run every check (each guarded: an exception becomes a FAIL naming it). Returns the results in order."""
     ctx.load_manifest()
@@ -502,6 +523,7 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
         ("model", lambda: check_model(ctx)),
         ("data", lambda: check_data(ctx)),
         ("checkpoint-space", lambda: check_checkpoint_space(ctx)),
+        ("ports", lambda: check_ports(ctx)),
     ]
     results: list[Result] = []
     for name, fn in plan:
@@ -517,7 +539,7 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
 
 
 CHECK_NAMES = ("versions", "devices", "driver", "torch-devices", "shm", "sitecustomize", "patches", "ckpt-engine",
-               "model", "data", "checkpoint-space")
+               "model", "data", "checkpoint-space", "ports")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -289,3 +289,17 @@ def test_cli_refuses_unknown_skip_and_prints_one_line_per_check():
     lines = out.stdout.splitlines()
     assert len([ln for ln in lines if ln.startswith("doctor: SKIP ")]) == len(doctor.CHECK_NAMES) - 1
     assert any(ln.startswith("doctor: PASS shm: /dev/shm is ") for ln in lines)
+
+
+def test_ports_names_what_a_job_opens_and_fails_with_the_loopback_patch_off(monkeypatch):
+    """C01: the doctor lists the listeners of a running job and the firewall rule; switching the loopback patch
+    off is a FAIL naming both vLLM advisories."""
+    monkeypatch.delenv("VLGRPO_PATCHES", raising=False)
+    monkeypatch.delenv("VLGRPO_PATCHES_DISABLED", raising=False)
+    ok = doctor.check_ports(None)
+    assert ok.status == doctor.PASS and "127.0.0.1 only" in ok.detail and "firewall" in ok.detail
+    assert "6379" in ok.detail and "8265" in ok.detail
+    monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", "rollout.server_loopback")
+    off = doctor.check_ports(None)
+    assert off.status == doctor.FAIL and "the node IP, unauthenticated" in off.detail
+    assert "CVE-2026-22778" in off.fix and "CVE-2026-34755" in off.fix

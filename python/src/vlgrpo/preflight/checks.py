@@ -68,6 +68,10 @@ _CODE_LIST = [
     Code("rules.checkpoint-backend", ERROR, "the checkpoint-engine backend is not registered by the installed verl"),
     Code("rules.checkpoint-backend-import", WARNING, "the backend is declared but its imports fail here"),
     Code("rules.vision-token-ban", WARNING, "vision placeholder tokens are not banned in vLLM sampling (verl PR #7038)"),
+    Code("rules.video-enabled", ERROR, "video inputs allowed on a vLLM inside CVE-2026-22778 / CVE-2026-34755"),
+    Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
+    Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
+    Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
     # no user code (B17)
     Code("security.trust-remote-code", ERROR, "a trust_remote_code setting is on", runs_code=True),
@@ -312,6 +316,25 @@ def _data(ctx: Context) -> None:
                                      progress=bool(ctx["options"].get("progress")), custom_reward=custom)
 
 
+def _mm_limits(ctx: Context) -> None:
+    from .mm_limits import check_mm_limits
+
+    data = ctx.summary.get("data") or {}
+    counts = [v.get("max_images", 0) for v in data.values() if isinstance(v, dict) and v.get("rows")]
+    ctx.summary["mm_limits"] = check_mm_limits(ctx["typed_work"], ctx.report, ctx["loc"],
+                                               max(counts) if counts else None)
+
+
+def _checkpoint_volume(ctx: Context) -> None:
+    from .checkpoint_volume import check_checkpoint_volume
+
+    devices = ctx["options"].get("devices_per_node")
+    if devices is None:
+        devices, _ = count_devices_per_node()
+    ctx.summary["checkpoint"] = check_checkpoint_volume(ctx["typed_work"], ctx.report, ctx["loc"], ctx["model_path"],
+                                                        training_node=bool(devices))
+
+
 def _truncation(ctx: Context) -> None:
     from .rules import check_truncation
 
@@ -374,6 +397,12 @@ CHECKS: tuple[Check, ...] = (
     Check("data", ("typed_work", "loc", "check_data", "options"), (),
           tuple(c for c in CODES if c.startswith("data.")), _data,
           "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),
+    Check("mm-limits", ("typed_work", "loc"), (), ("rules.video-enabled", "rules.image-limit"), _mm_limits,
+          "C01: video off on a vLLM inside CVE-2026-22778/CVE-2026-34755; image limit >= images of a data row"),
+    Check("checkpoint-volume", ("typed_work", "loc", "model_path", "clean_model", "options"), (),
+          ("rules.checkpoint-untrusted", "rules.checkpoint-space"), _checkpoint_volume,
+          "C03: the folder a resume loads carries valid manifests; free space for two checkpoints (a warning only "
+          "on a node without accelerators: a planning or CPU host does not write the checkpoints)"),
     Check("truncation", ("typed_work", "loc", "model"), (), ("rules.image-truncation",), _truncation,
           "B07: no token truncation of image prompts"),
 )

@@ -360,6 +360,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                         continue
                     if images:
                         info["image_rows"] += 1
+                        info["max_images"] = max(info.get("max_images", 0), len(images))
                     if not largest or total > largest["tokens"]:
                         largest = {"tokens": total, "image_tokens": img_tokens, "row": idx, "file": path}
                     if total > max_len:

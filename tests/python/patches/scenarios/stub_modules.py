@@ -38,3 +38,16 @@ class StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         pass
+
+
+def vllm_distribution(tmp_dir, version="0.13.0"):
+    """Make ``importlib.metadata.version("vllm")`` answer ``version`` (verl reads it at import) with a
+    ``vllm-<version>.dist-info`` in ``tmp_dir``, put on ``sys.path``."""
+    import os
+    import sys
+
+    meta = os.path.join(str(tmp_dir), f"vllm-{version}.dist-info")
+    os.makedirs(meta, exist_ok=True)
+    with open(os.path.join(meta, "METADATA"), "w") as fh:
+        fh.write(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    sys.path.append(str(tmp_dir))

@@ -16,7 +16,7 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder, vllm_distribution  # noqa: E402
 
 PROBE = ("import socket, sys\n"
          "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
@@ -115,11 +115,7 @@ async def scenario(out):
 def main():
     out = {}
     try:
-        meta = os.path.join(os.environ["VLGRPO_TEST_TMP"], "vllm-0.13.0.dist-info")
-        os.makedirs(meta, exist_ok=True)
-        with open(os.path.join(meta, "METADATA"), "w") as fh:
-            fh.write("Metadata-Version: 2.1\nName: vllm\nVersion: 0.13.0\n")
-        sys.path.append(os.path.dirname(meta))
+        vllm_distribution(os.environ["VLGRPO_TEST_TMP"])
         sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "fastapi", "cachetools", "peft", "accelerate",
                                          "tensordict"), _vllm))
         import vlgrpo.patches

@@ -1,0 +1,54 @@
+"""C03: the checkpoint volume as an input. The folder a resume will load must pass the manifest checks of
+:mod:`vlgrpo.checkpoint` (the runtime patch checks it again, and hashes, before loading), and the volume must hold
+one checkpoint of the model (error below one, warning below two: verl writes the next before it deletes the last)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from .report import ERROR, WARNING, Finding
+
+
+def free_bytes(path: str) -> int:
+    """Bytes free for this user on the file system of ``path`` (``shutil.disk_usage``)."""
+    return shutil.disk_usage(path).free
+
+
+def check_checkpoint_volume(work: Any, report, loc, model_path: str, training_node: bool = True) -> dict:
+    """Add ``rules.checkpoint-untrusted`` / ``rules.checkpoint-space`` findings; return what was checked.
+
+    ``training_node``: this node has accelerators (given or counted, as for the topology check). On a node without
+    (a CPU build host, a planning dry run) less than one checkpoint of free space is a warning, not an error."""
+    from vlgrpo.checkpoint.manifest import CheckpointRefused, inventory
+    from vlgrpo.checkpoint.resume import resume_folder
+    from vlgrpo.checkpoint.size import checkpoint_bytes
+
+    trainer = work.trainer
+    root = trainer.default_local_dir
+    out: dict[str, Any] = {"dir": root}
+    try:
+        folder = resume_folder(root, trainer.resume_mode, trainer.get("resume_from_path"))
+        out["resume_from"] = folder
+        if folder is not None:
+            out["files"] = len(inventory(folder))
+    except CheckpointRefused as exc:
+        key = "trainer.resume_from_path" if trainer.resume_mode == "resume_path" else "trainer.default_local_dir"
+        report.add(Finding("rules.checkpoint-untrusted", ERROR, f"{exc.path}: {exc.reason}", loc.where(key),
+                           "verl unpickles every file of the checkpoint it resumes (field case C03)", exc.fix))
+    if os.path.isdir(root):
+        need, how = checkpoint_bytes(model_path)
+        free = free_bytes(root)
+        out.update(free_bytes=free, checkpoint_bytes=need, estimate=how)
+        if free < 2 * need:
+            severity = ERROR if free < need and training_node else WARNING
+            report.add(Finding(
+                "rules.checkpoint-space", severity,
+                f"{root} has {free / 1e9:.1f} GB free; one checkpoint needs {need / 1e9:.1f} GB ({how})",
+                loc.where("trainer.default_local_dir"),
+                ("the save fails hours into the run when the volume fills" if free < need else
+                 "verl writes the next checkpoint before it removes an old one")
+                + ("" if training_node else " (no accelerator on this node: not refused here)"),
+                f"free space or point VLGRPO_CHECKPOINT_DIR at a volume with at least {2 * need / 1e9:.0f} GB"))
+    return out
