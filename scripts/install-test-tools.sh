@@ -5,6 +5,12 @@
 # two-node Slurm on loopback that the test starts itself, by absolute path: the daemons live in /usr/sbin).
 set -Eeuo pipefail
 
+# Debian installs system tools such as debootstrap, dockerd, slurmctld, slurmd, munged in /usr/sbin, which the PATH of a
+# non-login shell (env -i, cron, CI runners: /usr/local/bin:/usr/bin:/bin) lacks: append the sbin folders, so
+# they are found where Debian puts them while a tool earlier on the caller's PATH still wins.
+for _sbin in /usr/local/sbin /usr/sbin /sbin; do [[ :$PATH: == *:$_sbin:* ]] || PATH=$PATH:$_sbin; done
+unset _sbin
+
 need=()
 command -v bats >/dev/null 2>&1 || need+=(bats)
 for lib in bats-support bats-assert bats-file; do

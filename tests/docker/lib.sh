@@ -2,6 +2,12 @@
 # Mechanics of tests/docker/run.sh: a private Docker engine, the cached CI stand-in base.
 # Sourced; every function fails fast. Needs REPO, WORK, CACHE set by the caller.
 
+# Debian installs the system tools used here (dockerd, debootstrap) in /usr/sbin, which the PATH of a
+# non-login shell (env -i, cron, CI runners: /usr/local/bin:/usr/bin:/bin) lacks: append the sbin folders, so
+# they are found where Debian puts them while a tool earlier on the caller's PATH still wins.
+for _sbin in /usr/local/sbin /usr/sbin /sbin; do [[ :$PATH: == *:$_sbin:* ]] || PATH=$PATH:$_sbin; done
+unset _sbin
+
 log() { printf '[test-docker %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() { printf '[test-docker] error: %s\n' "$*" >&2; exit 1; }
 

@@ -7,6 +7,8 @@
 - a target loaded by a finder whose loader has only the legacy ``load_module()`` (nothing to wrap) is hooked on the
   next import;
 - those late hooks run after the next module executed, never inside an import lookup (no module executed twice).
+- a sitecustomize the installer moved aside keeps running when vlgrpo is gone, and installing into a venv never
+  changes whether the venv's own sitecustomize runs (Debian's /usr/lib/python3.11/sitecustomize.py shadows it).
 """
 
 from __future__ import annotations
@@ -188,23 +190,63 @@ def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
         assert len(executed) == 1, executed
 
 
-def test_shim_without_vlgrpo_still_runs_the_sitecustomize_it_moved_aside(tmp_path):
-    # install-sitecustomize kept a base image's sitecustomize as vlgrpo_orig_sitecustomize.py; when vlgrpo is later
-    # uninstalled (the shim stays: pip does not own it), that file must keep running as it did before us
+def _bare_python(tmp_path):
+    """A venv of the base interpreter without pip and without vlgrpo (as an image after `pip uninstall vlgrpo`)."""
     venv = tmp_path / "img"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True, capture_output=True)
     py = str(venv / "bin" / "python")
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
                           capture_output=True, text=True).stdout.strip()
-    (Path(site) / "sitecustomize.py").write_text("import builtins\nbuiltins.VENDOR_RAN = __name__\n")
+    return py, Path(site)
+
+
+VENDOR = "import builtins\nbuiltins.VENDOR_RAN = __name__\n"
+PROBE = "import builtins, sys; print(getattr(builtins, 'VENDOR_RAN', None), 'vlgrpo' in sys.modules)"
+
+
+def _env(*path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") and k != "PYTHONPATH"}
-    src = str(REPO / "python" / "src")
-    subprocess.run([py, "-c", "import sys; from vlgrpo.patches import cli; sys.exit(cli.main(['install-sitecustomize']))"],
-                   check=True, capture_output=True, env={**env, "PYTHONPATH": src})
-    probe = "import builtins, sys; print(getattr(builtins, 'VENDOR_RAN', None), 'vlgrpo' in sys.modules)"
-    with_vlgrpo = subprocess.run([py, "-c", probe], env={**env, "PYTHONPATH": src}, capture_output=True, text=True)
+    return {**env, "PYTHONPATH": os.pathsep.join(str(p) for p in path)} if path else env
+
+
+def test_shim_without_vlgrpo_still_runs_the_sitecustomize_it_moved_aside(tmp_path):
+    # install-sitecustomize kept a foreign sitecustomize as vlgrpo_orig_sitecustomize.py; when vlgrpo is later
+    # uninstalled (the shim stays: pip does not own it), that file must keep running as it did before us. The
+    # directory is first on sys.path (PYTHONPATH), so the shim is the sitecustomize Python imports whatever the base
+    # interpreter ships (Debian's own /usr/lib/python3.11/sitecustomize.py comes before any venv's site-packages).
+    py, _ = _bare_python(tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(VENDOR)
+    src = REPO / "python" / "src"
+    assert subprocess.run([py, "-c", PROBE], env=_env(site), capture_output=True, text=True).stdout.split() == [
+        "sitecustomize", "False"], "the vendor file is not the imported sitecustomize before the install"
+    subprocess.run([py, "-m", "vlgrpo", "patches", "install-sitecustomize", "--site-packages", str(site), "--no-pth"],
+                   check=True, capture_output=True, env=_env(site, src))
+    assert (site / "vlgrpo_orig_sitecustomize.py").read_text() == VENDOR
+    with_vlgrpo = subprocess.run([py, "-c", PROBE], env=_env(site, src), capture_output=True, text=True)
     assert with_vlgrpo.stdout.split() == ["vlgrpo_chained_sitecustomize", "True"], with_vlgrpo.stderr
-    without = subprocess.run([py, "-c", probe], env=env, capture_output=True, text=True)  # vlgrpo not importable
+    without = subprocess.run([py, "-c", PROBE], env=_env(site), capture_output=True, text=True)  # vlgrpo gone
     assert without.returncode == 0 and without.stderr == "", without.stderr
     assert without.stdout.split() == ["vlgrpo_chained_sitecustomize", "False"]
+
+
+def test_install_into_a_venv_keeps_whether_its_own_sitecustomize_ran(tmp_path):
+    # The image-like case: the shim goes into a venv's site-packages, where a vendor sitecustomize already is. If
+    # that file ran before the install, it runs after it (chained), with vlgrpo and after vlgrpo is gone; if the
+    # base interpreter's own sitecustomize shadowed it (Debian: /usr/lib/python3.11/sitecustomize.py), it did not
+    # run before and must not start running now (B18: the host behaves as before; the patches load through the .pth).
+    py, site = _bare_python(tmp_path)
+    (site / "sitecustomize.py").write_text(VENDOR)
+    before = subprocess.run([py, "-c", PROBE], env=_env(), capture_output=True, text=True).stdout.split()
+    ran_before = before[0] != "None"
+    src = REPO / "python" / "src"
+    subprocess.run([py, "-m", "vlgrpo", "patches", "install-sitecustomize"], check=True, capture_output=True,
+                   env=_env(src))
+    expected = "vlgrpo_chained_sitecustomize" if ran_before else "None"
+    with_vlgrpo = subprocess.run([py, "-c", PROBE], env=_env(src), capture_output=True, text=True)
+    assert with_vlgrpo.stdout.split() == [expected, "True"], (before, with_vlgrpo.stderr)
+    without = subprocess.run([py, "-c", PROBE], env=_env(), capture_output=True, text=True)
+    assert without.returncode == 0 and without.stderr == "", without.stderr
+    assert without.stdout.split() == [expected, "False"], before
