@@ -51,8 +51,9 @@ $(VEOMNI)/.installed: $(STAMP)
 veomni-0.1.9a5: $(VEOMNI)/.installed ## VeOmni 0.1.9a5 --no-deps into .cache/veomni-0.1.9a5 (patch tests)
 
 .PHONY: docs-patches
-docs-patches: venv ## regenerate README.md's patch table and the start-up index from the patch registry
-	$(PY) -m vlgrpo patches table --readme README.md
+docs-patches: venv ## regenerate docs/patches.md's patch table, README.md's summary and the start-up index from the registry
+	$(PY) -m vlgrpo patches table --file docs/patches.md
+	$(PY) -m vlgrpo patches table --summary --file README.md
 	$(PY) -m vlgrpo patches index --write
 
 .PHONY: tools
@@ -128,7 +129,7 @@ lock: venv ## regenerate the hash-pinned locks docker/locks/* with uv (per platf
 	UV=$(VENV)/bin/uv docker/lock.sh
 
 .PHONY: docs
-docs: docs-settings docs-patches ## regenerate README's generated blocks, docs/settings.md, compose.yaml's image names and docker/vlgrpo.env.example
+docs: docs-settings docs-patches ## regenerate README's generated blocks, docs/settings.md, docs/patches.md, compose.yaml's image names, docker/vlgrpo.env.example
 	$(IMAGES) sync
 
 .PHONY: docs-settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from patch_helpers import REPO, run_py
+from patch_helpers import run_py
 
 from vlgrpo.patches import registry, report
 
@@ -93,8 +93,28 @@ def test_unknown_subcommand():
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
-def test_readme_block_is_the_generated_table():
-    readme = (REPO / "README.md").read_text()
-    start, end = "<!-- BEGIN GENERATED: patches -->", "<!-- END GENERATED: patches -->"
-    block = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    assert block == report.markdown_table().strip(), "README patch table is stale: run `make docs`"
+def test_table_rewrites_only_its_block_and_check_names_a_stale_one(tmp_path):
+    doc = tmp_path / "doc.md"
+    stale = ("# t\n<!-- BEGIN GENERATED: patches -->\nSTALE-BODY\n<!-- END GENERATED: patches -->\ntail\n"
+             "<!-- BEGIN GENERATED: patches-summary -->\nSTALE-BODY\n<!-- END GENERATED: patches-summary -->\n")
+    doc.write_text(stale)
+    for summary in ((), ("--summary",)):
+        proc = _cli("patches", "table", *summary, "--check", "--file", str(doc))
+        assert proc.returncode == 1 and "out of date" in proc.stderr and "make docs-patches" in proc.stderr
+        assert doc.read_text() == stale  # --check writes nothing
+    assert _cli("patches", "table", "--file", str(doc)).returncode == 0
+    assert _cli("patches", "table", "--summary", "--readme", str(doc)).returncode == 0  # --readme: the old name
+    text = doc.read_text()
+    assert text.startswith("# t\n") and "\ntail\n" in text and "STALE-BODY" not in text
+    assert f"<!-- BEGIN GENERATED: patches -->\n{report.markdown_table()}\n<!-- END" in text
+    assert f"<!-- BEGIN GENERATED: patches-summary -->\n{report.markdown_summary()}\n<!-- END" in text
+    assert _cli("patches", "table", "--check", "--file", str(doc)).returncode == 0
+
+
+def test_table_without_markers_or_file_is_a_named_error(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("no markers\n")
+    proc = _cli("patches", "table", "--summary", "--file", str(doc))
+    assert proc.returncode == 2 and "<!-- BEGIN GENERATED: patches-summary -->" in proc.stderr
+    proc = _cli("patches", "table", "--check")
+    assert proc.returncode == 2 and "--file" in proc.stderr

@@ -5,8 +5,10 @@ status                 every patch for *this* interpreter: applied / not needed 
                        reference; ``--json`` prints machine-readable rows (see :func:`vlgrpo.patches.status`);
                        ``--no-import`` reports only what this process already imported. Exit 0, or 2 if any patch
                        failed or a verify failed.
-table                  the README's markdown patch table, generated from the registry (``--readme FILE``
-                       rewrites the block between ``<!-- BEGIN/END GENERATED: patches -->`` in FILE).
+table                  the markdown patch table of docs/patches.md, generated from the registry (``--file FILE``
+                       rewrites the block between ``<!-- BEGIN/END GENERATED: patches -->`` in FILE); ``--summary``
+                       the README's short table (block ``patches-summary``); ``--check`` exits 1 when the block
+                       is stale instead of writing it.
 index                  the start-up index ``vlgrpo/patches/index.py`` (ids, hooked modules) generated from the
                        registry (``--write`` rewrites the file).
 install-sitecustomize  copy the sitecustomize shim (and a ``.pth`` fallback) into a site-packages directory
@@ -73,27 +75,41 @@ def _status(args) -> int:
 def _table(args) -> int:
     from vlgrpo.patches import report
 
-    if not args.readme:
-        print(report.markdown_table())
-        return 0
-    begin, end = "<!-- BEGIN GENERATED: patches -->", "<!-- END GENERATED: patches -->"
     try:
-        with open(args.readme, encoding="utf-8") as fh:
+        table = report.markdown_summary() if args.summary else report.markdown_table()
+    except KeyError as exc:
+        print(f"vlgrpo patches table: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if not args.file:
+        if args.check:
+            print("vlgrpo patches table: --check needs --file FILE", file=sys.stderr)
+            return 2
+        print(table)
+        return 0
+    region = "patches-summary" if args.summary else "patches"
+    begin, end = f"<!-- BEGIN GENERATED: {region} -->", f"<!-- END GENERATED: {region} -->"
+    try:
+        with open(args.file, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
-        print(f"vlgrpo patches table: --readme {args.readme}: {exc}", file=sys.stderr)
+        print(f"vlgrpo patches table: --file {args.file}: {exc}", file=sys.stderr)
         return 2
     if begin not in text or end not in text.split(begin, 1)[1]:
-        print(f"vlgrpo patches table: --readme {args.readme} lacks the markers {begin} ... {end}; add them where "
+        print(f"vlgrpo patches table: --file {args.file} lacks the markers {begin} ... {end}; add them where "
               "the table belongs", file=sys.stderr)
         return 2
     head, rest = text.split(begin, 1)
     tail = rest.split(end, 1)[1]
-    new = f"{head}{begin}\n{report.markdown_table()}\n{end}{tail}"
-    if new != text:
-        with open(args.readme, "w", encoding="utf-8") as fh:
-            fh.write(new)
-        print(f"updated the patch table in {args.readme}")
+    new = f"{head}{begin}\n{table}\n{end}{tail}"
+    if new == text:
+        return 0
+    if args.check:
+        print(f"vlgrpo patches table: the {region} block of {args.file} is out of date; run make docs-patches",
+              file=sys.stderr)
+        return 1
+    with open(args.file, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    print(f"updated the {region} block in {args.file}")
     return 0
 
 
@@ -185,9 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-import", action="store_true", help="do not import the target modules first")
     p.set_defaults(func=_status)
-    p = sub.add_parser("table", help="markdown patch table for the README")
-    p.add_argument("--readme", metavar="FILE", default=None,
-                   help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> in FILE instead of printing")
+    p = sub.add_parser("table", help="markdown patch table (docs/patches.md) or its short summary (README.md)")
+    p.add_argument("--summary", action="store_true",
+                   help="the short table (id and title) of the README instead of the full one")
+    p.add_argument("--file", "--readme", dest="file", metavar="FILE", default=None,
+                   help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> (with --summary: "
+                        "patches-summary) in FILE instead of printing")
+    p.add_argument("--check", action="store_true",
+                   help="with --file: exit 1 if the block differs from what would be generated; write nothing")
     p.set_defaults(func=_table)
     p = sub.add_parser("index", help="the start-up index (vlgrpo/patches/index.py) generated from the registry")
     p.add_argument("--write", action="store_true", help="rewrite index.py next to this module instead of printing")

@@ -10,6 +10,7 @@ reads :mod:`vlgrpo.patches.index` (the ids and the hooked module names, generate
 Record fields
 -------------
 id            stable patch id (used by ``VLGRPO_PATCHES_DISABLED`` and ``python -m vlgrpo patches status``)
+title         one line for the README's patch summary: what goes wrong, and the field case code(s)
 summary       what goes wrong without the patch, and what the patch does about it
 upstream      upstream references (issues/PRs) for the fault and for the fix it mirrors
 applies_when  one line: the code condition under which the patch is applied (never a version number)
@@ -29,7 +30,8 @@ recheck_after ``(module, function)`` pairs of upstream functions that may rebind
               patch); they are wrapped so that every record is re-checked right after they return.
 
 Adding a patch: copy a module of :mod:`vlgrpo.patches.fixes` (see its docstring), add its ``RECORD`` below and
-run ``make docs-patches`` (regenerates :mod:`vlgrpo.patches.index` and the README's patch table).
+run ``make docs-patches`` (regenerates :mod:`vlgrpo.patches.index`, the patch table of ``docs/patches.md`` and the
+README's patch summary).
 """
 
 from vlgrpo.patches.fixes import (

@@ -1,4 +1,5 @@
-"""Status rows and the README patch table (backs :func:`vlgrpo.patches.status` and the CLI)."""
+"""Status rows, the patch table of docs/patches.md and the README's summary (back :func:`vlgrpo.patches.status`
+and the CLI)."""
 
 from __future__ import annotations
 
@@ -76,18 +77,34 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
     return rows
 
 
-def markdown_table() -> str:
-    """The README's patch table (id, what it fixes, upstream reference, when it applies), from the registry."""
-    def cell(text: str) -> str:
-        return " ".join(text.split()).replace("|", "\\|")
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
+
+def markdown_table() -> str:
+    """The full patch table of docs/patches.md (id, what it fixes, targets, upstream reference, when it applies),
+    from the registry."""
     lines = ["| id | what it fixes | upstream | applies when |", "|---|---|---|---|"]
     for r in registry.PATCHES:
         targets = "<br>".join(f"`{m}.{p}`" for m, p, *_ in r["targets"])
-        lines.append(f"| `{r['id']}` | {cell(r['summary'])}<br>targets: {targets} | {cell(r['upstream'])} "
-                     f"| {cell(r['applies_when'])} |")
+        lines.append(f"| `{r['id']}` | {_cell(r['summary'])}<br>targets: {targets} | {_cell(r['upstream'])} "
+                     f"| {_cell(r['applies_when'])} |")
     lines.append("")
     lines.append("Switches: `VLGRPO_PATCHES=off` (all), `VLGRPO_PATCHES_DISABLED=<id>,<id>`, "
                  "`VLGRPO_PATCHES_STRICT=1` (raise instead of log). Check a process: "
                  "`python -m vlgrpo patches status --verify`.")
+    return "\n".join(lines)
+
+
+def markdown_summary() -> str:
+    """The README's short patch table (id and one-line title of each record), from the registry.
+
+    Raises ``KeyError`` naming the patch id when a record has no ``title``.
+    """
+    lines = ["| patch | what goes wrong without it (field case) |", "|---|---|"]
+    for r in registry.PATCHES:
+        if not r.get("title"):
+            raise KeyError(f"patch record {r['id']} has no 'title' (one line: what goes wrong, and the field case "
+                           "code); add it to its fixes/ module")
+        lines.append(f"| `{r['id']}` | {_cell(r['title'])} |")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ _ACTOR = "FullyAsyncRollouter.__ray_metadata__.modified_class"
 
 RECORD = {
     "id": "checkpoint.manifest",
+    "title": "checkpoints unpickled with weights_only=False: sha256 manifests, weights only (C03)",
     "summary": (
         "verl unpickles every checkpoint file it resumes from (data.pt, FSDP model/optimizer shards, extra state) with "
         "torch.load(weights_only=False): whoever can write into the checkpoint volume runs code in the rollouter and "

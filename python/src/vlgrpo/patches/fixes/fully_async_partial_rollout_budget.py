@@ -18,6 +18,7 @@ import sys
 
 RECORD = {
     "id": "fully_async.partial_rollout_budget",
+    "title": "partial-rollout resumes ignore the remaining response budget (C05)",
     "summary": (
         "after an abort for a weight sync, verl's fully-async client resends prompt + generated tokens with no "
         "max_tokens, so the server grants the unused prompt budget again (a 400-token prompt aborted at 6,000 "

@@ -12,6 +12,7 @@ Standard library at import (the registry imports this module at interpreter star
 
 RECORD = {
     "id": "fully_async.resume_step_label",
+    "title": "a resumed fully-async run skips one step number (C04)",
     "summary": (
         "the fully-async trainer resumed from global_step_N labels its first step N*T + 2 (load_checkpoint sets "
         "N*T + 1 and fit() adds 1): one step number skipped in metrics, dumps and later saves; load_checkpoint now "

@@ -15,6 +15,7 @@ _MONKEY = "verl.models.transformers.monkey_patch"
 
 RECORD = {
     "id": "npu.qwen3_vl_moe.train_routing",
+    "title": "Ascend MoE block routes wrongly in training: flat reward, tiny ppo_kl (B04)",
     "summary": (
         "verl's Ascend `NPUQwen3VLMoeTextSparseMoeBlock.forward` builds the dense (tokens x num_experts) "
         "routing matrix only in eval mode; in training the NPU experts index a (tokens x top_k) tensor by "

@@ -16,6 +16,7 @@ _MONKEY = "verl.models.transformers.monkey_patch"
 
 RECORD = {
     "id": "qwen3_vl_moe.router_dtype",
+    "title": "MoE router scatter dtype error under mixed precision, every transformers 4.57.x (B03)",
     "summary": (
         "Qwen3-VL-MoE sparse MoE block casts the top-k routing weights to the hidden-state dtype and scatters "
         "them into a tensor of the router-logits dtype: 'scatter(): Expected self.dtype to be equal to "

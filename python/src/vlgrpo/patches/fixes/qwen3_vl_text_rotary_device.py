@@ -16,6 +16,7 @@ _QWEN3_VL_MOE = "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe"
 
 RECORD = {
     "id": "qwen3_vl.text_rotary_device",
+    "title": "text M-RoPE `inv_freq` left on the CPU under FSDP2 CPU offload (B01)",
     "summary": (
         "Qwen3-VL text M-RoPE `forward` multiplies the `inv_freq` buffer with `position_ids` without moving it "
         "to their device: a device-mismatch error when the buffer stays on the CPU under FSDP2 CPU offload; "

@@ -26,6 +26,7 @@ _KERNEL = "vlgrpo.patches.qwen3_vl_pos_embed"
 
 RECORD = {
     "id": "qwen3_vl.vision_pos_embed",
+    "title": "vision pos-embed device mismatch under FSDP2 CPU offload; one host sync per call (B01, B02)",
     "summary": (
         "Qwen3-VL vision tower `fast_pos_embed_interpolate` builds its index/weight tensors on "
         "`pos_embed.weight.device` (the CPU under FSDP2 cpu_offload -> device-mismatch error) and iterates "

@@ -22,6 +22,7 @@ _SERVER = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 
 RECORD = {
     "id": "rollout.server_loopback",
+    "title": "vLLM replicas serve an unauthenticated OpenAI API on the node IP: loopback only (C01)",
     "summary": (
         "every vLLM replica serves the whole OpenAI API (chat completions with video input: vLLM 0.13.0 is inside "
         "CVE-2026-22778 and CVE-2026-34755) without authentication on the node IP; nothing in either recipe calls it "

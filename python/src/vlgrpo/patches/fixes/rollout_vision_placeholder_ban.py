@@ -19,6 +19,7 @@ import sys
 
 RECORD = {
     "id": "rollout.vision_placeholder_ban",
+    "title": "the policy can sample image/video placeholder tokens: banned in every vLLM request (B05)",
     "summary": (
         "verl's vLLM rollout lets the policy sample `<|image_pad|>`/`<|video_pad|>` (151655/151656); the next "
         "consumer then crashes hours into training (get_rope_index StopIteration, vLLM masked-scatter AICPU "

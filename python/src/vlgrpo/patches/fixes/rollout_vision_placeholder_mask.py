@@ -51,6 +51,7 @@ PATCH_ID = "rollout.vision_placeholder_mask"
 
 RECORD = {
     "id": PATCH_ID,
+    "title": "a generated placeholder token crashes the batch: that sample is masked instead (B05)",
     "summary": (
         "a `<|image_pad|>`/`<|video_pad|>` the policy still generated (no ban: sglang/trtllm, ban switched off) "
         "crashes verl's agent-loop postprocess or the actor forward (get_rope_index on a missing video grid / an "
