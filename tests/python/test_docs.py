@@ -1,0 +1,151 @@
+"""The reference docs stay true to the tree: every field-case code the code and the tests use is defined in
+docs/field-cases.md, the tests that page names exist, the generated docs equal what their generators print now,
+and README.md stays one page."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vlgrpo.patches import registry, report
+
+REPO = Path(__file__).resolve().parents[2]
+FIELD_CASES = REPO / "docs" / "field-cases.md"
+CODE = re.compile(r"\b[BC]\d\d\b")
+# where a field-case code can appear: the code, the tests, the images, the scripts and examples
+SEARCHED = ("python/src", "entrypoints", "docker", "tests", "scripts", "examples", "bench", "compose.yaml",
+            "Makefile")
+SUFFIXES = {".py", ".sh", ".bash", ".bats", ".tsv", ".yaml", ".yml", ".md", ".txt", ".in", ".argv", ".env",
+            ".example", ".sbatch", ".toml", ".json", ""}
+
+
+def _tracked_files() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *SEARCHED], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    return [REPO / p for p in out.splitlines() if (REPO / p).is_file() and Path(p).suffix in SUFFIXES]
+
+
+def _defined_codes() -> set[str]:
+    # a code is defined by its section heading: "## B01 — ..."
+    return set(re.findall(r"^## ([BC]\d\d) ", FIELD_CASES.read_text(encoding="utf-8"), flags=re.M))
+
+
+def test_every_field_case_code_used_is_defined_in_field_cases_md():
+    defined = _defined_codes()
+    used: dict[str, str] = {}
+    for path in _tracked_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for code in CODE.findall(text):
+            used.setdefault(code, str(path.relative_to(REPO)))
+    assert used, "no field-case code found at all: the search is broken"
+    missing = {c: where for c, where in sorted(used.items()) if c not in defined}
+    assert not missing, f"field-case codes used but not defined in docs/field-cases.md (code: first file): {missing}"
+
+
+def test_the_code_search_finds_a_code_in_a_comment():
+    # the pattern the test above relies on: a code in a comment or a test name, not inside a longer word
+    assert CODE.findall("# Field case B15: ...; test_b19_x; C03/issue 14") == ["B15", "C03"]
+    assert CODE.findall("AB01 B1 B123 sha256:B01x") == []
+
+
+def test_every_defined_code_has_source_symptom_and_what_the_project_does():
+    text = FIELD_CASES.read_text(encoding="utf-8")
+    sections = re.split(r"^## (?=[BC]\d\d )", text, flags=re.M)[1:]
+    assert len(sections) == len(_defined_codes())
+    for sec in sections:
+        code = sec[:3]
+        for part in ("**Source:**", "**Symptom", "**What the project does:**"):
+            assert part in sec, f"{code} in docs/field-cases.md lacks {part}"
+
+
+def _test_names(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        return set(re.findall(r"^(?:async )?def (test_\w+)", text, flags=re.M))
+    return set()
+
+
+def test_tests_named_in_field_cases_md_exist():
+    text = FIELD_CASES.read_text(encoding="utf-8")
+    missing = []
+    current = None
+    # `tests/x/test_y.py::test_z` names a file and a test; a following `::test_w` names another test of that file
+    for m in re.finditer(r"`((?:tests|bench)/[\w/.-]+)(?:::([\w*\[\],. -]+))?`|`::([\w*]+)", text):
+        path, name, more = m.group(1), m.group(2), m.group(3)
+        if path:
+            current = REPO / path
+            if not current.exists():
+                missing.append(path)
+                continue
+        name = name or more
+        if not name or current is None or current.suffix != ".py" or not current.exists():
+            continue
+        name = name.split("[", 1)[0]
+        if not fnmatch.filter(_test_names(current), name):
+            missing.append(f"{current.relative_to(REPO)}::{name}")
+    assert not missing, f"docs/field-cases.md names tests that do not exist: {missing}"
+
+
+def test_patches_doc_table_is_the_generated_one():
+    text = (REPO / "docs" / "patches.md").read_text(encoding="utf-8")
+    block = text.split("<!-- BEGIN GENERATED: patches -->", 1)[1].split("<!-- END GENERATED: patches -->", 1)[0]
+    assert block.strip() == report.markdown_table().strip(), "docs/patches.md's patch table is stale: run make docs-patches"
+
+
+def test_readme_patch_summary_is_the_generated_one_and_names_every_patch():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- BEGIN GENERATED: patches-summary -->", 1)[1].split(
+        "<!-- END GENERATED: patches-summary -->", 1)[0]
+    assert block.strip() == report.markdown_summary().strip(), "README's patch summary is stale: run make docs-patches"
+    for record in registry.PATCHES:
+        assert f"`{record['id']}`" in block
+
+
+@pytest.mark.parametrize("record", registry.PATCHES, ids=lambda r: r["id"])
+def test_every_patch_record_has_a_one_line_title(record):
+    title = record.get("title", "")
+    assert title and "\n" not in title and len(title) <= 100, f"{record['id']}: title must be one line of <= 100 chars"
+    for code in CODE.findall(title):
+        assert code in _defined_codes(), f"{record['id']}: title names {code}, not in docs/field-cases.md"
+
+
+def test_generated_docs_are_up_to_date():
+    """scripts/gen-docs --check: README's settings summary, docs/settings.md, docker/vlgrpo.env.example and the
+    patch tables equal what the registry and the patch records generate now (make lint runs the same)."""
+    env = {"PATH": "/usr/bin:/bin", "PY": sys.executable}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # the interpreter's own import path, as this process has it
+    proc = subprocess.run([str(REPO / "scripts" / "gen-docs"), "--check"], cwd=REPO, capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_docs_have_no_dated_ledgers():
+    """Reference pages carry no run dates or pass counts (evidence goes in bench/RESULTS.md)."""
+    dated = re.compile(r"\b20\d\d-\d\d-\d\d\b|\b\d+ passed\b")
+    bad = []
+    for path in [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if dated.search(line):
+                bad.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:80]}")
+    assert not bad, "dated or pass-count lines in the docs:\n" + "\n".join(bad)
+
+
+def test_relative_links_in_the_docs_resolve():
+    bad = []
+    for path in [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+://", target):
+                continue
+            if not (path.parent / target).exists():
+                bad.append(f"{path.relative_to(REPO)} -> {target}")
+    assert not bad, f"broken relative links: {bad}"
