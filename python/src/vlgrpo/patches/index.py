@@ -17,6 +17,7 @@ IDS = (
     "checkpoint.manifest",
     "fully_async.resume_step_label",
     "fully_async.partial_rollout_budget",
+    "fully_async.resume_pending_prompts",
 )
 
 TARGET_MODULES = {
@@ -61,6 +62,7 @@ TARGET_MODULES = {
     "verl.experimental.fully_async_policy.fully_async_rollouter": (
         "checkpoint.manifest",
         "fully_async.partial_rollout_budget",
+        "fully_async.resume_pending_prompts",
     ),
     "verl.trainer.ppo.ray_trainer": (
         "checkpoint.manifest",

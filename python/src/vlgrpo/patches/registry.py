@@ -37,6 +37,7 @@ README's patch summary).
 from vlgrpo.patches.fixes import (
     checkpoint_manifest,
     fully_async_partial_rollout_budget,
+    fully_async_resume_pending_prompts,
     fully_async_resume_step_label,
     npu_qwen3_vl_moe_train_routing,
     qwen3_vl_moe_router_dtype,
@@ -58,6 +59,7 @@ PATCHES = (
     checkpoint_manifest.RECORD,
     fully_async_resume_step_label.RECORD,
     fully_async_partial_rollout_budget.RECORD,
+    fully_async_resume_pending_prompts.RECORD,
 )
 
 IDS = tuple(p["id"] for p in PATCHES)
