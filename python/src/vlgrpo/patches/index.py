@@ -10,6 +10,7 @@ IDS = (
     "qwen3_vl.vision_pos_embed",
     "qwen3_vl.text_rotary_device",
     "qwen3_vl_moe.router_dtype",
+    "qwen3_vl_moe.grouped_experts",
     "npu.qwen3_vl_moe.train_routing",
     "rollout.vision_placeholder_ban",
     "rollout.vision_placeholder_mask",
@@ -29,6 +30,7 @@ TARGET_MODULES = {
         "qwen3_vl.vision_pos_embed",
         "qwen3_vl.text_rotary_device",
         "qwen3_vl_moe.router_dtype",
+        "qwen3_vl_moe.grouped_experts",
         "npu.qwen3_vl_moe.train_routing",
     ),
     "verl.models.transformers.qwen3_vl": (
@@ -41,10 +43,12 @@ TARGET_MODULES = {
         "qwen3_vl.vision_pos_embed",
         "qwen3_vl.text_rotary_device",
         "qwen3_vl_moe.router_dtype",
+        "qwen3_vl_moe.grouped_experts",
         "npu.qwen3_vl_moe.train_routing",
     ),
     "veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe": (
         "qwen3_vl_moe.router_dtype",
+        "qwen3_vl_moe.grouped_experts",
     ),
     "verl.models.transformers.npu_patch": (
         "npu.qwen3_vl_moe.train_routing",
