@@ -265,11 +265,12 @@ _TRITON_ROWS = 16  # output rows per program of the fused kernel
 _TRITON_BD = 128  # hidden columns per inner step
 
 
-def _triton(device: torch.device | None = None):
+def _triton(device: torch.device | None = None, hidden: int = 5, dtype: torch.dtype = torch.float32):
     """The Triton kernel, or ``False`` when Triton is unavailable, switched off (``VLGRPO_POS_EMBED_TRITON=0``)
     or fails its first-use check: both of its modes (output rows; taps only) are compiled and run once on
-    ``device`` on a tiny ``grid_thw`` and compared with the torch path; any error or mismatch falls back to
-    ``F.embedding_bag`` (logged once)."""
+    ``device`` on a tiny ``grid_thw`` with a table of ``hidden`` columns in ``dtype`` (those of the first real call,
+    so the check compiles the variant that call uses) and compared with the torch path; any error or mismatch
+    falls back to ``F.embedding_bag`` (logged once)."""
     global _TRITON
     if _TRITON is None:
         if os.environ.get("VLGRPO_POS_EMBED_TRITON", "1") == "0":
@@ -278,23 +279,24 @@ def _triton(device: torch.device | None = None):
         try:
             _TRITON = _define_triton()
             if device is not None:
-                _check_triton(device)
+                _check_triton(device, hidden, dtype)
         except Exception as exc:  # ImportError, no C compiler, unsupported GPU, ...: use embedding_bag
             _TRITON = False
             _warn_once(f"Triton path disabled ({type(exc).__name__}: {exc}); using F.embedding_bag on CUDA")
     return _TRITON
 
 
-def _check_triton(device: torch.device) -> None:
+def _check_triton(device: torch.device, hidden: int = 5, dtype: torch.dtype = torch.float32) -> None:
     rows = [(1, 2, 2), (2, 4, 6), (1, 2, 2)]
     # the torch path's indices/weights of every output row: one grid per image/frame, in output order
     ref_idx, ref_wts, _ = _build([(h, w) for t, h, w in rows for _ in range(t)], 3, 2, device, torch.float32)
     plan = _plan_triton(rows, 3, 2, device)
     idx, wts = _triton_taps(plan)
-    table = torch.arange(9 * 5, dtype=torch.float32, device=device).view(9, 5) / 7
-    got = _InterpolateTriton.apply(table, plan)
-    want = F.embedding_bag(ref_idx, table, mode="sum", per_sample_weights=ref_wts)
-    if not (torch.equal(idx, ref_idx) and torch.equal(wts, ref_wts) and torch.allclose(got, want, atol=1e-5)):
+    table = ((torch.arange(9 * hidden, device=device) % 29) / 7).view(9, hidden).to(dtype)
+    got = _InterpolateTriton.apply(table, plan).float()
+    want = F.embedding_bag(ref_idx, table.float(), mode="sum", per_sample_weights=ref_wts)
+    close = torch.allclose(got, want, rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
+    if not (torch.equal(idx, ref_idx) and torch.equal(wts, ref_wts) and close):
         raise AssertionError("Triton kernels disagree with the torch path on a 2x2 + 2 x 4x6 + 2x2 grid_thw")
 
 
@@ -304,11 +306,47 @@ def _warn_once(message: str) -> None:
     logging.getLogger(__name__).warning("qwen3_vl.vision_pos_embed: %s", message)
 
 
+#: integer arguments that change with every batch (row count, number of grid_thw rows, binary-search depth, grid
+#: side): Triton must not specialise on their values (1, divisibility by 16), or each new batch compiles again
+_TRITON_DYNAMIC_INTS = ("total", "n", "num_keys", "steps")
+#: the per-call plan's pointers (16-byte aligned by construction anyway; see :func:`_plan_triton`)
+_TRITON_PLAN_POINTERS = ("meta_ptr", "starts_ptr", "floor_ptr", "ceil_ptr", "frac_ptr")
+
+
+def _jit_options(triton) -> dict:
+    """``triton.jit`` options: no value specialisation of :data:`_TRITON_DYNAMIC_INTS`, and none on the plan
+    pointers' alignment where this Triton has that option (a feature check, not a version check)."""
+    import inspect
+
+    options = {"do_not_specialize": list(_TRITON_DYNAMIC_INTS)}
+    try:
+        params = inspect.signature(triton.jit).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "do_not_specialize_on_alignment" in params:
+        options["do_not_specialize_on_alignment"] = list(_TRITON_PLAN_POINTERS)
+    return options
+
+
+def compiled_variants() -> int | None:
+    """How many variants of the pos-embed Triton kernel this process has compiled (all devices), or ``None`` when
+    the kernel is not defined or this Triton keeps its compiled kernels elsewhere. Used by the tests that count
+    compilations (the kernel must compile once per device, dtype and hidden size, not once per batch)."""
+    kernel = getattr(_TRITON, "interpolate", None) if _TRITON else None
+    caches = getattr(kernel, "device_caches", None)
+    if isinstance(caches, dict):  # Triton 3.x: device -> (kernel cache, ...)
+        return sum(len(entry[0]) for entry in caches.values())
+    cache = getattr(kernel, "cache", None)
+    if isinstance(cache, dict):  # Triton 2.x: device -> {key: kernel}
+        return sum(len(v) for v in cache.values())
+    return None
+
+
 def _define_triton():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    @triton.jit(**_jit_options(triton))
     def interpolate(meta_ptr, starts_ptr, floor_ptr, ceil_ptr, frac_ptr, table_ptr, out_ptr, total, n, num_keys,
                     steps, D: tl.constexpr, MERGE: tl.constexpr, ROWS: tl.constexpr, BD: tl.constexpr,
                     TAPS_ONLY: tl.constexpr):
@@ -390,17 +428,25 @@ def _plan_triton(rows, n: int, merge: int, device: torch.device) -> types.Simple
     starts.append(total)
     frac = torch.zeros(width + (width & 1), dtype=torch.float32)
     frac[:width] = taps[2].float()
-    host = torch.cat([taps[0].long(), taps[1].long(), torch.tensor(meta + starts, dtype=torch.long),
-                      frac.view(torch.long)])
+    # every segment starts on a 16-byte boundary (an even number of int64 before it), whatever the batch: the
+    # kernel's pointer arguments then always have the same alignment (no re-specialisation)
+    segments = [taps[0].long(), taps[1].long(), torch.tensor(meta, dtype=torch.long),
+                torch.tensor(starts, dtype=torch.long), frac.view(torch.long)]
+    spans, at = [], 0
+    for seg in segments:
+        spans.append((at, at + seg.numel()))
+        at += seg.numel() + (seg.numel() & 1)
+    host = torch.zeros(at, dtype=torch.long)
+    for seg, (lo, hi) in zip(segments, spans):
+        host[lo:hi] = seg
     if device.type == "cuda":
         host = host.pin_memory()
     buf = host.to(device, non_blocking=True)
     k = len(rows)
-    at = 2 * width + 4 * k
+    floors, ceils, meta_d, starts_d, fracs = (buf[lo:hi] for lo, hi in spans)
     return types.SimpleNamespace(
-        floors=buf[:width], ceils=buf[width:2 * width], meta=buf[2 * width:at], starts=buf[at:at + k + 1],
-        fracs=buf[at + k + 1:].view(torch.float32), total=total, n=n, merge=merge, num_keys=k,
-        steps=max(k - 1, 0).bit_length(), device=device)
+        floors=floors, ceils=ceils, meta=meta_d, starts=starts_d, fracs=fracs.view(torch.float32)[:width],
+        total=total, n=n, merge=merge, num_keys=k, steps=max(k - 1, 0).bit_length(), device=device)
 
 
 def _launch(kernel, plan, *args, **consts):
@@ -450,13 +496,14 @@ class _InterpolateTriton(torch.autograd.Function):
 
 def _method(table: torch.Tensor, method: str | None) -> str:
     if method is None:
-        if table.device.type == "cuda" and table.dtype in _TRITON_DTYPES and _triton(table.device):
+        if (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES
+                and _triton(table.device, table.shape[1], table.dtype)):
             return "triton"
         return "embedding_bag" if table.device.type in _EMBEDDING_BAG_DEVICES else "gather"
     if method not in ("triton", "embedding_bag", "gather"):
         raise ValueError(f"method={method!r}: use 'triton', 'embedding_bag', 'gather' or None (automatic)")
     if method == "triton" and not (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES
-                                   and _triton(table.device)):
+                                   and _triton(table.device, table.shape[1], table.dtype)):
         raise ValueError(f"method='triton' needs a CUDA table of dtype float32/bfloat16/float16 and Triton; got "
                          f"{table.device} {table.dtype}")
     return method
@@ -563,9 +610,16 @@ def _read_grid(grid_thw, merge: int):
     return rows
 
 
+# torch.compile: the plan is built on the host from grid_thw's values (one read, pinned copy) and its size depends
+# on them, so this function runs outside any compiled region (a graph break at the call, as the upstream method's
+# own data-dependent code causes); fake tensors never reach the host-side planning or the Triton launch.
+@torch.compiler.disable
 def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: int, spatial_merge_size: int,
                           cache=_CACHE, method: str | None = None) -> torch.Tensor:
     """Bilinear position embeddings for the images/videos of ``grid_thw``, in Qwen3-VL merge order.
+
+    Under ``torch.compile`` it runs eagerly (``torch.compiler.disable``: a graph break at the call); with
+    ``fullgraph=True`` compilation stops there, as it does at the upstream method's data-dependent sizes.
 
     Args:
         pos_embed: the ``nn.Embedding`` (or a module called like one) with ``num_grid_per_side**2`` rows of
