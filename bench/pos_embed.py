@@ -26,6 +26,13 @@ IQR (25th-75th percentile) over the repetitions. Memory (CUDA only): ``max_memor
 output; reported next to the output size. Accuracy: max |output - float64 reference| where the reference is a
 from-the-definition bilinear resampling (align_corners=True) of the same weights in float64.
 
+First call per new batch (run before everything else, so each contender's first call in the process is in it):
+``--first-call-batches`` (60) random batches of 1-16 images whose (h, w) are drawn from the size range of the
+shipped Geometry3K sample through the processor's resize rule; the host wall time of one call on each (a new
+combination of sizes every time: what a training run meets), forward under ``no_grad`` and forward+backward, as
+max / median / total and the number over 5 ms, plus the contender's very first call. Triton re-specialising its
+kernel on the row count or the number of images would show here as 1 s calls.
+
 Usage (see bench/RESULTS.md for the committed runs):
     python bench/pos_embed.py --device cuda --transformers-source transformers-4.57.6-py3-none-any.whl --out r.json
     python bench/pos_embed.py --device cpu --transformers-source transformers-5.17.0-py3-none-any.whl
@@ -34,22 +41,20 @@ Usage (see bench/RESULTS.md for the committed runs):
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import time
 import types
-import zipfile
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from upstream_source import compile_functions, kind, read_source
+from upstream_source import sources as upstream_sources
 
 N_SIDE, MERGE, HIDDEN = 48, 2, 1152
 MODELING = "transformers/models/qwen3_vl/modeling_qwen3_vl.py"
@@ -101,48 +106,6 @@ class Tower(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 # Loading contenders
 # ----------------------------------------------------------------------------------------------------------------
-def _read_source(src: Path, member: str) -> str | None:
-    if src.is_file() and src.suffix == ".whl":
-        with zipfile.ZipFile(src) as zf:
-            return zf.read(member).decode() if member in zf.namelist() else None
-    path = src / member
-    return path.read_text() if path.is_file() else None
-
-
-def _kind(src: Path) -> str:
-    return "from wheel" if src.suffix == ".whl" else "from dir"
-
-
-def _source_version(src: Path) -> str:
-    init = _read_source(src, "transformers/__init__.py") or ""
-    match = re.search(r'^__version__\s*=\s*["\']([^"\']+)', init, re.M)
-    if match:
-        return match.group(1)
-    match = re.search(r"transformers-([0-9][^-/]*)", src.name)
-    return match.group(1) if match else "?"
-
-
-def _compile_functions(source: str, names, filename: str) -> dict:
-    """Compile the top-level functions / ``Class.method`` named in ``names`` from ``source`` into one namespace
-    whose globals are ``torch`` and ``F`` (what these upstream functions use). Decorators are dropped."""
-    tree = ast.parse(source)
-    ns = {"torch": torch, "F": F, "__name__": f"bench_upstream:{filename}"}
-    out = {}
-    for name in names:
-        body, node = tree.body, None
-        for part in name.split("."):
-            found = [n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part]
-            if not found:
-                return {}
-            node = found[-1]
-            body = node.body
-        node.decorator_list = []
-        module = ast.Module(body=[node], type_ignores=[])
-        exec(compile(module, filename, "exec"), ns)  # noqa: S102 - the upstream file the user pointed at
-        out[name] = ns[node.name]
-    return out
-
-
 def _method_uses_helper(func) -> bool:
     return HELPER in getattr(func, "__code__", types.SimpleNamespace(co_names=())).co_names
 
@@ -155,7 +118,7 @@ def _helper_contender(helper):
     return run
 
 
-def discover(sources, pe):
+def discover(paths, pe):
     contenders, skipped = {}, []
     try:
         import transformers
@@ -185,29 +148,24 @@ def discover(sources, pe):
             seen.add(("helper", installed))
         except (ImportError, AttributeError):
             skipped.append(f"transformers {installed} vision_utils helper: not in this version (needs >= 5.17)")
-    for src in sources:
-        src = Path(src)
-        if not src.exists():
-            raise SystemExit(f"--transformers-source {src}: no such file or directory")
-        version = _source_version(src)
-        text = _read_source(src, MODELING)
+    for src, version, text in upstream_sources(paths, MODELING):
         if text is None:
             skipped.append(f"{src}: no {MODELING} inside")
         elif ("method", version) not in seen:
-            funcs = _compile_functions(text, ["Qwen3VLVisionModel.fast_pos_embed_interpolate"], f"{src}::{MODELING}")
+            funcs = compile_functions(text, ["Qwen3VLVisionModel.fast_pos_embed_interpolate"], f"{src}::{MODELING}")
             func = funcs.get("Qwen3VLVisionModel.fast_pos_embed_interpolate")
             if func is None:
                 skipped.append(f"transformers {version} method ({src.name}): no fast_pos_embed_interpolate")
             elif _method_uses_helper(func):
                 skipped.append(f"transformers {version} method ({src.name}): a wrapper of the vision_utils helper")
             else:
-                contenders[f"transformers {version} method [{_kind(src)}]"] = func
+                contenders[f"transformers {version} method [{kind(src)}]"] = func
                 seen.add(("method", version))
-        text = _read_source(src, VISION_UTILS)
+        text = read_source(src, VISION_UTILS)
         if text is not None and ("helper", version) not in seen:
-            funcs = _compile_functions(text, ["_interpolation_axis_taps_weights", HELPER], f"{src}::{VISION_UTILS}")
+            funcs = compile_functions(text, ["_interpolation_axis_taps_weights", HELPER], f"{src}::{VISION_UTILS}")
             if HELPER in funcs:
-                contenders[f"transformers {version} vision_utils helper [{_kind(src)}]"] = _helper_contender(
+                contenders[f"transformers {version} vision_utils helper [{kind(src)}]"] = _helper_contender(
                     funcs[HELPER])
                 seen.add(("helper", version))
             else:
@@ -297,6 +255,74 @@ def quantiles(times):
             "reps": len(times)}
 
 
+def geo3k_grid_ranges():
+    """(h, w) ranges in patches of the shipped Geometry3K sample images through the real processor's resize rule
+    (transformers' ``smart_resize``, factor patch 16 x merge 2, the model folder's min/max pixels), or ``None``
+    when PIL or that function is not importable."""
+    try:
+        from PIL import Image
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+    except ImportError:
+        return None
+    repo = Path(__file__).resolve().parents[1]
+    pre = json.loads((repo / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "preprocessor_config.json").read_text())
+    factor = pre["patch_size"] * pre["merge_size"]
+    hs, ws = [], []
+    for path in sorted((repo / "assets" / "geo3k-sample").rglob("*.png")):
+        width, height = Image.open(path).size
+        h, w = smart_resize(height, width, factor=factor, min_pixels=pre["size"]["shortest_edge"],
+                            max_pixels=pre["size"]["longest_edge"])
+        hs.append(h // pre["patch_size"])
+        ws.append(w // pre["patch_size"])
+    return (min(hs), max(hs)), (min(ws), max(ws)), len(hs)
+
+
+def new_batches(count, ranges, seed):
+    """``count`` grid_thw lists of 1..16 images, each (h, w) uniform over the even sizes of ``ranges``."""
+    (h0, h1), (w0, w1) = ranges
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(count):
+        n = int(torch.randint(1, 17, (1,), generator=gen))
+        hs = torch.randint(h0 // 2, h1 // 2 + 1, (n,), generator=gen) * 2
+        ws = torch.randint(w0 // 2, w1 // 2 + 1, (n,), generator=gen) * 2
+        out.append([[1, int(h), int(w)] for h, w in zip(hs, ws)])
+    return out
+
+
+def first_calls(contenders, tower, device, batches, backward: bool):
+    """Host wall time (synchronised) of each contender's first call in this process (on ``batches[0]``) and of
+    its first call on each later batch (a new combination of image sizes every time)."""
+    rows = []
+    for label, fn in contenders.items():
+        times = []
+        try:
+            for grid in batches:
+                grid_t = torch.tensor(grid, dtype=torch.long, device=device)
+                tower.pos_embed.weight.grad = None
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                if backward:
+                    out = fn(tower, grid_t)
+                    out.float().sum().backward()
+                else:
+                    with torch.no_grad():
+                        fn(tower, grid_t)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                times.append((time.perf_counter() - t0) * 1e3)
+            rest = times[1:]
+            rows.append({"contender": label, "backward": backward, "first_in_process_ms": times[0],
+                         "max_ms": max(rest), "median_ms": statistics.median(rest), "total_ms": sum(rest),
+                         "over_5ms": sum(t > 5 for t in rest), "batches": len(rest)})
+        except Exception as exc:
+            rows.append({"contender": label, "backward": backward, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        print(f"  first calls ({'fwd+bwd' if backward else 'fwd'}) {label:50s} "
+              f"{rows[-1].get('max_ms', float('nan')):9.2f} ms max", file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -317,6 +343,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=5.0,
                     help="stop timing a contender/case after this many seconds once it has 5 reps")
+    ap.add_argument("--first-call-batches", type=int, default=60,
+                    help="new batches (1-16 geo3k-sized images each) of the first-call section, run first (0: skip)")
     ap.add_argument("--out", help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
 
@@ -332,7 +360,16 @@ def main(argv=None) -> int:
         contenders = {k: v for k, v in contenders.items() if any(s in k for s in args.contender)}
     tower = Tower(args.hidden, dtype, device)
     cuda = device.type == "cuda"
-    results = []
+    results, first = [], []
+    ranges = geo3k_grid_ranges() if args.first_call_batches else None
+    if ranges:  # before anything else: each contender's first call in this process is measured here
+        tower.pos_embed.weight.requires_grad_(True)
+        once = {k: v for k, v in contenders.items() if "cold" not in k}  # warm/cold: the same function
+        first += first_calls(once, tower, device, new_batches(args.first_call_batches + 1, ranges[:2], 1), False)
+        first += first_calls(once, tower, device, new_batches(args.first_call_batches + 1, ranges[:2], 2), True)
+        tower.pos_embed.weight.requires_grad_(False)
+    elif args.first_call_batches:
+        skipped.append("first-call section: PIL or transformers' smart_resize not importable")
     for case, grid in cases(args.case).items():
         grid_t = torch.tensor(grid, dtype=torch.long, device=device)
         out_rows = sum(t * h * w for t, h, w in grid)
@@ -379,11 +416,33 @@ def main(argv=None) -> int:
         "transformers_installed": installed, "dtype": args.dtype, "hidden": args.hidden,
         "positions": N_SIDE * N_SIDE, "merge": MERGE, "grid_device": str(device), "skipped": skipped,
         "transformers_sources": [str(Path(s).resolve()) for s in args.transformers_source],
+        "first_call_grids": None if not ranges else {"h": ranges[0], "w": ranges[1], "sample_images": ranges[2]},
     }
     print(render(meta, results))
+    if first:
+        print(render_first(meta, first))
     if args.out:
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "first_calls": first}, indent=1)
+                                  + "\n")
     return 0
+
+
+def render_first(meta, rows) -> str:
+    g = meta["first_call_grids"]
+    lines = ["", f"First call per new batch: {rows[0].get('batches', '?')} random batches of 1-16 images, h in "
+             f"{g['h'][0]}..{g['h'][1]}, w in {g['w'][0]}..{g['w'][1]} patches (the {g['sample_images']} shipped "
+             f"Geometry3K images through smart_resize); every batch a new combination of sizes. Host wall time, "
+             f"synchronised. 'first in process' is the contender's first call (batch 0), not counted in the others.",
+             "", "| contender | pass | first in process ms | max ms | median ms | total ms | calls over 5 ms |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        mode = "fwd+bwd" if r["backward"] else "fwd (no grad)"
+        if "error" in r:
+            lines.append(f"| {r['contender']} | {mode} | error: {r['error']} |||||")
+            continue
+        lines.append(f"| {r['contender']} | {mode} | {r['first_in_process_ms']:.1f} | {r['max_ms']:.2f} | "
+                     f"{r['median_ms']:.2f} | {r['total_ms']:.1f} | {r['over_5ms']} |")
+    return "\n".join(lines)
 
 
 def _baseline(results, case, prefix):

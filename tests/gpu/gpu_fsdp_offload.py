@@ -198,36 +198,48 @@ def one_run(kind: str, args, mesh, batch, rank: int, world: int, refs: dict) -> 
     return res
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="ref,offload")
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=1e-3)
+def base_parser(description: str, runs: str, steps: int, lr: float) -> argparse.ArgumentParser:
+    """The arguments every FSDP2 script of this folder takes (runs, steps, lr, seed, batch, out)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--runs", default=runs)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--lr", type=float, default=lr)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
-                    help="parameter dtype: float32 (verl's actor) or bfloat16 (verl's forward-only ref model, "
-                         "the set-up of field case B01); compute is bf16 either way")
     ap.add_argument("--batch", type=int, default=2, help="Geometry3K samples per batch (same on every rank)")
-    ap.add_argument("--save-ref", default=None, help="one GPU: save the first run's losses and gradients here")
-    ap.add_argument("--ref", action="append", default=[], metavar="LABEL=PATH",
-                    help="compare every run with this saved run (repeatable)")
     ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def init_distributed():
+    """torchrun's rank, world size and local rank; the process group (NCCL on CUDA, gloo on a CPU-only machine,
+    to smoke-test a harness); the device string and a 1-D device mesh over all ranks."""
+    from torch.distributed.device_mesh import init_device_mesh
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    global DEV
     if torch.cuda.is_available():
         torch.cuda.set_device(local)
         dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-        DEV = f"cuda:{local}"
-    else:  # only to smoke-test this harness on a CPU machine (no offload meaning there)
+        dev = f"cuda:{local}"
+    else:  # only to smoke-test a harness on a CPU machine (no offload meaning there)
         dist.init_process_group("gloo")
-        DEV = "cpu"
-    from torch.distributed.device_mesh import init_device_mesh
+        dev = "cpu"
+    return rank, world, local, dev, init_device_mesh(dev.split(":")[0], (world,))
 
-    mesh = init_device_mesh(DEV.split(":")[0], (world,))
+
+def main(argv=None) -> int:
+    ap = base_parser(__doc__.splitlines()[0], "ref,offload", 4, 1e-3)
+    ap.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="parameter dtype: float32 (verl's actor) or bfloat16 (verl's forward-only ref model, "
+                         "the set-up of field case B01); compute is bf16 either way")
+    ap.add_argument("--save-ref", default=None, help="one GPU: save the first run's losses and gradients here")
+    ap.add_argument("--ref", action="append", default=[], metavar="LABEL=PATH",
+                    help="compare every run with this saved run (repeatable)")
+    args = ap.parse_args(argv)
+
+    global DEV
+    rank, world, local, DEV, mesh = init_distributed()
     import transformers
 
     report = {

@@ -57,21 +57,33 @@ def real_config_dict() -> dict:
         return json.load(f)
 
 
+def config_with(text: dict, vision: dict, attn_implementation: str = "sdpa"):
+    """Qwen3VLMoeConfig: the real config.json with the ``text`` / ``vision`` keys replaced (a
+    ``transformers.Qwen3VLMoeConfig``; ImportError when the installed transformers has no Qwen3-VL-MoE)."""
+    from transformers import Qwen3VLMoeConfig
+
+    d = copy.deepcopy(real_config_dict())
+    d["text_config"].update(text)
+    d["vision_config"].update(vision)
+    d.pop("transformers_version", None)
+    d["text_config"].pop("dtype", None)  # the caller chooses the parameter dtype
+    cfg = Qwen3VLMoeConfig(**d)
+    cfg._attn_implementation = attn_implementation
+    return cfg
+
+
+#: the real widths (hidden 2048, 128 experts, moe_intermediate 768, top-8; vision hidden 1152), cut to 2 text layers
+#: and 1 vision block: the model of the FSDP2 grouped-experts check (gpu_fsdp_moe.py)
+REAL_WIDTH_2_LAYERS = ({"num_hidden_layers": 2}, {"depth": 1, "deepstack_visual_indexes": [0]})
+
+
 def scaled_config(attn_implementation: str = "sdpa"):
     """Qwen3VLMoeConfig: the real config with :data:`TEXT_OVERRIDES` / :data:`VISION_OVERRIDES`.
 
     Returns a ``transformers.Qwen3VLMoeConfig`` (raises ImportError when the installed transformers
     has no Qwen3-VL-MoE, i.e. < 4.57). Asserts the structural facts the suite relies on.
     """
-    from transformers import Qwen3VLMoeConfig
-
-    d = copy.deepcopy(real_config_dict())
-    d["text_config"].update(TEXT_OVERRIDES)
-    d["vision_config"].update(VISION_OVERRIDES)
-    d.pop("transformers_version", None)
-    d["text_config"].pop("dtype", None)  # the caller chooses the parameter dtype
-    cfg = Qwen3VLMoeConfig(**d)
-    cfg._attn_implementation = attn_implementation
+    cfg = config_with(TEXT_OVERRIDES, VISION_OVERRIDES, attn_implementation)
     v, t = cfg.vision_config, cfg.text_config
     assert v.num_position_embeddings == 2304 and v.spatial_merge_size == 2 and v.hidden_size == 1152
     assert t.num_experts == 16 and t.num_experts_per_tok == 8 and not cfg.tie_word_embeddings

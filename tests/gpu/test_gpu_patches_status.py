@@ -1,6 +1,6 @@
 """`python -m vlgrpo patches status --verify --json` on the GPU machine, in both transformers versions.
 
-* transformers 4.57.6 (the carried wheel, first on PYTHONPATH): both Qwen3-VL fixes are applied on their
+* transformers 4.57.6 (the carried wheel, first on PYTHONPATH): the Qwen3-VL fixes of TF_IDS are applied on their
   transformers targets and their verify() passes; nothing failed; exit 0.
 * the machine's own transformers (5.17 on the lent H200): nothing failed and nothing of transformers is
   replaced -- the 5.x code has neither fault (the issue's "no-op on 5.x").
@@ -17,7 +17,7 @@ import pytest
 
 from gpu_helpers import log_dir, run_script
 
-TF_IDS = ("qwen3_vl.vision_pos_embed", "qwen3_vl_moe.router_dtype")
+TF_IDS = ("qwen3_vl.vision_pos_embed", "qwen3_vl_moe.router_dtype", "qwen3_vl_moe.grouped_experts")
 
 
 def _status(name: str, drop_site: bool) -> dict:
