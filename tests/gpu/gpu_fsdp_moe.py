@@ -14,9 +14,8 @@ vision block and embedding its own ``fully_shard`` unit, bf16 compute, fp32 redu
 
 Runs (``--runs``, comma separated): ``grouped``, ``grouped-offload``, ``loop``, ``loop-offload``; each builds the
 model afresh and takes ``--steps`` AdamW steps. Recorded per run: the bound experts forward, losses, the wall time
-of each step (forward + backward + optimizer step, synchronized), the norm of every parameter's gradient after
-the first backward (squared shard norms all-reduced over the ranks), and, from the second run on, the relative
-L2 difference of every gradient against the first run (per parameter and all together).
+of each step (forward + backward + optimizer step, synchronized) and the norm of every parameter's gradient after
+the first backward (squared shard norms, computed where the shard lives, all-reduced over the ranks).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import gpu_tinyqwen as tinyqwen  # noqa: E402
-from gpu_fsdp_offload import base_parser, frames_of, fsdp2_wrap, init_distributed, local_grad  # noqa: E402
+from gpu_fsdp_offload import base_parser, frames_of, fsdp2_wrap, init_distributed  # noqa: E402
 
 DEV = "cuda"
 
@@ -61,7 +60,20 @@ def build(seed: int):
     return model.to(DEV, torch.float32)
 
 
-def one_run(kind: str, args, mesh, batch, world, first) -> dict:
+def grad_norms(model) -> dict:
+    """Norm of every parameter's gradient: squared norms of the local shards, all-reduced over the ranks."""
+    names, sq = [], []
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+            names.append(name)
+            sq.append(torch.linalg.vector_norm(g.detach(), dtype=torch.float64).pow(2).to(DEV))
+    total = torch.stack(sq)
+    dist.all_reduce(total)
+    return dict(zip(names, total.sqrt().tolist()))
+
+
+def one_run(kind: str, args, mesh, batch, world) -> dict:
     offload = kind.endswith("-offload")
     cls = experts_class()
     patched = cls.forward
@@ -84,17 +96,14 @@ def one_run(kind: str, args, mesh, batch, world, first) -> dict:
         res["gate_up_proj"] = {"type": type(gu).__name__, "device": str(gu.device), "full": list(gu.shape),
                                "local": list(gu.to_local().shape) if hasattr(gu, "to_local") else list(gu.shape)}
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-        losses, seconds, grads = [], [], {}
+        losses, seconds = [], []
         for step in range(args.steps):
             _sync()
             t0 = time.perf_counter()
             loss = model(**batch).loss
             loss.backward()
             if step == 0:
-                for name, p in model.named_parameters():
-                    g = local_grad(p)
-                    if g is not None:
-                        grads[name] = g
+                res["grad_norms"] = grad_norms(model)
             opt.step()
             opt.zero_grad(set_to_none=True)
             _sync()
@@ -103,21 +112,6 @@ def one_run(kind: str, args, mesh, batch, world, first) -> dict:
         res["losses"], res["step_seconds"] = losses, [round(s, 4) for s in seconds]
         res["step_seconds_median_after_first"] = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
         res["finite"] = all(math.isfinite(x) for x in losses)
-        names = sorted(grads)
-        sq = torch.tensor([float(grads[n].double().pow(2).sum()) for n in names], dtype=torch.float64, device=DEV)
-        dist.all_reduce(sq)
-        res["grad_norms"] = dict(zip(names, sq.sqrt().tolist()))
-        if first is not None:
-            diff = torch.tensor([float((grads[n].double() - first["grads"][n].double()).pow(2).sum()) for n in names],
-                                dtype=torch.float64, device=DEV)
-            dist.all_reduce(diff)
-            diff = diff.cpu()
-            ref_sq = torch.tensor([first["norms"][n] ** 2 for n in names], dtype=torch.float64)
-            per = (diff.sqrt() / ref_sq.sqrt().clamp_min(1e-30)).tolist()
-            res["grad_rel_vs_first"] = {"all": float(diff.sum().sqrt() / ref_sq.sum().sqrt()),
-                                        "median_param": statistics.median(per), "max_param": max(per),
-                                        "worst": sorted(zip(per, names), reverse=True)[:5], "against": first["run"]}
-        res["_grads"] = grads
         del model, opt
     except Exception as exc:
         res["error"] = {"type": type(exc).__name__, "message": str(exc)[:2000], "frames": frames_of(exc)[-8:]}
@@ -140,13 +134,8 @@ def main(argv=None) -> int:
     try:
         batch = tinyqwen.to_device(tinyqwen.build_batch(args.batch), DEV)
         report["seq_len"] = int(batch["input_ids"].shape[1])
-        first = None
         for kind in args.runs.split(","):
-            res = one_run(kind, args, mesh, batch, world, first)
-            grads = res.pop("_grads", None)
-            if first is None and grads is not None:
-                first = {"run": kind, "grads": grads, "norms": res["grad_norms"]}
-            report["runs"].append(res)
+            report["runs"].append(one_run(kind, args, mesh, batch, world))
     except Exception:
         report["crash"] = traceback.format_exc()
     if rank == 0:

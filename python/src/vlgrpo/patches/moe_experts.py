@@ -234,9 +234,10 @@ def grouped_experts_forward(self, hidden_states: torch.Tensor, routing_weights: 
         router_indices: (tokens, top_k) chosen expert ids.
 
     Returns:
-        (batch, tokens/batch, hidden), like the original; dtype: the hidden-state dtype in training, the compute
-        dtype promoted with the routing dtype in eval mode (the original's two paths). The compute dtype is the
-        autocast dtype when autocast is on, else that of the expert weights.
+        (batch, tokens/batch, hidden), like the original; dtype: the hidden-state dtype in training, in eval mode
+        that of a sum of the compute dtype promoted with the routing dtype (the original's two paths; under CUDA
+        autocast the eval sum is float32). The compute dtype is the autocast dtype when autocast is on, else that
+        of the expert weights.
 
     Raises:
         ValueError: ``routing_weights`` / ``router_indices`` of the wrong shape (names both shapes).
@@ -256,8 +257,12 @@ def grouped_experts_forward(self, hidden_states: torch.Tensor, routing_weights: 
         gate_up_proj, down_proj = gate_up_proj.to(compute), down_proj.to(compute)
     weights = routing_weights.gather(1, router_indices)
     out = moe_experts(x.to(compute), weights, router_indices, gate_up_proj, down_proj, self.act_fn)
-    out_dtype = x.dtype if self.training else torch.promote_types(compute, routing_weights.dtype)
-    return out.to(out_dtype).view(batch, -1, hidden)
+    if self.training:  # upstream: index_add_ into zeros_like(hidden_states)
+        return out.to(x.dtype).view(batch, -1, hidden)
+    # upstream's eval path ends with (product in promote(compute, routing dtype)).sum(): the same ops here, so the
+    # dtype is the same under autocast too (CUDA autocast runs sum in float32)
+    out = out.to(torch.promote_types(compute, routing_weights.dtype)).unsqueeze(0).sum(0)
+    return out.view(batch, -1, hidden)
 
 
 def make_grouped_experts_forward(original):
