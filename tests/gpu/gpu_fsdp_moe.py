@@ -20,7 +20,6 @@ the first backward (squared shard norms, computed where the shard lives, all-red
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -34,7 +33,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import gpu_tinyqwen as tinyqwen  # noqa: E402
-from gpu_fsdp_offload import base_parser, frames_of, fsdp2_wrap, init_distributed  # noqa: E402
+from gpu_fsdp_offload import base_parser, finish, frames_of, fsdp2_wrap, init_distributed  # noqa: E402
 
 DEV = "cuda"
 
@@ -138,11 +137,7 @@ def main(argv=None) -> int:
             report["runs"].append(one_run(kind, args, mesh, batch, world))
     except Exception:
         report["crash"] = traceback.format_exc()
-    if rank == 0:
-        Path(args.out).write_text(json.dumps(report, indent=1))
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return finish(report, args.out, rank)
 
 
 if __name__ == "__main__":

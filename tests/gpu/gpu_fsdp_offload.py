@@ -228,6 +228,15 @@ def init_distributed():
     return rank, world, local, dev, init_device_mesh(dev.split(":")[0], (world,))
 
 
+def finish(report: dict, out: str, rank: int) -> int:
+    """Rank 0 writes ``report`` as JSON to ``out``; every rank then leaves the process group. Returns 0."""
+    if rank == 0:
+        Path(out).write_text(json.dumps(report, indent=1))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = base_parser(__doc__.splitlines()[0], "ref,offload", 4, 1e-3)
     ap.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
@@ -268,11 +277,7 @@ def main(argv=None) -> int:
         report["runs"].append(res)
         if DEV != "cpu":
             torch.cuda.empty_cache()
-    if rank == 0:
-        Path(args.out).write_text(json.dumps(report, indent=1))
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return finish(report, args.out, rank)
 
 
 if __name__ == "__main__":

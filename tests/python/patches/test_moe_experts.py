@@ -302,19 +302,22 @@ def test_real_block_with_router_fix_and_grouped_experts_matches_original(monkeyp
 
 # --- torch.compile and FSDP2 -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method", CPU_METHODS)
-def test_torch_compile_of_a_caller_gives_the_same_values(method, force):
-    force(method)
-    mod = make_experts(16, 32, 16, 4).train()
-    x = torch.randn(1, 20, 32)
-    dense, idx = routing(20, 16, 4)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_torch_compile_of_a_caller_gives_the_same_values(dtype):
+    # the first-use decisions of this process (grouped_mm on this CPU where it passes); under torch.compile the
+    # grouped GEMM is traced only in a dtype its shape function takes (some torch builds: bf16 only), else sliced
+    mod = make_experts(16, 32, 16, 4, dtype=dtype).train()
+    x = torch.randn(1, 20, 32).to(dtype)
+    dense, idx = routing(20, 16, 4, dtype=dtype)
 
     def layer(x, dense, idx):
         return me.grouped_experts_forward(mod, x, dense, idx) * 2 + 1
 
+    want = layer(x, dense, idx)
     torch._dynamo.reset()
     compiled = torch.compile(layer, backend="aot_eager")
-    assert rel(compiled(x, dense, idx), layer(x, dense, idx)) < 1e-6
+    assert rel(compiled(x, dense, idx), want) < (1e-6 if dtype == torch.float32 else 1e-2)
+    assert me._TRACEABLE[dtype] == me._traceable(dtype)
 
 
 # --- detection on the real code of the releases installed for the tests ------------------------------------------

@@ -31,6 +31,9 @@ reordering are autograd functions whose backward is a gather too (no atomics, de
 read in the forward, so FSDP2-sharded experts (3-D parameters sharded on dim 0, unsharded by FSDP's pre-forward
 hook) and CPU offload work unchanged.
 
+Under ``torch.compile`` the grouped GEMM is traced only in a dtype its shape function takes (checked at first use on
+meta tensors; some torch builds take bf16 only), the sliced path runs otherwise.
+
 Devices: CUDA and CPU. On any other device (e.g. Ascend NPU, where verl ships its own NPU experts) the original
 forward runs unchanged.
 
@@ -53,6 +56,9 @@ GROUPED, SLICED = "grouped_mm", "sliced"
 _DEVICES = ("cuda", "cpu")
 #: (device string, dtype) -> (method, reason); filled at first use on that device and dtype
 _SUPPORT: dict = {}
+#: dtype -> whether the grouped GEMM has a shape function for it (torch.compile traces it with fake tensors; some
+#: torch builds have one for bf16 only); filled at first use, with _SUPPORT
+_TRACEABLE: dict = {}
 _LOCK = threading.Lock()
 _LOG = logging.getLogger(__name__)
 
@@ -194,6 +200,8 @@ def moe_experts(x: torch.Tensor, weights: torch.Tensor, router_indices: torch.Te
         method = method_for(x.device, x.dtype)[0]
         if method == GROUPED and not (_layout_ok(gate_up_proj) and _layout_ok(down_proj)):
             method = SLICED
+        if method == GROUPED and _compiling() and not _TRACEABLE.get(x.dtype, False):
+            method = SLICED  # torch.compile could not trace the grouped GEMM in this dtype
     elif method not in (GROUPED, SLICED):
         raise ValueError(f"method={method!r}: use {GROUPED!r}, {SLICED!r} or None (chosen by device and dtype)")
     order, inverse, ends = routing_plan(router_indices, num_experts)
@@ -358,6 +366,19 @@ def _decide(device: torch.device, dtype) -> tuple:
     return GROUPED, f"{mm.__name__} passed its first-use check on {where} {dtype} (max rel err {max(res.values()):.2g})"
 
 
+def _traceable(dtype) -> bool:
+    """Whether the grouped GEMM runs on meta tensors of ``dtype`` (what torch.compile's fake tensors need)."""
+    mm = _grouped_mm_function()
+    if mm is None:
+        return False
+    try:
+        mm(torch.empty(8, 16, device="meta", dtype=dtype), torch.empty(2, 16, 16, device="meta", dtype=dtype),
+           offs=torch.empty(2, device="meta", dtype=torch.int32))
+    except Exception:  # e.g. "Expected inputs of BF16 type" in the shape function
+        return False
+    return True
+
+
 @torch.compiler.disable
 def _first_use(device: torch.device, dtype) -> tuple:
     key = (str(device), dtype)
@@ -365,6 +386,7 @@ def _first_use(device: torch.device, dtype) -> tuple:
         if key not in _SUPPORT:
             method, reason = _decide(device, dtype)
             _SUPPORT[key] = (method, reason)
+            _TRACEABLE[dtype] = _traceable(dtype)
             (_LOG.info if method == GROUPED else _LOG.warning)("qwen3_vl_moe.grouped_experts: %s", reason)
     return _SUPPORT[key]
 
