@@ -7,7 +7,7 @@
 #
 # What it does (field case B15):
 #   - counts the node's accelerators: Ascend /dev/davinci[0-9]* (or `npu-smi info -l`), NVIDIA
-#     `nvidia-smi -L` (lib/node.sh); declares them as --resources='{"NPU": N}' on Ascend (never --num-gpus there) and
+#     `nvidia-smi -L` (`python3 -m vlgrpo devices`, through lib/node.sh); declares them as --resources='{"NPU": N}' on Ascend (never --num-gpus there) and
 #     --num-gpus=N on NVIDIA;
 #   - requires the socket interfaces: HCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on Ascend,
 #     NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME on NVIDIA; exports TP_SOCKET_IFNAME (vLLM/torch RPC) and
@@ -35,7 +35,7 @@ RAY_NODE_DIR=$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")
 # shellcheck source=entrypoints/lib/environment.sh
 source "$RAY_NODE_DIR/lib/environment.sh"
 # The entrypoints' own mechanics: settings allowlist and validation (vg_setting, vg_read_settings,
-# vg_check_unknown_vars, vg_flush_problems) and the node's device counting (_vg_count_*, VG_DEV_DIR).
+# vg_check_unknown_vars, vg_flush_problems) and the node's device counting (vg_count_devices, VG_DEV_DIR).
 # shellcheck source=entrypoints/lib/settings.sh
 source "$RAY_NODE_DIR/lib/settings.sh"
 VG_LIB_DIR=$RAY_NODE_DIR/lib
@@ -229,28 +229,20 @@ RN_COUNT=0
 ray_node_platform_and_count() {
   local override=${VG_VAL[TEST_DEVICE_COUNT]-} real from
   RN_PLATFORM=${VG_VAL[PLATFORM]-}
+  if [[ -z $RN_PLATFORM && -n $override ]]; then
+    vg_problem VLGRPO_PLATFORM "must be set (npu or gpu) when VLGRPO_TEST_DEVICE_COUNT is used" "set VLGRPO_PLATFORM=npu or gpu"
+    return 0
+  fi
+  # the one device counter (lib/node.sh vg_count_devices); a node declares all of its own devices, so
+  # the node's count is used, not the visibility-limited one
+  vg_count_devices "$RN_PLATFORM" || return 0
+  RN_PLATFORM=${VG_DEV[platform]}
   if [[ -z $RN_PLATFORM ]]; then
-    if [[ -n $override ]]; then
-      vg_problem VLGRPO_PLATFORM "must be set (npu or gpu) when VLGRPO_TEST_DEVICE_COUNT is used" "set VLGRPO_PLATFORM=npu or gpu"
-      return 0
-    fi
-    if (($(_vg_count_davinci) > 0)) || command -v npu-smi >/dev/null 2>&1; then
-      RN_PLATFORM=npu
-    elif command -v nvidia-smi >/dev/null 2>&1; then
-      RN_PLATFORM=gpu
-    else
-      vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) on this node" \
-        "map the devices into the container (see docs/multinode.md) or set VLGRPO_PLATFORM"
-      return 0
-    fi
+    vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) on this node" \
+      "map the devices into the container (see docs/multinode.md) or set VLGRPO_PLATFORM"
+    return 0
   fi
-  if [[ $RN_PLATFORM == npu ]]; then
-    real=$(_vg_count_davinci) from="$VG_DEV_DIR/davinci[0-9]*"
-    if ((real == 0)) && command -v npu-smi >/dev/null 2>&1; then real=$(_vg_count_npu_smi) from="npu-smi info -l"; fi
-  else
-    real=0 from="nvidia-smi -L"
-    if command -v nvidia-smi >/dev/null 2>&1; then real=$(_vg_count_nvidia_smi); fi
-  fi
+  real=${VG_DEV[node_devices]} from=${VG_DEV[node_source]}
   if [[ -n $override ]]; then
     if ((real > 0)); then
       vg_problem VLGRPO_TEST_DEVICE_COUNT "test-only override refused: this node has $real real $RN_PLATFORM device(s) ($from)" \

@@ -142,10 +142,10 @@ if ((RC != 0)); then show_log convert; fail $((RC == 2 ? 2 : 1)) "the geo3k conv
 sed 's/^/      /' "$LOGS/convert.out"
 
 # 2. the entrypoint -----------------------------------------------------------------------------------
-# python3 for the entrypoint is this interpreter, with its stdout sent to stderr: the entrypoint's own
-# stdout then holds only the plan (comment lines, then the argv), and the preflight's report (its stdout)
-# lands in logs/entrypoint.err next to the entrypoint's messages.
-printf '#!/bin/sh\nexec %q "$@" 1>&2\n' "$PY" >"$OUT/bin/python3"
+# python3 for the entrypoint is this interpreter. The entrypoint sends the preflight's report to stderr
+# itself (logs/entrypoint.err, next to its messages) and reads the device counter's answer from its
+# stdout, so the entrypoint's own stdout holds only the plan (comment lines, then the argv).
+printf '#!/bin/sh\nexec %q "$@"\n' "$PY" >"$OUT/bin/python3"
 chmod +x "$OUT/bin/python3"
 
 demo_env=(

@@ -157,12 +157,13 @@ vg_cluster() {
   export RAY_ADDRESS=$addr
 }
 
-# vg_preflight — `python3 -m vlgrpo preflight --argv-file FILE` on the final argv (one element per
-# line). Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else
+# vg_preflight — `python3 -m vlgrpo preflight [--devices-per-node N] --argv-file FILE` on the final argv
+# (one element per line). Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else
 # is a failure of the check itself -> exit 1.
 VG_PREFLIGHT_RESULT="not run"
 vg_preflight() {
   local f rc
+  local -a count=()
   if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX" 2>/dev/null); then
     printf '%s: cannot create the preflight argv file in %s (set TMPDIR to a writable folder); nothing was started\n' \
       "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
@@ -174,8 +175,10 @@ vg_preflight() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
+  # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
+  if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
   rc=0
-  python3 -m vlgrpo preflight --argv-file "$f" >&2 || rc=$?
+  python3 -m vlgrpo preflight "${count[@]}" --argv-file "$f" >&2 || rc=$?
   rm -f -- "$f"
   trap - EXIT INT TERM
   case $rc in

@@ -14,66 +14,39 @@ VG_PLATFORM=""          # npu | gpu
 VG_NODE_DEVICES=0       # accelerators this node offers (or the planning override)
 VG_NODE_DEVICES_FROM="" # how VG_NODE_DEVICES was found, for messages and the plan
 
-# _vg_count_davinci — number of /dev/davinci<N> device files (Ascend NPUs; the control devices
-# davinci_manager etc. do not match).
-_vg_count_davinci() {
-  local -a devs=()
-  local f
-  for f in "$VG_DEV_DIR"/davinci[0-9]*; do
-    [[ -e $f && ${f##*/} =~ ^davinci[0-9]+$ ]] && devs+=("$f")
-  done
-  printf '%s' "${#devs[@]}"
-}
+declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
 
-# _vg_count_npu_smi — NPUs from `npu-smi info -l`: the sum of "Chip Count" per NPU when present
-# (Atlas A3 boards carry 2 chips per NPU id), else "Total Count". Prints 0 on any failure.
-_vg_count_npu_smi() {
-  local out
-  out=$(npu-smi info -l 2>/dev/null) || { printf 0; return 0; }
-  awk -F: '
-    /Chip Count/  { gsub(/[^0-9]/, "", $2); if ($2 != "") { chips += $2; seen = 1 } }
-    /Total Count/ { gsub(/[^0-9]/, "", $2); if ($2 != "") total = $2 }
-    END { if (seen) print chips + 0; else print total + 0 }' <<<"$out"
-}
-
-# _vg_count_nvidia_smi — GPUs listed by `nvidia-smi -L` (lines "GPU <n>: ..."; MIG lines not counted).
-_vg_count_nvidia_smi() {
-  local out
-  out=$(nvidia-smi -L 2>/dev/null) || { printf 0; return 0; }
-  awk '/^GPU [0-9]+:/ { n++ } END { print n + 0 }' <<<"$out"
-}
-
-# _vg_visible_limit VAR — how many devices a device-visibility list (CUDA_VISIBLE_DEVICES,
-# ASCEND_RT_VISIBLE_DEVICES) leaves visible, or empty when the variable is unset. Read the way the
-# runtimes read it: set but empty (or Ray's "NoDevFiles") hides every device (Ray then declares 0 and a
-# placement group waits forever); the list ends at the first entry that is not a device index (CUDA:
-# or a GPU-/MIG- UUID), so "0,1,-1,3" leaves 2; a repeated entry counts once.
-_vg_visible_limit() {
-  [[ -n ${!1+set} ]] || return 0
-  local v=${!1} p n=0 re='^[0-9]{1,4}$' seen=","
-  [[ $1 == CUDA_VISIBLE_DEVICES ]] && re='^([0-9]{1,4}|GPU-[0-9A-Fa-f-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$'
-  local -a parts=()
-  if [[ -n $v && $v != NoDevFiles ]]; then IFS=, read -r -a parts <<<"$v"; fi
-  for p in "${parts[@]}"; do
-    [[ $p =~ $re ]] || break
-    [[ $seen == *",$p,"* ]] && continue
-    seen+="$p," n=$((n + 1))
-  done
-  printf '%s' "$n"
+# vg_count_devices [PLATFORM] — the node's accelerators, from the one device counter
+# (`python3 -m vlgrpo devices`, python/src/vlgrpo/devices.py: /dev/davinci<N>, else `npu-smi info -l`;
+# `nvidia-smi -L`; ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES as the runtimes read them). Sets
+# VG_DEV[platform] (npu, gpu or empty), VG_DEV[devices] (what this process may use), VG_DEV[source],
+# VG_DEV[node_devices] and VG_DEV[node_source] (the node's own count), VG_DEV[cause] and VG_DEV[fix] (why
+# devices are hidden from this process, if they are). The davinci scan reads VG_DEV_DIR (a test hook, see
+# above). Returns 1, with a problem recorded, when the counter cannot run.
+vg_count_devices() {
+  local out line key rc=0
+  local -a args=(-m vlgrpo devices --format shell --dev-dir "$VG_DEV_DIR")
+  if [[ -n ${1-} ]]; then args+=(--platform "$1"); fi
+  VG_DEV=()
+  out=$(python3 "${args[@]}") || rc=$?
+  while IFS= read -r line; do
+    key=${line%%=*}
+    if [[ $key =~ ^[a-z_]{1,32}$ ]]; then VG_DEV[$key]=${line#*=}; fi
+  done <<<"$out"
+  if ((rc != 0)) || ! [[ ${VG_DEV[devices]-} =~ ^[0-9]{1,6}$ && ${VG_DEV[node_devices]-} =~ ^[0-9]{1,6}$ ]]; then
+    vg_problem VLGRPO_PLATFORM "the device counter (python3 -m vlgrpo devices) failed (exit $rc)" \
+      "run it by hand to see why; python3 must have the vlgrpo package (the images install it)"
+    return 1
+  fi
 }
 
 # vg_detect_node — sets VG_PLATFORM and VG_NODE_DEVICES from VLGRPO_PLATFORM, the node's devices and
 # (dry run only) VLGRPO_PLAN_DEVICES_PER_NODE. Records problems instead of failing.
 vg_detect_node() {
-  local n=0 from="" vis visvar
+  local n from
   VG_PLATFORM=${VG_VAL[PLATFORM]-}
-  if [[ -z $VG_PLATFORM ]]; then
-    if [[ $(_vg_count_davinci) -gt 0 ]] || command -v npu-smi >/dev/null 2>&1; then
-      VG_PLATFORM=npu
-    elif command -v nvidia-smi >/dev/null 2>&1; then
-      VG_PLATFORM=gpu
-    fi
-  fi
+  vg_count_devices "$VG_PLATFORM" || return 0
+  VG_PLATFORM=${VG_DEV[platform]}
   if [[ -z $VG_PLATFORM && -n ${VG_VAL[RAY_ADDRESS]-} ]]; then
     vg_problem VLGRPO_PLATFORM "no accelerator on this node to tell the platform from (cluster mode)" \
       "set VLGRPO_PLATFORM=npu or gpu for the cluster's nodes"
@@ -83,18 +56,7 @@ vg_detect_node() {
       "run on an accelerator node, or plan elsewhere with VLGRPO_DRY_RUN=1 VLGRPO_PLATFORM=npu|gpu VLGRPO_PLAN_DEVICES_PER_NODE=N"
     return 0
   fi
-  if [[ $VG_PLATFORM == npu ]]; then
-    n=$(_vg_count_davinci) from="$VG_DEV_DIR/davinci[0-9]*"
-    if ((n == 0)); then n=$(_vg_count_npu_smi) from="npu-smi info -l"; fi
-    visvar=ASCEND_RT_VISIBLE_DEVICES
-  else
-    n=$(_vg_count_nvidia_smi) from="nvidia-smi -L"
-    visvar=CUDA_VISIBLE_DEVICES
-  fi
-  vis=$(_vg_visible_limit "$visvar")
-  if [[ -n $vis ]] && ((vis < n)); then
-    n=$vis from="$visvar"
-  fi
+  n=${VG_DEV[devices]} from=${VG_DEV[source]}
   if [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
     if ((${VG_DRY_RUN:-0})); then
       n=${VG_VAL[PLAN_DEVICES_PER_NODE]} from="planning override VLGRPO_PLAN_DEVICES_PER_NODE"

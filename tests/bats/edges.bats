@@ -122,7 +122,7 @@ refused() {
 }
 
 @test "a checkpoint folder the launching user cannot write is refused (a real write, run as uid 65534)" {
-  local d
+  local d py
   command -v setpriv >/dev/null || skip "setpriv (util-linux) not installed"
   ((EUID == 0)) || skip "needs root to switch to uid 65534"
   d=$(mktemp -d /tmp/vlgrpo-bats-ro.XXXXXX)
@@ -136,7 +136,10 @@ refused() {
     rm -rf "$d"
     skip "uid 65534 cannot read the checkout"
   fi
+  # the device counter (stdlib only) runs with the system interpreter: uid 65534 cannot run the venv's under /root
+  py=$(PATH=/usr/bin:/bin command -v python3) || skip "no system python3 for uid 65534"
   run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$d/bin:$PATH" STUB_LOG="$d/calls" \
+    STUB_PYTHON="$py" PYTHONPATH="$REPO_ROOT/python/src" \
     TEST_DEV_DIR="$d/dev" VLGRPO_MODEL_PATH="$d/model" VLGRPO_TRAIN_FILE="$d/data/train.parquet" \
     VLGRPO_VAL_FILE="$d/data/test.parquet" VLGRPO_CHECKPOINT_DIR="$d/ckpt" "$HARNESS" "$FA"
   rm -rf "$d"

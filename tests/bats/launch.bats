@@ -13,7 +13,7 @@ setup() {
   [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
   # call 1: the preflight, with a file holding the final argv one element per line
   run call_argv 1
-  assert_output "$(printf '%s\n' -m vlgrpo preflight --argv-file "${output##*$'\n'}")"
+  assert_output "$(printf '%s\n' -m vlgrpo preflight --devices-per-node 16 --argv-file "${output##*$'\n'}")"
   diff <(expected_defaults fa) "$STUB_LOG/0001.python3.argv-file"
   # call 2: the exec'd program (python3 records its argv without the program name)
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0002.python3"

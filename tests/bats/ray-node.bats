@@ -6,7 +6,7 @@
 
 setup() {
   load helpers/common
-  common_setup ray npu-smi
+  common_setup python3 ray npu-smi
   # ray-node.sh takes only its own settings: drop the recipe settings common_setup exports
   unset VLGRPO_MODEL_PATH VLGRPO_TRAIN_FILE VLGRPO_VAL_FILE VLGRPO_CHECKPOINT_DIR VLGRPO_PLATFORM
   unset HCCL_SOCKET_IFNAME NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME TP_SOCKET_IFNAME VLLM_HOST_IP
@@ -151,8 +151,7 @@ EOF
   export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt
   # the head must accept TCP: a listener on a free loopback port
   local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-    "$REPO_ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$("$REPO_ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$REPO_ROOT/.venv/bin/python" -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(20)' "$port" &
   local listener=$!
   sleep 0.5

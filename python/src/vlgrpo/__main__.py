@@ -16,6 +16,7 @@ COMMANDS = {
     "data": ("vlgrpo.data.cli", "dataset converters (geo3k -> verl parquet)"),
     "doctor": ("vlgrpo.doctor", "check this node/image: versions, devices, mounts, patches"),
     "cluster": ("vlgrpo.cluster", "Ray cluster readiness wait and per-node device-visibility probe"),
+    "devices": ("vlgrpo.devices", "count this node's accelerators and those this process may use"),
 }
 
 

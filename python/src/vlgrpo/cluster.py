@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import importlib.util
 import ipaddress
 import os
@@ -47,6 +46,8 @@ import socket
 import sys
 import time
 from typing import Any, Callable, Iterable
+
+from vlgrpo import devices
 
 RESOURCES = ("NPU", "GPU")
 
@@ -60,7 +61,7 @@ NOSET_ENV = {
     "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
 }
-PROBE_HOOK_ENV = "VLGRPO_PROBE_DEVICE_MODULE"
+PROBE_HOOK_ENV = devices.STANDIN_ENV
 
 
 class UsageError(ValueError):
@@ -265,64 +266,28 @@ class ProbeResult:
     error: str = ""
 
 
-def _count_devices(resource: str, count_fn: Callable[[], int] | None) -> tuple[int, str, dict[str, str], str]:
-    """Runs inside the probe task: import torch (+ torch_npu) and count devices.
-
-    Returns (count, source, visibility env, error). ``count_fn`` replaces only the device import.
-    """
-    import os as _os
-
-    env = {k: _os.environ[k] for k in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if k in _os.environ}
-    try:
-        import torch
-
-        if count_fn is not None:
-            return int(count_fn()), f"stand-in {getattr(count_fn, '__module__', '?')}", env, ""
-        if resource == "NPU":
-            import torch_npu  # noqa: F401  (registers torch.npu)
-
-            return int(torch.npu.device_count()), f"torch_npu {torch_npu.__version__}", env, ""
-        return int(torch.cuda.device_count()), f"torch {torch.__version__} cuda {torch.version.cuda}", env, ""
-    except Exception as exc:  # reported per node, never raised through Ray
-        return 0, "import failed", env, f"{type(exc).__name__}: {exc}"
-
-
-def _real_backend_present(resource: str) -> bool:
-    if resource == "NPU":
-        return importlib.util.find_spec("torch_npu") is not None
-    try:
-        import torch
-
-        return torch.version.cuda is not None
-    except ImportError:
-        return False
+def _platform(resource: str) -> str:
+    return "npu" if resource == "NPU" else "gpu"
 
 
 def load_probe_hook(resource: str, environ: dict[str, str] | None = None) -> Callable[[], int] | None:
-    """Resolve ``VLGRPO_PROBE_DEVICE_MODULE`` (test hook) to its ``device_count``, or None if unset.
+    """Resolve ``VLGRPO_PROBE_DEVICE_MODULE`` (test hook, :func:`vlgrpo.devices.load_standin`) to its
+    ``device_count``, or None if unset, and ship the module to the probe's workers by value.
 
     Raises :class:`UsageError` if the real backend is installed (the hook would mask a real fault) or
     the module has no callable ``device_count``.
     """
-    environ = os.environ if environ is None else environ
-    name = environ.get(PROBE_HOOK_ENV, "")
-    if not name:
+    try:
+        fn = devices.load_standin(_platform(resource), environ)
+    except devices.UsageError as exc:
+        raise UsageError(str(exc)) from None
+    if fn is None:
         return None
-    if _real_backend_present(resource):
-        backend = "torch_npu" if resource == "NPU" else "a CUDA build of torch"
-        raise UsageError(
-            f"{PROBE_HOOK_ENV}={name!r} is a CPU test hook, refused because {backend} is installed here; "
-            f"unset {PROBE_HOOK_ENV}"
-        )
-    module = importlib.import_module(name)
-    fn = getattr(module, "device_count", None)
-    if not callable(fn):
-        raise UsageError(f"{PROBE_HOOK_ENV}={name!r}: module has no callable device_count()")
     try:  # ship the stand-in by value (Ray's vendored cloudpickle) so workers need not import it
         from ray import cloudpickle
 
-        cloudpickle.register_pickle_by_value(module)
-    except ImportError:
+        cloudpickle.register_pickle_by_value(sys.modules[fn.__module__])
+    except (ImportError, KeyError):
         pass
     return fn
 
@@ -357,15 +322,15 @@ def probe(
 
         import ray as _ray
 
-        count, source, env, error = _count_devices(res, fn)
+        seen = devices.torch_count(_platform(res), fn)
         ctx = _ray.get_runtime_context()
         return {
             "node_id": ctx.get_node_id(),
             "hostname": _s.gethostname(),
-            "visible": count,
-            "source": source,
-            "env": env,
-            "error": error,
+            "visible": seen.visible,
+            "source": seen.source,
+            "env": seen.env,
+            "error": seen.error,
         }
 
     remote = ray.remote(task)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import importlib
 import importlib.metadata as md
 import json
@@ -43,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 from typing import Any, Callable
+
+from vlgrpo import devices as devcount
 
 MANIFEST_PATH = "/opt/vlgrpo/build-manifest.json"
 ASCEND_DRIVER = "/usr/local/Ascend/driver"
@@ -111,17 +112,19 @@ class Context:
         return any(os.path.exists(p) for p in self.container_markers)
 
     def davinci(self) -> list[str]:
-        return sorted(p for p in glob.glob(os.path.join(self.dev_dir, "davinci[0-9]*"))
-                      if re.fullmatch(r"davinci\d+", os.path.basename(p)))
+        return devcount.davinci_devices(self.dev_dir)
+
+    def node_count(self, platform: str) -> devcount.NodeCount:
+        """This node's devices by the one device counter (vlgrpo.devices)."""
+        return devcount.count(platform, self.dev_dir)
 
     def resolve_platform(self) -> str:
         """npu | gpu | "" (none found). Explicit --platform wins; then devices/tools; then the manifest."""
         if self.platform in ("npu", "gpu"):
             return self.platform
-        if self.davinci() or shutil.which("npu-smi"):
-            return "npu"
-        if shutil.which("nvidia-smi"):
-            return "gpu"
+        found = devcount.detect_platform(self.dev_dir)
+        if found:
+            return found
         flavour = (self.manifest or {}).get("platform", "")
         if flavour.startswith("npu"):
             return "npu"
@@ -196,12 +199,11 @@ def check_devices(ctx: Context, platform: str) -> Result:
         return Result("devices", PASS, f"{len(devs)} davinci device(s) and the control devices "
                       f"{', '.join(ASCEND_CONTROL_DEVICES)}")
     if platform == "gpu":
-        rc, out = _run(["nvidia-smi", "-L"])
-        gpus = [ln for ln in out.splitlines() if re.match(r"GPU \d+:", ln)]
-        if rc != 0 or not gpus:
-            return Result("devices", FAIL, f"nvidia-smi -L: exit {rc}: {out.strip()[:200]}",
+        node = ctx.node_count("gpu")
+        if not node.node_devices:
+            return Result("devices", FAIL, f"no GPU listed by {node.node_source}" + (f" ({node.tool_error})" if node.tool_error else ""),
                           "run the container with the NVIDIA runtime (--gpus all / deploy.resources.devices)")
-        return Result("devices", PASS, f"{len(gpus)} GPU(s): {gpus[0]}")
+        return Result("devices", PASS, f"{node.node_devices} GPU(s) ({node.node_source})")
     return Result("devices", FAIL, "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found",
                   "run on an accelerator node with the devices mapped, or pass --platform")
 
@@ -244,28 +246,25 @@ def check_driver(ctx: Context, platform: str) -> Result:
     return Result("driver", PASS, f"{d} mounted whole, dcmi, install info and npu-smi present; npu-smi info ok")
 
 
-_TORCH_COUNT = {
-    "npu": "import torch, torch_npu; print(torch.npu.device_count())",
-    "gpu": "import torch; print(torch.cuda.device_count())",
-}
-
-
 def check_torch_devices(ctx: Context, platform: str) -> Result:
     if ctx.stand_in:
         return Result("torch-devices", SKIP, "CI stand-in image (manifest stand_in: true): CPU torch only")
-    if platform not in _TORCH_COUNT:
+    if platform not in devcount.PLATFORMS:
         return Result("torch-devices", FAIL, "no accelerator platform", "see the devices check")
-    if platform == "npu":
-        node = len(ctx.davinci())
-    else:
-        rc, out = _run(["nvidia-smi", "-L"])
-        node = len([ln for ln in out.splitlines() if re.match(r"GPU \d+:", ln)])
-    rc, out = _run([sys.executable, "-c", _TORCH_COUNT[platform]], timeout=180)
-    last = out.strip().splitlines()[-1] if out.strip() else ""
-    if rc != 0 or not last.isdigit():
-        return Result("torch-devices", FAIL, f"device import failed: {last[:200]}",
+    node = ctx.node_count(platform).node_devices
+    # a fresh interpreter, as a training process starts: the one device counter with --torch
+    rc, out = _run([sys.executable, "-m", "vlgrpo", "devices", "--torch", "--format", "json", "--platform", platform,
+                    "--dev-dir", ctx.dev_dir], timeout=180)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]  # stderr (warnings) may follow the JSON line
+    try:
+        got = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        got = {}
+    if rc != 0 or got.get("torch_error") or "torch_visible" not in got:
+        why = got.get("torch_error") or (out.strip().splitlines() or [""])[-1]
+        return Result("torch-devices", FAIL, f"device import failed: {why[:200]}",
                       "check torch/torch_npu in the image and CANN's set_env (Ascend)")
-    seen = int(last)
+    seen = int(got["torch_visible"])
     visible = "ASCEND_RT_VISIBLE_DEVICES" if platform == "npu" else "CUDA_VISIBLE_DEVICES"
     if seen == 0 or seen < node and visible not in os.environ:
         return Result("torch-devices", FAIL, f"torch sees {seen} device(s), the node has {node}",

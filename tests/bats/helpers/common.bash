@@ -29,7 +29,7 @@ common_setup() {
   # Copies, not symlinks: a test that writes its own scripted stub over $T/bin/NAME must not write
   # through a link into the repository.
   for s in "${stubs[@]}"; do cp "$REPO_ROOT/tests/bats/stubs/recorder" "$T/bin/$s"; done
-  export PATH="$T/bin:$PATH" STUB_LOG=$T/calls TEST_DEV_DIR=$T/dev
+  export PATH="$T/bin:$PATH" STUB_LOG=$T/calls TEST_DEV_DIR=$T/dev STUB_PYTHON=$REPO_ROOT/.venv/bin/python
   : >"$T/model/config.json"
   : >"$T/data/train.parquet"
   : >"$T/data/test.parquet"

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -75,6 +76,8 @@ def test_ray_node_accepts_the_rayjob_node_settings(role, platform):
     for e in c["env"]:
         env[e["name"]] = "lo" if e["name"].endswith("_SOCKET_IFNAME") else str(e["value"])
     env.update(VLGRPO_DRY_RUN="1", VLGRPO_TEST_DEVICE_COUNT="8", VLGRPO_RAY_NODE_IP="10.0.0.2")
+    # ray-node.sh counts the node with `python3 -m vlgrpo devices`: this interpreter's, as in the image
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if role == "worker":
         env["VLGRPO_RAY_HEAD"] = "vlgrpo-head-svc.default.svc.cluster.local:6379"  # what FQ_RAY_IP:6379 gives
     out = subprocess.run(["bash", str(RAY_NODE), role], env=env, capture_output=True, text=True, timeout=60)

@@ -7,7 +7,6 @@ set it, so findings can point at an argv position.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .report import ERROR, Finding, Report, Where
@@ -306,22 +305,14 @@ def check_veomni_install(work: Any, report: Report) -> dict[str, Any]:
 
 
 def detect_devices_per_node() -> tuple[int | None, str]:
-    """Accelerators on this node: NPUs from ``/dev/davinci[0-9]*``, else CUDA devices from torch. (None, why)
-    when none can be seen (a CPU build host)."""
-    try:
-        davinci = [d for d in os.listdir("/dev") if d.startswith("davinci") and d[len("davinci"):].isdigit()]
-    except OSError:
-        davinci = []
-    if davinci:
-        return len(davinci), "/dev/davinci*"
-    try:
-        import torch
+    """Accelerators this process may use on this node, by the one device counter (:func:`vlgrpo.devices.count`).
+    (None, why) when none can be seen (a CPU build host)."""
+    from vlgrpo import devices
 
-        if torch.cuda.is_available():
-            return torch.cuda.device_count(), "torch.cuda.device_count()"
-    except Exception:  # noqa: BLE001
-        pass
-    return None, "no NPU (/dev/davinci*) or CUDA device visible here"
+    node = devices.count()
+    if node.devices:
+        return node.devices, node.source
+    return None, node.source if not node.platform else f"no {node.platform} device visible here ({node.source})"
 
 
 def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, devices_per_node: int | None,
