@@ -129,6 +129,12 @@ def test_generated_docs_are_up_to_date():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_readme_is_one_page():
+    readme = (REPO / "README.md").read_bytes()
+    assert len(readme) <= 15 * 1024, f"README.md is {len(readme)} bytes; the bar is 15 KB (move reference to docs/)"
+    assert readme.count(b"\n") <= 220, "README.md is over about 200 lines (move reference to docs/)"
+
+
 def test_docs_have_no_dated_ledgers():
     """Reference pages carry no run dates or pass counts (evidence goes in bench/RESULTS.md)."""
     dated = re.compile(r"\b20\d\d-\d\d-\d\d\b|\b\d+ passed\b")
