@@ -239,7 +239,7 @@ ray_node_platform_and_count() {
   RN_PLATFORM=${VG_DEV[platform]}
   if [[ -z $RN_PLATFORM ]]; then
     vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) on this node" \
-      "map the devices into the container (see docs/multinode.md) or set VLGRPO_PLATFORM"
+      "map the devices into the container (see docs/cluster.md) or set VLGRPO_PLATFORM"
     return 0
   fi
   real=${VG_DEV[node_devices]} from=${VG_DEV[node_source]}

@@ -155,3 +155,18 @@ def test_relative_links_in_the_docs_resolve():
             if not (path.parent / target).exists():
                 bad.append(f"{path.relative_to(REPO)} -> {target}")
     assert not bad, f"broken relative links: {bad}"
+
+
+def test_docs_named_in_the_code_exist():
+    """Error messages and comments send readers to docs/*.md: each page they name exists."""
+    named: dict[str, str] = {}
+    for path in _tracked_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for page in re.findall(r"\bdocs/[\w.-]+\.md\b", text):
+            named.setdefault(page, str(path.relative_to(REPO)))
+    assert named, "no docs/ page named anywhere: the search is broken"
+    missing = {p: where for p, where in sorted(named.items()) if not (REPO / p).is_file()}
+    assert not missing, f"pages named in the code that do not exist (page: first file): {missing}"
