@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# Field cases of ../shared/cases/field-cases.md that concern the entrypoints (marked entry: B07, B11,
-# B12, B17, B19; and B09). Each test states the case's input and the right behaviour.
+# Field cases of docs/field-cases.md that concern the entrypoints (marked entry: B07, B11,
+# B12, B17, B19; and B08, B09). Each test states the case's input and the right behaviour.
 
 setup() {
   load helpers/common
@@ -25,6 +25,19 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   direct fa "data.truncation='left'"
   assert_failure 2
   assert_no_python
+}
+
+@test "B08: chunked prefill off (VeOmni): a batched-token budget below max_model_len is refused, naming both" {
+  # the case's input: chunked prefill off, max_num_batched_tokens 5120 (the VeOmni default), max_model_len 8192
+  VLGRPO_MAX_MODEL_LEN=8192 VLGRPO_MAX_NUM_BATCHED_TOKENS=5120 entry vo
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_MAX_NUM_BATCHED_TOKENS: 5120 is below max_model_len 8192; with chunked prefill off vLLM refuses to start"* ]] ||
+    fail "$stderr"
+  [[ $stderr == *"set it to at least 8192"* ]] || fail "$stderr"
+  VLGRPO_MAX_MODEL_LEN=8192 VLGRPO_MAX_NUM_BATCHED_TOKENS=8192 entry vo
+  assert_success
+  assert_equal "$(argv_value actor_rollout_ref.rollout.enable_chunked_prefill)" False
+  assert_equal "$(argv_value actor_rollout_ref.rollout.max_num_batched_tokens)" 8192
 }
 
 @test "B09(a): max_model_len 8192 below prompt 2048 + response 8192 is refused before launch" {
