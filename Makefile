@@ -50,6 +50,21 @@ $(VEOMNI)/.installed: $(STAMP)
 .PHONY: veomni-0.1.9a5
 veomni-0.1.9a5: $(VEOMNI)/.installed ## VeOmni 0.1.9a5 --no-deps into .cache/veomni-0.1.9a5 (patch tests)
 
+# vLLM 0.13.0 (the images') Python sources and the small packages its chat parser imports, in their own folder, for
+# the test of vLLM's own multimodal-limit code on the CPU (tests/python/preflight/test_vllm_mm_limit.py); its
+# compiled extensions are left in the wheel, which is removed after.
+VLLM013 := .cache/vllm-0.13.0
+$(VLLM013)/.installed: $(STAMP)
+	rm -rf $(VLLM013) && mkdir -p $(VLLM013)
+	$(PY) -m pip download --no-input --quiet --no-deps --dest $(VLLM013)/wheel vllm==0.13.0
+	$(PY) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); z.extractall(sys.argv[2], [n for n in z.namelist() if n.endswith('.py') or '.dist-info/' in n])" $(VLLM013)/wheel/vllm-0.13.0-*.whl $(VLLM013)/src
+	rm -rf $(VLLM013)/wheel
+	$(PY) -m pip install --no-input --quiet --no-deps --target $(VLLM013)/deps openai==2.8.1 cachetools==8.0.2 pybase64==1.5.1 distro==1.9.0 jiter==0.19.0 einops==0.8.2
+	touch $@
+
+.PHONY: vllm-0.13.0
+vllm-0.13.0: $(VLLM013)/.installed ## vLLM 0.13.0's Python sources into .cache/vllm-0.13.0 (its multimodal-limit test)
+
 .PHONY: docs-patches
 docs-patches: venv ## regenerate docs/patches.md's patch table, README.md's summary and the start-up index from the registry
 	$(PY) -m vlgrpo patches table --file docs/patches.md
@@ -65,7 +80,7 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-
 test: venv tools lint test-python test-bats test-slurm test-docker ## run every suite (what CI runs)
 
 .PHONY: test-python
-test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
+test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
 	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
 
 .PHONY: test-slurm

@@ -157,9 +157,11 @@ vg_cluster() {
   export RAY_ADDRESS=$addr
 }
 
-# vg_preflight — `python3 -m vlgrpo preflight [--devices-per-node N] --argv-file FILE` on the final argv
-# (one element per line). Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else
-# is a failure of the check itself -> exit 1.
+# vg_preflight — `python3 -m vlgrpo preflight --purpose launch|plan [--devices-per-node N] --argv-file FILE`
+# on the final argv (one element per line; plan in a dry run: too little checkpoint space is then a
+# warning, not an error).
+# Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else is a
+# failure of the check itself -> exit 1.
 VG_PREFLIGHT_RESULT="not run"
 vg_preflight() {
   local f rc
@@ -178,7 +180,7 @@ vg_preflight() {
   # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
   if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
   rc=0
-  python3 -m vlgrpo preflight "${count[@]}" --argv-file "$f" >&2 || rc=$?
+  python3 -m vlgrpo preflight --purpose "$( ((VG_DRY_RUN)) && echo plan || echo launch)" "${count[@]}" --argv-file "$f" >&2 || rc=$?
   rm -f -- "$f"
   trap - EXIT INT TERM
   case $rc in

@@ -13,7 +13,7 @@ setup() {
   [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
   # call 1: the preflight, with a file holding the final argv one element per line
   run call_argv 1
-  assert_output "$(printf '%s\n' -m vlgrpo preflight --devices-per-node 16 --argv-file "${output##*$'\n'}")"
+  assert_output "$(printf '%s\n' -m vlgrpo preflight --purpose launch --devices-per-node 16 --argv-file "${output##*$'\n'}")"
   diff <(expected_defaults fa) "$STUB_LOG/0001.python3.argv-file"
   # call 2: the exec'd program (python3 records its argv without the program name)
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0002.python3"
@@ -45,11 +45,14 @@ setup() {
   assert_line '# preflight: clean'
   assert_line '# topology: trainer 2 node(s) x 16 + rollout 2 node(s) x 16 = 64 npu devices'
   [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
+  # a dry run plans: the preflight is told so (too little checkpoint space is a warning there, not an error)
+  [[ $(sed -n 4,5p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
   rm -rf "${STUB_LOG:?}"/*
   entry vo --dry-run
   assert_success
   diff <(expected_defaults vo) <(plan_argv)
   [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
+  [[ $(sed -n 4,5p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
 }
 
 @test "preflight findings (exit 2) stop the launch with exit 2; a broken preflight (exit 1) with exit 1" {

@@ -105,7 +105,9 @@ def test_data_is_the_sample_converted_by_the_project_converter(demo: dict) -> No
 def test_token_budget_shown_is_the_preflight_report_of_the_printed_command(demo: dict, tmp_path: Path) -> None:
     argv_file = tmp_path / "argv.txt"
     argv_file.write_text("\n".join(demo["argv"]) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--json", "--argv-file", str(argv_file)],
+    # the demo is a dry run: its preflight plans (--purpose plan), as the entrypoint's dry run calls it
+    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--json", "--argv-file",
+                           str(argv_file)],
                           env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout)["summary"]

@@ -53,13 +53,52 @@ def test_free_space_below_one_checkpoint_is_an_error_below_two_a_warning(fixed_a
     argv = _with_ckpt(fixed_argv, root, "disable")
     for free, severity in ((need - 1, "error"), (2 * need - 1, "warning"), (2 * need, None)):
         monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path, free=free: free)
-        hits = _codes(run_preflight(argv, check_data=False, devices_per_node=16), "rules.checkpoint-space")
-        assert [h.severity for h in hits] == ([severity] if severity else []), free
-    # a node without accelerators (this CPU host planning a launch) does not write the checkpoints: a warning
-    monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path: need - 1)
-    hits = _codes(run_preflight(argv, check_data=False, devices_per_node=0), "rules.checkpoint-space")
-    assert [h.severity for h in hits] == ["warning"] and "not refused here" in hits[0].why
+        report = run_preflight(argv, check_data=False, devices_per_node=16, purpose="launch")
+        assert [h.severity for h in _codes(report, "rules.checkpoint-space")] == ([severity] if severity else []), free
     real = shutil.disk_usage(root).free  # this machine's disk, as a launch here would see it
     monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path: shutil.disk_usage(path).free)
     hits = _codes(run_preflight(argv, check_data=False, devices_per_node=16), "rules.checkpoint-space")
     assert bool(hits) == (real < 2 * need)
+
+
+def test_a_real_launch_is_refused_below_one_checkpoint_whatever_the_node_counts(fixed_argv, tmp_path, monkeypatch):
+    """The launch writes the checkpoints wherever its preflight ran (a CPU head node of a cluster included): the
+    accelerator count of the node does not soften the error; only the entrypoint's dry run (``plan``) does."""
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    need = 31_070_754_032 * 12
+    argv = _with_ckpt(fixed_argv, root, "disable")
+    monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path: need - 1)
+    for devices in (0, 16):
+        report = run_preflight(argv, check_data=False, devices_per_node=devices, purpose="launch")
+        assert [h.severity for h in _codes(report, "rules.checkpoint-space")] == ["error"], devices
+        assert report.exit_code == 2
+        report = run_preflight(argv, check_data=False, devices_per_node=devices, purpose="plan")
+        hits = _codes(report, "rules.checkpoint-space")
+        assert [h.severity for h in hits] == ["warning"] and "dry run" in hits[0].why, devices
+    # below two checkpoints: a warning for both purposes
+    monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path: 2 * need - 1)
+    for purpose in ("launch", "plan"):
+        hits = _codes(run_preflight(argv, check_data=False, purpose=purpose), "rules.checkpoint-space")
+        assert [h.severity for h in hits] == ["warning"], purpose
+
+
+def test_the_default_purpose_is_a_launch_and_a_bad_one_is_refused(fixed_argv, tmp_path, monkeypatch):
+    import pytest
+
+    from vlgrpo.preflight import cli
+
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    monkeypatch.setattr(checkpoint_volume, "free_bytes", lambda path: 1)
+    argv = _with_ckpt(fixed_argv, root, "disable")
+    assert [h.severity for h in _codes(run_preflight(argv, check_data=False), "rules.checkpoint-space")] == ["error"]
+    path = tmp_path / "argv"
+    path.write_text("\n".join(argv) + "\n")
+    assert cli.main(["--argv-file", str(path), "--no-data", "--purpose", "plan"]) == 0
+    assert cli.main(["--argv-file", str(path), "--no-data", "--purpose", "launch"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--argv-file", str(path), "--no-data", "--purpose", "planning"])
+    assert exc.value.code == 2
+    with pytest.raises(ValueError, match="purpose"):
+        run_preflight(argv, check_data=False, purpose="dry")

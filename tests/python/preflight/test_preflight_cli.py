@@ -14,10 +14,12 @@ from vlgrpo.preflight.report import Finding, Report, Where
 
 
 def test_argv_file_json_subprocess(tmp_path, fixed_argv):
-    """The real command line, as the entrypoints call it."""
+    """The real command line, as the entrypoints' dry run calls it (``--purpose plan``: this machine's disk holds
+    less than one 30B checkpoint, an error for a launch and a warning for a plan)."""
     path = tmp_path / "argv"
     path.write_text("\n".join(fixed_argv) + "\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--argv-file", str(path), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--argv-file", str(path),
+                           "--json"],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     doc = json.loads(proc.stdout)
     assert proc.returncode == doc["exit_code"] == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

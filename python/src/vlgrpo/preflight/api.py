@@ -8,8 +8,12 @@ import traceback
 from .report import ERROR, Finding, Report, Where
 
 
+#: what the checked argv is for: exec'd now, or planned (the entrypoint's dry run)
+PURPOSES = ("launch", "plan")
+
+
 def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str | None = None,
-                  devices_per_node: int | None = None, progress: bool = False) -> Report:
+                  devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch") -> Report:
     """Check a complete launch argv against the installed verl, the model folder and the data.
 
     Args:
@@ -20,6 +24,11 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
         devices_per_node: accelerators per node for the topology check; None counts them on this machine
             and skips the check when there are none.
         progress: show a progress bar on stderr while counting tokens.
+        purpose: ``"launch"`` (the argv is about to be exec'd) or ``"plan"`` (the entrypoint's dry run, planning):
+            less free space than one checkpoint is an error for a launch, a warning for a plan.
+
+    Raises:
+        ValueError: ``purpose`` is neither ``"launch"`` nor ``"plan"``.
 
     Returns:
         :class:`vlgrpo.preflight.report.Report` (``exit_code`` 0 clean, 2 findings, 1 internal error).
@@ -30,11 +39,13 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
     from .checks import CHECKS
     from .runner import CheckCrashed, Context, run_checks
 
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose={purpose!r}: use one of {', '.join(PURPOSES)}")
     report = Report()
     report.summary["timings_s"] = {}
     t0 = time.perf_counter()
     ctx = Context(report, argv=list(argv), options={"model_path": model_path, "devices_per_node": devices_per_node,
-                                                    "progress": progress})
+                                                    "progress": progress, "purpose": purpose})
     if check_data:
         ctx.give("check_data", True)
     else:

@@ -16,11 +16,12 @@ def free_bytes(path: str) -> int:
     return shutil.disk_usage(path).free
 
 
-def check_checkpoint_volume(work: Any, report, loc, model_path: str, training_node: bool = True) -> dict:
+def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: bool = True) -> dict:
     """Add ``rules.checkpoint-untrusted`` / ``rules.checkpoint-space`` findings; return what was checked.
 
-    ``training_node``: this node has accelerators (given or counted, as for the topology check). On a node without
-    (a CPU build host, a planning dry run) less than one checkpoint of free space is a warning, not an error."""
+    ``launch``: the argv is exec'd next (``--purpose launch``, the default): less free space than one checkpoint
+    (:func:`vlgrpo.checkpoint.size.checkpoint_bytes`) is an error. ``False`` for the entrypoint's dry run
+    (``--purpose plan``): a warning. Less than two is a warning either way."""
     from vlgrpo.checkpoint.manifest import CheckpointRefused, inventory
     from vlgrpo.checkpoint.resume import resume_folder
     from vlgrpo.checkpoint.size import checkpoint_bytes
@@ -42,13 +43,13 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, training_no
         free = free_bytes(root)
         out.update(free_bytes=free, checkpoint_bytes=need, estimate=how)
         if free < 2 * need:
-            severity = ERROR if free < need and training_node else WARNING
+            severity = ERROR if free < need and launch else WARNING
             report.add(Finding(
                 "rules.checkpoint-space", severity,
                 f"{root} has {free / 1e9:.1f} GB free; one checkpoint needs {need / 1e9:.1f} GB ({how})",
                 loc.where("trainer.default_local_dir"),
                 ("the save fails hours into the run when the volume fills" if free < need else
                  "verl writes the next checkpoint before it removes an old one")
-                + ("" if training_node else " (no accelerator on this node: not refused here)"),
+                + ("" if launch or free >= need else " (a dry run: refused when launched)"),
                 f"free space or point VLGRPO_CHECKPOINT_DIR at a volume with at least {2 * need / 1e9:.0f} GB"))
     return out

@@ -72,6 +72,7 @@ _CODE_LIST = [
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
     Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
+    Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
     # no user code (B17)
     Code("security.trust-remote-code", ERROR, "a trust_remote_code setting is on", runs_code=True),
@@ -325,14 +326,17 @@ def _mm_limits(ctx: Context) -> None:
                                                max(counts) if counts else None)
 
 
+def _reward_http(ctx: Context) -> None:
+    from .reward_http import check_reward_http
+
+    ctx.summary["reward_http"] = check_reward_http(ctx["typed_work"], ctx.report, ctx["loc"])
+
+
 def _checkpoint_volume(ctx: Context) -> None:
     from .checkpoint_volume import check_checkpoint_volume
 
-    devices = ctx["options"].get("devices_per_node")
-    if devices is None:
-        devices, _ = count_devices_per_node()
     ctx.summary["checkpoint"] = check_checkpoint_volume(ctx["typed_work"], ctx.report, ctx["loc"], ctx["model_path"],
-                                                        training_node=bool(devices))
+                                                        launch=ctx["options"].get("purpose", "launch") == "launch")
 
 
 def _truncation(ctx: Context) -> None:
@@ -399,10 +403,12 @@ CHECKS: tuple[Check, ...] = (
           "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),
     Check("mm-limits", ("typed_work", "loc"), (), ("rules.video-enabled", "rules.image-limit"), _mm_limits,
           "C01: video off on a vLLM inside CVE-2026-22778/CVE-2026-34755; image limit >= images of a data row"),
+    Check("reward-http", ("typed_work", "loc"), (), ("rules.reward-http-loopback",), _reward_http,
+          "C01: no reward model reached over HTTP while patch rollout.server_loopback binds vLLM to 127.0.0.1"),
     Check("checkpoint-volume", ("typed_work", "loc", "model_path", "clean_model", "options"), (),
           ("rules.checkpoint-untrusted", "rules.checkpoint-space"), _checkpoint_volume,
-          "C03: the folder a resume loads carries valid manifests; free space for two checkpoints (a warning only "
-          "on a node without accelerators: a planning or CPU host does not write the checkpoints)"),
+          "C03: the folder a resume loads carries valid manifests; free space for one checkpoint (error; a warning "
+          "in a dry run, --purpose plan), for two (warning)"),
     Check("truncation", ("typed_work", "loc", "model"), (), ("rules.image-truncation",), _truncation,
           "B07: no token truncation of image prompts"),
 )

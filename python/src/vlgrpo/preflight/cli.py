@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m vlgrpo preflight --argv-file FILE [--json] [--no-data] [--model-path P] [--devices-per-node N]
+    python -m vlgrpo preflight --argv-file FILE [--purpose launch|plan] [--json] [--no-data] [--model-path P]
+                               [--devices-per-node N]
     python -m vlgrpo preflight [--module M] [options] -- override1 override2 ...
     python -m vlgrpo preflight codes [--json]    # every check and finding code it can report
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .api import PURPOSES
 from .launch import FULLY_ASYNC_MODULE, KNOWN_MODULES, LaunchError, read_argv_file
 
 
@@ -48,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", help="check this model folder instead of actor_rollout_ref.model.path")
     p.add_argument("--devices-per-node", type=_positive_int,
                    help="accelerators per node (default: detect on this machine)")
+    p.add_argument("--purpose", choices=PURPOSES, default="launch",
+                   help="launch (default: the argv is exec'd next) or plan (a dry run): less free space than one "
+                        "checkpoint is an error for a launch, a warning for a plan")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides (after --) when no --argv-file is given")
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     from .api import run_preflight
 
     report = run_preflight(launch, check_data=not args.no_data, model_path=args.model_path,
-                           devices_per_node=args.devices_per_node, progress=progress)
+                           devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose)
     if args.json:
         print(report.to_json())
     else:
