@@ -42,7 +42,8 @@ def test_legacy_reward_model_key_is_refused_too(fixed_argv):
     """verl 0.8.0 still takes ``reward_model.enable`` and moves it to ``reward.reward_model`` (migrate_legacy_...)."""
     report = run_preflight(_with_reward_model(fixed_argv, key="reward_model"), check_data=False)
     hits = _codes(report, CODE)
-    assert hits, [f.line() for f in report.findings]
+    assert hits and hits[0].where.key == "reward_model.enable", [f.line() for f in report.findings]
+    assert hits[0].where.override == "reward_model.enable=True"
 
 
 def test_allowed_when_the_loopback_patch_is_switched_off(fixed_argv, monkeypatch):

@@ -49,8 +49,9 @@ def check_reward_http(work: Any, report, loc) -> dict:
     reward_model = (work.get("reward") or {}).get("reward_model") or {}
     legacy = work.get("reward_model") or {}
     enabled = bool(reward_model.get("enable") or legacy.get("enable"))
-    key = "reward.reward_model.enable" if reward_model.get("enable") or not legacy.get("enable") else \
-        "reward_model.enable"
+    # name the override the user wrote (verl copies the legacy key into reward.reward_model)
+    key = next((k for k in ("reward.reward_model.enable", "reward_model.enable") if loc.given(k)),
+               "reward.reward_model.enable")
     engine = (reward_model.get("rollout") or {}).get("name") or (legacy.get("rollout") or {}).get("name") or "vllm"
     active = loopback_patch_active()
     if enabled and active and str(engine) == "vllm":
