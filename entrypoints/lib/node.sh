@@ -2,7 +2,7 @@
 # vlgrpo entrypoint mechanics: what this node is (platform, accelerators per node, container) and
 # whether the checkpoint directory is safe to write a long run into.
 #
-# Test hooks: the three globals below are plain shell variables assigned when this file is sourced.
+# Test hooks: the globals below are plain shell variables assigned when this file is sourced.
 # The environment cannot change them (they are not read from it), so a real run always inspects the
 # real /dev, /proc/self/mountinfo and container markers. Tests source the entrypoint, reassign them
 # and call the main function (tests/bats/helpers/with-hooks.sh).
@@ -20,9 +20,9 @@ declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
 # (`python3 -m vlgrpo devices`, python/src/vlgrpo/devices.py: /dev/davinci<N>, else `npu-smi info -l`;
 # `nvidia-smi -L`; ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES as the runtimes read them). Sets
 # VG_DEV[platform] (npu, gpu or empty), VG_DEV[devices] (what this process may use), VG_DEV[source],
-# VG_DEV[node_devices] and VG_DEV[node_source] (the node's own count), VG_DEV[cause] and VG_DEV[fix] (why
-# devices are hidden from this process, if they are). The davinci scan reads VG_DEV_DIR (a test hook, see
-# above). Returns 1, with a problem recorded, when the counter cannot run.
+# VG_DEV[node_devices] and VG_DEV[node_source] (the node's own count), VG_DEV[cause], VG_DEV[fix] and
+# VG_DEV[ray_hidden] (why devices are hidden from this process, if they are). The davinci scan reads VG_DEV_DIR
+# (a test hook, see above). Returns 1, with a problem recorded, when the counter cannot run.
 vg_count_devices() {
   local out line key rc=0
   local -a args=(-m vlgrpo devices --format shell --dev-dir "$VG_DEV_DIR")
@@ -54,6 +54,11 @@ vg_detect_node() {
   elif [[ -z $VG_PLATFORM ]]; then
     vg_problem VLGRPO_PLATFORM "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found on this node" \
       "run on an accelerator node, or plan elsewhere with VLGRPO_DRY_RUN=1 VLGRPO_PLATFORM=npu|gpu VLGRPO_PLAN_DEVICES_PER_NODE=N"
+    return 0
+  fi
+  if [[ ${VG_DEV[ray_hidden]-0} == 1 ]]; then
+    # field case B14: Ray hid this node's devices from this `ray job submit` driver (or gave it some of them)
+    vg_problem "${VG_DEV[visibility_var]}" "${VG_DEV[cause]}" "${VG_DEV[fix]}"
     return 0
   fi
   n=${VG_DEV[devices]} from=${VG_DEV[source]}

@@ -314,21 +314,50 @@ vg_read_settings() {
 
 # vg_resolve_derived — for each setting left to a derived default, call its function; the function
 # prints the raw value (it may use VG_VAL of other settings), which is then validated like user input.
+# The settings a function reads (each VG_VAL[NAME] in its body) are its inputs: while one of them has no
+# value the derived one has none either (that input's own problem is reported), and a derived value out
+# of range is reported with the inputs it came from, not as a value of a variable the user never set.
 vg_resolve_derived() {
-  local name def fn raw
+  local name def fn raw n input from
   for name in "${VG_NAMES[@]}"; do
     [[ ${VG_SRC[$name]} == derived ]] || continue
     def=${VG_DEFAULT[$name]}
     fn=${def#@}
     fn=${fn%%:*}
     [[ -n $fn ]] || continue # determined by the entrypoint itself (e.g. PLATFORM)
+    _vg_derived_inputs "$fn"
+    for input in "${VG_INPUTS[@]}"; do
+      [[ -n ${VG_VAL[$input]-} ]] || continue 2
+    done
     raw=$("$fn")
     if [[ -z $raw ]]; then
       VG_VAL[$name]=""
       continue
     fi
     VG_RAW[$name]=$raw
+    n=${#VG_PROBLEMS[@]}
     vg_validate "$name" "$raw"
+    ((${#VG_PROBLEMS[@]} > n)) || continue
+    VG_PROBLEMS=("${VG_PROBLEMS[@]:0:n}")
+    from=""
+    for input in "${VG_INPUTS[@]}"; do
+      from+="${from:+, }VLGRPO_$input=${VG_VAL[$input]}"
+      if [[ ${VG_SRC[$input]-} == derived ]]; then from+=" (${VG_DEFAULT[$input]#*:})"; fi
+    done
+    vg_problem "VLGRPO_$name" "not set, so derived as ${def#*:} = $(vg_show "$raw") from $from, which is not in $(vg_allowed_text "$name")" \
+      "change those settings, or set VLGRPO_$name to a value in $(vg_allowed_text "$name")"
+  done
+}
+
+# _vg_derived_inputs FN — VG_INPUTS: the settings function FN reads (VG_VAL[NAME] in its body), in order.
+VG_INPUTS=()
+_vg_derived_inputs() {
+  local body re='VG_VAL\[([A-Z][A-Z0-9_]*)\]'
+  VG_INPUTS=()
+  body=$(declare -f "$1")
+  while [[ $body =~ $re ]]; do
+    [[ " ${VG_INPUTS[*]} " == *" ${BASH_REMATCH[1]} "* ]] || VG_INPUTS+=("${BASH_REMATCH[1]}")
+    body=${body#*"${BASH_REMATCH[0]}"}
   done
 }
 

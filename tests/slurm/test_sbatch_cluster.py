@@ -120,6 +120,8 @@ class Setup:
             "CKPT_DIR": str(self.cluster.ckpt),
             "VLGRPO_ENV": str(vlgrpo_env),
             "RAY_NODE_ENV": str(node_env or self.node_env),
+            # the recipe step's torch_npu too: the device probe counts the launching process's NPUs (B14)
+            "PYTHONPATH": f"{self.cluster.root}/standin:{REPO}/tests/python/ray",
         }
         return self.cluster.sbatch(SBATCH, env, "--nodes=2")
 

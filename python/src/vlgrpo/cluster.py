@@ -11,20 +11,25 @@ not visible to the job) makes vLLM find no NPU. Two sub-commands guard a launch:
     how many are missing.
 
 ``probe``
-    One Ray task per ready node, pinned to the node with ``NodeAffinitySchedulingStrategy(soft=False)``
-    and holding one unit of the resource. It imports torch (and torch_npu on Ascend) and reports how many
-    devices it sees. Exit 2 if any node sees fewer than ``--per-node``.
+    Probes the devices the job's own processes see, started the way the job starts them (field case B14):
+    this process -- the launching process, i.e. the recipe entrypoint or a ``ray job submit`` driver --
+    and, on each of the first ``--nodes`` ready nodes, one actor holding no accelerator (as verl's
+    TaskRunner) and one holding one unit (as verl's workers), pinned with
+    ``NodeAffinitySchedulingStrategy(soft=False)`` and started with no runtime_env of the probe's own, so the
+    node's environment and the job's runtime_env decide what they see, as for verl. Each imports torch (and
+    torch_npu on Ascend) and counts devices; see :func:`need` for what each must see. The cluster must also
+    have ``--nodes x --per-node`` units free. Exit 2 naming every process that sees too few, the cause and
+    the fix.
 
-Device visibility. Ray 2.48.0 restricts each worker process to the accelerator ids it was assigned by
-setting ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` (``ray/_private/utils.py``
-``set_visible_accelerator_ids``, ``ray/_private/accelerators/npu.py``); a task that holds no NPU gets
-``ASCEND_RT_VISIBLE_DEVICES=""``, and ``ray job submit`` starts the driver in such a task (the job manager
-only exempts CUDA: ``ray/dashboard/modules/job/job_manager.py`` sets
-``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES`` for the supervisor, nothing for Ascend). The probe runs
-with ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1`` and ``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1``
-in its runtime_env, as verl 0.8.0 does for its vLLM servers
-(``verl/workers/rollout/vllm_rollout/vllm_async_server.py``), so it counts what the node's container
-really exposes, not the one id Ray assigned to the probe.
+Device visibility (Ray 2.48.0). Ray restricts each worker process to the accelerator ids it holds by setting
+``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` (``ray/_private/utils.py``
+``set_visible_accelerator_ids``, ``ray/_private/accelerators/npu.py``): a worker holding none gets ``""``,
+unless ``RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1`` (``..._CUDA_...``) is in its environment. The
+driver of a ``ray job submit`` job is a child of the job supervisor actor, which holds nothing; the job
+manager exempts CUDA (``ray/dashboard/modules/job/job_manager.py`` sets the CUDA NOSET switch for the
+supervisor) but not Ascend, so the driver gets ``ASCEND_RT_VISIBLE_DEVICES=""`` (ray issue #59063, fixed by PR
+#59163 after 2.48.0). ``entrypoints/ray-node.sh`` exports the Ascend switch on every node; the probe shows
+whether the nodes were started that way (tests/python/ray/test_b14_plain_ray.py).
 
 Test hook (documented, CPU only). ``VLGRPO_PROBE_DEVICE_MODULE=<module>`` names an importable module
 with ``device_count() -> int`` that stands in for ``torch_npu``/CUDA in the probe task. It is refused
@@ -57,10 +62,6 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-NOSET_ENV = {
-    "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
-    "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
-}
 PROBE_HOOK_ENV = devices.STANDIN_ENV
 
 
@@ -253,19 +254,6 @@ def wait(
         time.sleep(min(interval, max(0.0, deadline - now)))
 
 
-@dataclasses.dataclass(frozen=True)
-class ProbeResult:
-    """What one probe task saw on its node."""
-
-    node_id: str
-    ip: str
-    hostname: str
-    visible: int
-    source: str
-    env: dict[str, str]
-    error: str = ""
-
-
 def _platform(resource: str) -> str:
     return "npu" if resource == "NPU" else "gpu"
 
@@ -292,6 +280,129 @@ def load_probe_hook(resource: str, environ: dict[str, str] | None = None) -> Cal
     return fn
 
 
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What one process of the job sees: ``kind`` is "driver" (the launching process, this one), "cpu" (an
+    actor holding no accelerator, as verl's TaskRunner) or "device" (an actor holding one unit of the
+    resource, as verl's workers). ``visible``: the torch-level device count in that process; ``source``:
+    which backend counted; ``env``: its visibility and NOSET variables; ``node_devices``/``node_source``: the
+    node's own count from the device counter in that process's container; ``job_driver``: the process is a
+    ``ray job submit`` driver; ``error``: the device import failed."""
+
+    kind: str
+    ip: str
+    node_id: str
+    hostname: str
+    visible: int
+    source: str
+    env: dict
+    node_devices: int
+    node_source: str
+    job_driver: bool = False
+    error: str = ""
+
+    def who(self, resource: str) -> str:
+        return {"driver": "the job driver", "cpu": f"an actor holding no {resource}",
+                "device": f"an actor holding 1 {resource}"}[self.kind]
+
+
+def process_view(kind: str, platform: str, standin: Callable[[], int] | None) -> dict:
+    """Runs inside each probed process (and in the driver): its view as a dict of :class:`View` fields."""
+    import socket as _socket
+
+    import ray as _ray
+
+    seen = devices.torch_count(platform, standin)
+    node = devices.count(platform)
+    env = {k: os.environ[k] for k in (devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]) if k in os.environ}
+    return {"kind": kind, "ip": _ray.util.get_node_ip_address(), "node_id": _ray.get_runtime_context().get_node_id(),
+            "hostname": _socket.gethostname(), "visible": seen.visible, "source": seen.source, "env": env,
+            "node_devices": node.node_devices, "node_source": node.node_source,
+            "job_driver": devices.RAY_JOB_CONFIG_VAR in os.environ, "error": seen.error}
+
+
+def need(view: View, platform: str, per_node: int) -> int:
+    """Devices the process must see.
+
+    Ascend: every process of the job must see the node's NPUs -- verl 0.8.0 sets ``trainer.device`` from what
+    the driver sees (verl/utils/device.py ``auto_set_device``: no NPU there means "cuda" and placement groups
+    asking for GPUs), picks the device of a process holding no NPU from what that process sees
+    (``get_device_name``, the TaskRunner's placement groups), and its vLLM servers count the node's NPUs; so
+    ``per_node`` for the actors and, for the driver, ``per_node`` capped by its own node's count (1 where the
+    device counter finds none there). NVIDIA: Ray gives a process the GPUs it holds, which verl expects; the
+    driver must see its node's GPUs (ray job submit leaves them visible), a 1-GPU actor its one GPU.
+    """
+    if view.kind == "driver":
+        if view.node_devices:
+            return min(per_node, view.node_devices)
+        return 1 if platform == "npu" else 0
+    if platform == "npu":
+        return per_node
+    return 1 if view.kind == "device" else 0
+
+
+def judge(view: View, platform: str, per_node: int) -> str:
+    """The problem with one process's view, "" when it sees what it needs: what it sees, what the launch needs,
+    the cause (Ray's visibility variable, a container that exposes too few devices) and the fix."""
+    res = devices.RESOURCE[platform]
+    where = f"{view.ip}: {view.who(res)}"
+    if view.error:
+        return f"{where}: device import failed: {view.error}"
+    want = need(view, platform, per_node)
+    exposed = view.node_devices
+    if view.kind == "device" and exposed and exposed < per_node:
+        return (f"{view.ip}: the container exposes {exposed} {res} ({view.node_source}), the launch needs {per_node} per "
+                f"node -- fix: map every device into the container " + _MAP_FIX[platform] + " or lower the per-node count")
+    if view.visible >= want:
+        return ""
+    var, noset = devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]
+    value = view.env.get(var)
+    line = f"{where} sees {view.visible} {res}, the launch needs {want}"
+    if value is not None and not view.env.get(noset):
+        if view.kind == "driver":
+            cause = devices.hidden_cause(platform, value, view.visible, max(exposed, want), view.job_driver, False)
+        else:
+            cause = (f"Ray set {var}={value!r} for it (the ids it holds) because the node was started without "
+                     f"{noset}=1")
+        return f"{line}: {cause} -- fix: {devices.ray_fix(platform)}"
+    if view.kind == "driver" and not exposed:
+        return (f"{line}: this node has no {res} this process can use; verl 0.8.0 chooses the device type from what the "
+                f"launching process sees (verl/utils/device.py auto_set_device) -- fix: launch from a node with its "
+                f"{res}s mapped into the container")
+    return f"{line} -- fix: map every device into the container " + _MAP_FIX[platform] + " or lower the per-node count"
+
+
+_MAP_FIX = {"npu": "(/dev/davinciN, davinci_manager, devmm_svm, hisi_hdc)", "gpu": "(--gpus all)"}
+
+
+def _in_use(resource: str, want: float, driver: View, platform: str, settle_s: float = 15.0) -> str:
+    """"" when the cluster has ``want`` units of ``resource`` free, else the problem (resources held before the
+    launch: by this job's driver when submitted with entrypoint resources, or by another job). Freed
+    resources of a just-finished driver appear within seconds, so the check waits up to ``settle_s``."""
+    import ray
+
+    deadline = time.monotonic() + settle_s
+    while True:
+        free = float(ray.available_resources().get(resource, 0.0))
+        total = float(ray.cluster_resources().get(resource, 0.0))
+        if free >= want or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    if free >= want:
+        return ""
+    line = (f"{_num(total - free)} of the {_num(total)} {resource} the cluster declares are in use before the launch "
+            f"(ray.available_resources(): {_num(free)} free, the launch needs {_num(want)}); verl's placement groups "
+            f"would wait for them forever")
+    var, noset = devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]
+    value = driver.env.get(var)
+    if driver.job_driver and value and not driver.env.get(noset):
+        line += f"; this job's driver holds {var}={value} (Ray gives a driver devices when the job is submitted with them)"
+    return (line + " -- fix: submit the job without --entrypoint-num-gpus / --entrypoint-resources (the driver needs no "
+            "device; verl places its own workers), or wait until the other job that holds them ends")
+
+
 def probe(
     address: str,
     resource: str,
@@ -300,77 +411,64 @@ def probe(
     timeout: float = 300.0,
     count_fn: Callable[[], int] | None = None,
     log: Callable[[str], None] = _say,
-) -> tuple[list[ProbeResult], list[str]]:
-    """Run one device-count task on each of the first ``nnodes`` ready nodes.
+) -> tuple[list[View], list[str]]:
+    """Probe the devices the job's processes see, started the way the job starts them.
 
-    Each task is pinned with ``NodeAffinitySchedulingStrategy(node_id, soft=False)``, requests one unit
-    of ``resource`` (``num_gpus=1`` for GPU, ``resources={"NPU": 1}`` for NPU) and no CPU, and runs with
-    the NOSET variables above. Returns (results, problems); ``problems`` is empty when every node sees
-    at least ``per_node`` devices. Raises ``TimeoutError`` if tasks do not finish within ``timeout``.
+    This process (the launching process: the recipe's driver, or a ``ray job submit`` driver) counts what it
+    sees; then, on each of the first ``nnodes`` ready nodes, pinned with
+    ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` and with no runtime_env of the probe's own (so the
+    job's runtime_env and the node's environment decide, as for verl's actors), one actor holding no
+    accelerator (as verl's TaskRunner) and one holding one unit (``resources={"NPU": 1}`` / ``num_gpus=1``)
+    count theirs. Before the actors start, the cluster must have ``nnodes * per_node`` units free. Returns
+    (views, problems); ``problems`` is empty when every process sees what :func:`need` asks. Raises
+    ``TimeoutError`` if the actors do not answer within ``timeout``.
     """
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    platform = _platform(resource)
     deadline = time.monotonic() + timeout
     _connect(address, deadline, log)
     verdict = evaluate(nodes_from_ray(ray.nodes(), resource), resource, nnodes, per_node)
     if not verdict.ok:
         return [], [f"cluster not ready: {verdict.describe()} (run `python -m vlgrpo cluster wait` first)"]
+    driver = View(**process_view("driver", platform, count_fn))
+    views, problems = [driver], [p for p in (judge(driver, platform, per_node),) if p]
+    held = _in_use(resource, nnodes * per_node, driver, platform)
+    if held:
+        problems.append(held)
 
-    def task(res: str, fn):
-        import socket as _s
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class _DeviceView:
+        def view(self, kind, plat, fn):
+            return process_view(kind, plat, fn)
 
-        import ray as _ray
-
-        seen = devices.torch_count(_platform(res), fn)
-        ctx = _ray.get_runtime_context()
-        return {
-            "node_id": ctx.get_node_id(),
-            "hostname": _s.gethostname(),
-            "visible": seen.visible,
-            "source": seen.source,
-            "env": seen.env,
-            "error": seen.error,
-        }
-
-    remote = ray.remote(task)
-    refs = {}
+    actors, refs = [], []
     for node in verdict.ready_nodes[:nnodes]:
-        opts: dict[str, Any] = {
-            "num_cpus": 0,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node.node_id, soft=False),
-            "runtime_env": {"env_vars": dict(NOSET_ENV)},
-            "max_retries": 0,
-        }
-        if resource == "GPU":
-            opts["num_gpus"] = 1
-        else:
-            opts["resources"] = {resource: 1}
-        refs[node] = remote.options(**opts).remote(resource, count_fn)
-    results, problems = [], []
-    pending = list(refs.values())
-    ready, not_ready = ray.wait(pending, num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
-    if not_ready:
-        late = [n.ip for n, r in refs.items() if r in not_ready]
-        for r in not_ready:
-            ray.cancel(r, force=True)
-        raise TimeoutError(f"probe tasks did not finish within {timeout:g}s on: {', '.join(late)}")
-    for node, ref in refs.items():
-        out = ray.get(ref)
-        res = ProbeResult(node.node_id, node.ip, out["hostname"], out["visible"], out["source"], out["env"], out["error"])
-        results.append(res)
-        if out["node_id"] != node.node_id:
-            problems.append(f"{node.ip}: probe ran on node {out['node_id']} instead of {node.node_id}")
-        if res.error:
-            problems.append(f"{node.ip}: device import failed: {res.error}")
-        elif res.visible < per_node:
-            problems.append(
-                f"{node.ip}: a process sees {res.visible} {resource} device(s), the launch needs {per_node} per node "
-                f"(Ray declares {_num(node.count)}); map every device into the container "
-                + ("(/dev/davinciN, davinci_manager, devmm_svm, hisi_hdc)" if resource == "NPU" else "(--gpus all)")
-                + " or lower the per-node count"
-            )
-    return results, problems
+        pin = NodeAffinitySchedulingStrategy(node_id=node.node_id, soft=False)
+        holding: dict[str, Any] = {"num_gpus": 1} if resource == "GPU" else {"resources": {resource: 1}}
+        for kind, opts in (("cpu", {}), ("device", holding)):
+            actor = _DeviceView.options(scheduling_strategy=pin, **opts).remote()
+            actors.append(actor)
+            refs.append((node, kind, actor.view.remote(kind, platform, count_fn)))
+    try:
+        pending = [r for _, _, r in refs]
+        _, not_ready = ray.wait(pending, num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
+        if not_ready:
+            late = sorted({f"{n.ip} ({k})" for n, k, r in refs if r in not_ready})
+            raise TimeoutError(f"probe actors did not answer within {timeout:g}s on: {', '.join(late)}")
+        for node, kind, ref in refs:
+            view = View(**ray.get(ref))
+            views.append(view)
+            if view.node_id != node.node_id:
+                problems.append(f"{node.ip}: the probe's {kind} actor ran on node {view.node_id} instead of {node.node_id}")
+            problem = judge(view, platform, per_node)
+            if problem:
+                problems.append(problem)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return views, problems
 
 
 # --------------------------------------------------------------------------------------------------
@@ -449,14 +547,17 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        results, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn)
-        for r in results:
-            _say(f"cluster: probe {r.ip} ({r.hostname}): sees {r.visible} {args.resource} [{r.source}] env={r.env}")
+        views, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn)
+        for v in views:
+            _say(f"cluster: probe {v.ip} ({v.hostname}): {v.who(args.resource)} sees {v.visible} {args.resource} "
+                 f"[{v.source}] env={v.env} node={v.node_devices} ({v.node_source or '-'})")
         for p in problems:
             print(f"cluster: FAIL {p}", file=sys.stderr)
         if problems:
             return 2
-        _say(f"cluster: probe ok on {len(results)} node(s), each sees >= {args.per_node} {args.resource}")
+        nodes = len({v.node_id for v in views if v.kind != "driver"})
+        _say(f"cluster: probe ok on {nodes} node(s), each sees >= {args.per_node} {args.resource} (the job driver, "
+             f"an actor holding no {args.resource} and one holding 1 on each node)")
         return 0
     except TimeoutError as exc:
         print(f"cluster: {exc}", file=sys.stderr)

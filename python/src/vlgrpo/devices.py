@@ -90,44 +90,76 @@ class NodeCount:
     visibility_var: str = ""
     visibility_value: str | None = None
     tool_error: str = ""
+    tool_output: str = dataclasses.field(default="", repr=False, compare=False)
 
     @property
     def hidden(self) -> int:
         """Devices of the node this process may not use (0 when none are hidden)."""
         return max(0, self.node_devices - self.devices)
 
+    def ray_hidden(self, environ: Mapping[str, str] | None = None) -> bool:
+        """True when Ray restricted this ``ray job submit`` driver: the visibility variable is set (empty, or
+        fewer ids than the node has), the process has Ray's job config and no NOSET switch."""
+        environ = os.environ if environ is None else environ
+        if self.visibility_value is None or not self.platform or RAY_JOB_CONFIG_VAR not in environ:
+            return False
+        if environ.get(NOSET_VAR[self.platform]):
+            return False
+        return self.visibility_value in ("", "NoDevFiles") or self.hidden > 0
+
     def cause(self, environ: Mapping[str, str] | None = None) -> str:
-        """Why devices are hidden from this process, in words ("" when none are)."""
-        if not self.hidden or self.visibility_value is None:
+        """Why devices are hidden from this process, in words ("" when none are, or no variable hides them)."""
+        environ = os.environ if environ is None else environ
+        if self.visibility_value is None or not (self.hidden or self.ray_hidden(environ)):
             return ""
         return hidden_cause(self.platform, self.visibility_value, self.devices, self.node_devices,
-                            os.environ if environ is None else environ)
+                            RAY_JOB_CONFIG_VAR in environ, False)
+
+    def fix(self, environ: Mapping[str, str] | None = None) -> str:
+        """The fix for :meth:`cause` ("" when there is nothing to fix)."""
+        if not self.cause(environ):
+            return ""
+        if self.ray_hidden(environ):
+            return ray_fix(self.platform, self.visibility_value or "")
+        return f"unset {self.visibility_var} or list the devices this launch may use in it"
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields as a dict, without the raw tool output."""
+        data = dataclasses.asdict(self)
+        data.pop("tool_output")
+        return data
 
 
-def hidden_cause(platform: str, value: str, seen: int, node: int, environ: Mapping[str, str]) -> str:
+def hidden_cause(platform: str, value: str, seen: int, node: int, job_driver: bool, ray_worker: bool) -> str:
     """Explain why a process sees ``seen`` of a node's ``node`` devices under ``VISIBILITY_VAR=value``.
 
-    Names Ray as the likely source when the process is a Ray job's driver or a Ray worker (Ray 2.48.0
-    sets the variable for every worker that holds fewer devices than the node has, and, for Ascend, for
-    the driver of a ``ray job submit`` job: ray issue #59063), and the fix. Returns one line.
+    A ``ray job submit`` driver (``job_driver``) with an empty value is field case B14: Ray 2.48.0 sets the
+    variable for the job supervisor, which holds no device, and the driver inherits it (ray issue #59063,
+    fixed by PR #59163 after 2.48.0; verl issue #6741); with ids, Ray gave the driver devices (the job was
+    submitted with ``--entrypoint-resources`` / ``--entrypoint-num-gpus``). A Ray worker (``ray_worker``) gets
+    the ids it holds. Returns one line.
     """
-    var, noset = VISIBILITY_VAR[platform], NOSET_VAR[platform]
+    var, noset, res = VISIBILITY_VAR[platform], NOSET_VAR[platform], RESOURCE[platform]
     shown = "set but empty" if value == "" else f"{value!r}"
-    line = f"{var} is {shown} in this process, so it sees {seen} of the node's {node} {RESOURCE[platform]}(s)"
-    if RAY_JOB_CONFIG_VAR in environ and not environ.get(noset):
-        line += (f"; this process is a `ray job submit` driver, and Ray 2.48.0 sets {var} for it when the node "
+    of = f"of the node's {node} {res}" if node else f"{res}"
+    line = f"{var} is {shown} in this process, so it sees {seen} {of}"
+    if job_driver and value in ("", "NoDevFiles"):
+        line += (f"; this process is a `ray job submit` driver, and Ray 2.48.0 hides the {res}s from it when the node "
                  f"was started without {noset}=1 (ray issue #59063, fixed after 2.48.0; verl issue #6741)")
-    elif environ.get("RAY_RAYLET_PID") or environ.get("RAY_NODE_ID"):
-        line += f"; this process is a Ray worker, and Ray sets {var} to the ids the worker holds unless {noset}=1"
+    elif job_driver:
+        line += (f"; this process is a `ray job submit` driver that Ray gave these {res} ids (the job was submitted "
+                 f"with --entrypoint-resources / --entrypoint-num-gpus): it holds them for the whole job")
+    elif ray_worker:
+        line += f"; Ray sets {var} to the ids a worker holds unless {noset}=1"
     return line
 
 
-def ray_fix(platform: str) -> str:
-    """The fix for devices hidden by Ray: start the nodes the way ray-node.sh does."""
+def ray_fix(platform: str, value: str = "") -> str:
+    """The fix for devices hidden by Ray (``value``: the visibility variable's value in the process)."""
     noset = NOSET_VAR[platform]
+    if value not in ("", "NoDevFiles"):
+        return ("submit the job without --entrypoint-resources / --entrypoint-num-gpus (the driver needs no device; "
+                "verl places its own workers)")
     if platform == "npu":
         return (f"start every node with entrypoints/ray-node.sh (it exports {noset}=1), or set {noset}=1 in the "
                 f"environment of `ray start` on every node")
@@ -238,10 +270,10 @@ def count(platform: str = "", dev_dir: str = "/dev", environ: Mapping[str, str] 
     if not platform:
         return NodeCount("", 0, "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found", 0, "")
     which = _which(environ)
-    error = ""
+    error, output = "", ""
 
     def tool(argv: list, parse: Callable[[str], int]) -> int:
-        nonlocal error
+        nonlocal error, output
         path = which(argv[0])
         if not path:
             return 0
@@ -249,6 +281,7 @@ def count(platform: str = "", dev_dir: str = "/dev", environ: Mapping[str, str] 
         if rc != 0:
             error = f"{' '.join(argv)}: exit {rc}: {' '.join(out.split())[:200]}"
             return 0
+        output = out
         return parse(out)
 
     if platform == "npu":
@@ -261,8 +294,8 @@ def count(platform: str = "", dev_dir: str = "/dev", environ: Mapping[str, str] 
     value = environ.get(var)
     limit = visible_limit(var, value)
     if limit is not None and limit < n:
-        return NodeCount(platform, limit, var, n, source, var, value, error)
-    return NodeCount(platform, n, source, n, source, var, value, error)
+        return NodeCount(platform, limit, var, n, source, var, value, error, output)
+    return NodeCount(platform, n, source, n, source, var, value, error, output)
 
 
 # ----------------------------------------------------------------------------------------- torch counts
@@ -365,8 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         node = count(args.platform or "", args.dev_dir)
         data: dict = node.as_dict()
-        data["cause"] = node.cause()
-        data["fix"] = ray_fix(node.platform) if data["cause"] and node.platform else ""
+        data.update(cause=node.cause(), fix=node.fix(), ray_hidden=int(node.ray_hidden()))
         if args.torch:
             if not node.platform:
                 raise UsageError("--torch: no platform found here; pass --platform npu|gpu")

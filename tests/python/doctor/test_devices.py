@@ -146,7 +146,7 @@ def test_b14_an_empty_ascend_list_in_a_submitted_job_names_ray_and_the_fix(tmp_p
     got = devices.count("npu", str(dev), job)
     assert (got.devices, got.node_devices) == (0, 4)
     cause = got.cause(job)
-    assert "ASCEND_RT_VISIBLE_DEVICES is set but empty in this process, so it sees 0 of the node's 4 NPU(s)" in cause
+    assert "ASCEND_RT_VISIBLE_DEVICES is set but empty in this process, so it sees 0 of the node's 4 NPU" in cause
     assert "`ray job submit` driver" in cause and "ray issue #59063" in cause
     assert "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1" in devices.ray_fix("npu")
     # a user's own list outside Ray: the count is limited, no Ray blamed

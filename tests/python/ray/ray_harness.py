@@ -25,6 +25,20 @@ HERE = Path(__file__).resolve().parent
 PY = sys.executable
 VENV_BIN = str(Path(PY).parent)
 
+MODEL_30B = REPO / "assets" / "models" / "qwen3-vl-30b-a3b-instruct"
+GEO3K_SAMPLE = REPO / "assets" / "geo3k-sample" / "hiyouga-geometry3k-format"
+
+
+def geo3k_parquet(root: Path) -> tuple[Path, Path]:
+    """The shipped Geometry3K sample in verl's format (``python -m vlgrpo data geo3k``), made once under root."""
+    out = root / "geo3k"
+    if not (out / "train.parquet").exists():
+        done = subprocess.run([PY, "-m", "vlgrpo", "data", "geo3k", str(GEO3K_SAMPLE), str(out)], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return out / "train.parquet", out / "test.parquet"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -76,13 +90,13 @@ def alive(pid: int) -> bool:
 
 
 class RayNode:
-    """One ``entrypoints/ray-node.sh head|worker`` child process."""
+    """One ``entrypoints/ray-node.sh head|worker`` child process (or ``argv``, e.g. a plain ``ray start``)."""
 
-    def __init__(self, role: str, ip: str, env: dict[str, str], log: Path):
+    def __init__(self, role: str, ip: str, env: dict[str, str], log: Path, argv: list[str] | None = None):
         self.role, self.ip, self.log = role, ip, log
         self._log_f = open(log, "wb")
         self.proc = subprocess.Popen(
-            ["bash", str(RAY_NODE), role], env=env, stdout=self._log_f, stderr=subprocess.STDOUT, cwd=REPO
+            argv or ["bash", str(RAY_NODE), role], env=env, stdout=self._log_f, stderr=subprocess.STDOUT, cwd=REPO
         )
         self.tree: set[int] = set()
 
@@ -159,21 +173,31 @@ class Cluster:
         env.update(extra)
         return env
 
-    def start_head(self, devices: int = 8, physical: int = 8) -> RayNode:
+    def start_head(self, devices: int = 8, physical: int = 8, dashboard: bool = False, **extra: str) -> RayNode:
+        """``ray-node.sh head``; with ``dashboard`` its job server listens on ``self.dashboard`` (``ray job submit``)."""
+        self.dashboard_port = free_port()
         env = self.env(
             "127.0.0.2",
             devices,
             physical,
             VLGRPO_RAY_PORT=str(self.port),
             VLGRPO_RAY_TEMP_DIR=str(self.temp_dir),
-            VLGRPO_RAY_DASHBOARD="0",
-            VLGRPO_RAY_DASHBOARD_PORT=str(free_port()),
+            VLGRPO_RAY_DASHBOARD="1" if dashboard else "0",
+            VLGRPO_RAY_DASHBOARD_HOST="127.0.0.2",
+            VLGRPO_RAY_DASHBOARD_PORT=str(self.dashboard_port),
             VLGRPO_RAY_CLIENT_PORT=str(free_port()),
+            **extra,
         )
         node = RayNode("head", "127.0.0.2", env, self.root / "head.log")
         self.nodes.append(node)
         self._wait_listening(node, "127.0.0.2", self.port)
+        if dashboard:
+            self._wait_listening(node, "127.0.0.2", self.dashboard_port, timeout=180)
         return node
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.2:{self.dashboard_port}"
 
     def start_worker(self, ip: str = "127.0.0.3", devices: int = 8, physical: int = 8) -> RayNode:
         env = self.env(ip, devices, physical, VLGRPO_RAY_HEAD=self.address, VLGRPO_RAY_HEAD_WAIT="30")
@@ -202,6 +226,122 @@ class Cluster:
                 problems.append(f"{node.role} {node.ip}: exit {rc}, survivors {survivors}")
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return problems
+
+
+# The Ascend runtime's view of a process, for Ray workers and job drivers of a node: a CPU stand-in for
+# torch_npu's device count (standin/torch_npu: the node's NPUs filtered by ASCEND_RT_VISIBLE_DEVICES,
+# npu_standin.py's rule), copied next to a file with the node's count.
+STANDIN_TORCH_NPU = HERE / "standin"
+
+
+def standin_site(root: Path, physical: int) -> str:
+    """A PYTHONPATH (stand-in torch_npu for ``physical`` NPUs, then npu_standin) for a node's processes."""
+    site = root / "standin"
+    if not site.exists():
+        shutil.copytree(STANDIN_TORCH_NPU, site)
+    (site / "torch_npu" / "physical").write_text(f"{physical}\n")
+    return f"{site}{os.pathsep}{HERE}"
+
+
+PATIENT_RAY = """\
+import sys
+import time
+import types
+
+import ray._private.services as services
+
+# Ray 2.48.0's `ray start` polls 200 x 0.1 s for the dashboard (ray/_private/services.py start_api_server) and
+# gives up; on the shared 2-core CI machine the dashboard's 9 module processes can take longer to start. Only
+# that poll waits longer here (5x); the Ray processes themselves are Ray's own.
+services.time = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+services.time.sleep = lambda s: time.sleep(s * 5)
+from ray.scripts.scripts import main
+
+sys.exit(main())
+"""
+
+
+def patient_ray(root: Path) -> Path:
+    """A folder with a ``ray`` command for this machine's load (see PATIENT_RAY); put it first on PATH."""
+    bin_dir = root / "patient-bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        (bin_dir / "ray").write_text(f"#!{PY}\n{PATIENT_RAY}")
+        (bin_dir / "ray").chmod(0o755)
+    return bin_dir
+
+
+class PlainHead:
+    """A one-node cluster started the way Ray's own documentation does it, without ray-node.sh:
+    ``ray start --head --block --resources='{"NPU": N}' [--num-gpus=G]`` with the dashboard (the job server of
+    ``ray job submit``) on 127.0.0.2. ``env_extra`` goes into the environment of ``ray start`` (what every
+    Ray process of the node inherits). Ray 2.48.0's ``ray start`` gives the dashboard about 20 s to come up
+    (ray/_private/services.py start_api_server) and fails otherwise; on this shared 2-core machine that
+    can happen, so the start is tried up to 3 times.
+    """
+
+    def __init__(self, root: Path, npus: int = 4, gpus: int = 0, physical: int = 4, **env_extra: str):
+        self.root = root
+        self.node: RayNode | None = None
+        self.npus, self.gpus = npus, gpus
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("VLGRPO_", "RAY_")) and k not in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")}
+        self.env.update(PATH=f"{patient_ray(root)}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", RAY_USAGE_STATS_ENABLED="0",
+                        PYTHONPATH=standin_site(root, physical), **env_extra)
+
+    def start(self, attempts: int = 3) -> "PlainHead":
+        for attempt in range(1, attempts + 1):
+            self.temp_dir = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+            self.port, self.dashboard_port = free_port(), free_port()
+            argv = [str(patient_ray(self.root) / "ray"), "start", "--head", "--block", "--disable-usage-stats",
+                    f"--port={self.port}", "--node-ip-address=127.0.0.2", "--num-cpus=2", "--memory=400000000",
+                    "--object-store-memory=80000000", f"--resources={{\"NPU\": {self.npus}}}",
+                    "--include-dashboard=true", "--dashboard-host=127.0.0.2", f"--dashboard-port={self.dashboard_port}",
+                    f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
+                    f"--temp-dir={self.temp_dir}"] + ([f"--num-gpus={self.gpus}"] if self.gpus else [])
+            self.node = RayNode("head", "127.0.0.2", self.env, self.root / f"plain-head-{attempt}.log", argv)
+            try:
+                Cluster._wait_listening(self.node, "127.0.0.2", self.dashboard_port, timeout=180)
+                return self
+            except RuntimeError:
+                failed = self.node.output()
+                self.stop()
+                if attempt == attempts or "Failed to start the dashboard" not in failed:
+                    raise
+        raise AssertionError("unreachable")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.2:{self.port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.2:{self.dashboard_port}"
+
+    def stop(self) -> list[str]:
+        problems = []
+        if self.node is not None:
+            rc, survivors = self.node.stop()
+            if survivors:
+                problems.append(f"plain head: survivors {survivors}")
+            self.node = None
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return problems
+
+
+def submit(dashboard: str, command: list[str], *submit_args: str, runtime_env: dict | None = None,
+           timeout: float = 400) -> subprocess.CompletedProcess:
+    """``ray job submit --address DASHBOARD [ARGS] -- COMMAND``: waits for the job and returns the CLI's result
+    (exit 1 when the job failed; stdout carries the job's log)."""
+    import json as _json
+
+    argv = [str(Path(VENV_BIN) / "ray"), "job", "submit", "--address", dashboard, *submit_args]
+    if runtime_env is not None:
+        argv += ["--runtime-env-json", _json.dumps(runtime_env)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "RAY_"))}
+    env.update(RAY_USAGE_STATS_ENABLED="0", PATH=f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}")
+    return subprocess.run([*argv, "--", *command], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
 
 
 def run_cli(*args: str, timeout: float = 120, **env_extra: str) -> subprocess.CompletedProcess:

@@ -132,11 +132,13 @@ def test_probe_refuses_the_node_that_sees_fewer_devices(cluster):
     out = run_cli(
         "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
         "--nodes", "2", "--per-node", "8", "--timeout", "120",
-        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",  # the launching node has 8
     )
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "probe 127.0.0.2 " in out.stdout and "sees 8 NPU" in out.stdout
-    assert "127.0.0.3: a process sees 4 NPU device(s), the launch needs 8 per node" in out.stderr
+    assert "probe 127.0.0.2 " in out.stdout and "an actor holding 1 NPU sees 8 NPU" in out.stdout
+    # ray-node.sh's NOSET switch: both actors of the worker see all it has, and that is 4
+    assert "127.0.0.3: an actor holding no NPU sees 4 NPU, the launch needs 8 -- fix: map every device" in out.stderr
+    assert "127.0.0.3: an actor holding 1 NPU sees 4 NPU, the launch needs 8" in out.stderr
     assert "127.0.0.2:" not in out.stderr
 
 
@@ -144,7 +146,7 @@ def test_probe_passes_when_every_node_sees_enough(cluster):
     out = run_cli(
         "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
         "--nodes", "2", "--per-node", "4", "--timeout", "120",
-        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "probe ok on 2 node(s), each sees >= 4 NPU" in out.stdout

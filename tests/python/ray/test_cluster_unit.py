@@ -154,3 +154,49 @@ def test_wait_gives_up_at_the_deadline_naming_the_cause(monkeypatch, listening_p
     with pytest.raises(TimeoutError, match=r"accepts connections, but ray.init kept failing.*Deadline Exceeded"):
         cluster.wait(f"127.0.0.1:{listening_port}", "NPU", 1, 8, timeout=1, log=lambda line: None)
     assert head.calls >= 1 and time.monotonic() - t0 < 10
+
+
+# ---- the probe's verdict on one process's view (cluster.need / cluster.judge) ----------------------------
+
+
+def view(kind, visible, env=None, node_devices=0, job_driver=False, error="", node_source=""):
+    return cluster.View(kind, "10.0.0.1", "n1", "h1", visible, "torch_npu x", env or {}, node_devices, node_source,
+                        job_driver, error)
+
+
+def test_ascend_needs_every_process_to_see_the_nodes_npus():
+    assert cluster.need(view("cpu", 0), "npu", 16) == 16  # verl's TaskRunner picks its device from what it sees
+    assert cluster.need(view("device", 1), "npu", 16) == 16
+    assert cluster.need(view("driver", 0, node_devices=8), "npu", 16) == 8  # capped by its own node
+    assert cluster.need(view("driver", 0), "npu", 16) == 1  # verl's auto_set_device needs one
+    # NVIDIA: Ray's per-worker restriction is what verl expects
+    assert cluster.need(view("cpu", 0), "gpu", 8) == 0
+    assert cluster.need(view("device", 1), "gpu", 8) == 1
+    assert cluster.need(view("driver", 0), "gpu", 8) == 0
+
+
+def test_judge_names_ray_for_a_job_driver_with_an_empty_list():
+    v = view("driver", 0, {"ASCEND_RT_VISIBLE_DEVICES": ""}, node_devices=4, job_driver=True)
+    got = cluster.judge(v, "npu", 4)
+    assert got.startswith("10.0.0.1: the job driver sees 0 NPU, the launch needs 4: ASCEND_RT_VISIBLE_DEVICES is set but empty")
+    assert "ray issue #59063" in got and "entrypoints/ray-node.sh" in got
+    # the same process with the NOSET switch is not Ray's doing any more: the generic container fix
+    v = view("driver", 0, {"ASCEND_RT_VISIBLE_DEVICES": "", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"},
+             node_devices=4, job_driver=True)
+    assert "ray issue" not in cluster.judge(v, "npu", 4)
+
+
+def test_judge_an_actor_that_ray_restricted_and_a_container_that_exposes_too_few():
+    got = cluster.judge(view("device", 1, {"ASCEND_RT_VISIBLE_DEVICES": "3"}), "npu", 8)
+    assert "Ray set ASCEND_RT_VISIBLE_DEVICES='3' for it" in got and "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1" in got
+    got = cluster.judge(view("device", 8, node_devices=4, node_source="/dev/davinci[0-9]*"), "npu", 8)
+    assert got.startswith("10.0.0.1: the container exposes 4 NPU (/dev/davinci[0-9]*), the launch needs 8 per node")
+    assert cluster.judge(view("device", 1, {"CUDA_VISIBLE_DEVICES": "5"}), "gpu", 8) == ""
+    assert "sees 0 GPU, the launch needs 1" in cluster.judge(view("device", 0, {"CUDA_VISIBLE_DEVICES": "5"}), "gpu", 8)
+    assert "device import failed: ImportError" in cluster.judge(view("cpu", 0, error="ImportError: x"), "npu", 8)
+
+
+def test_judge_a_driver_on_a_node_without_npus_names_verls_device_choice():
+    got = cluster.judge(view("driver", 0), "npu", 8)
+    assert "auto_set_device" in got and "launch from a node with its NPUs mapped" in got
+    assert cluster.judge(view("driver", 0), "gpu", 8) == ""

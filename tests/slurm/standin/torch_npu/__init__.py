@@ -24,5 +24,7 @@ def device_count() -> int:
     return npu_standin.device_count()
 
 
-npu = types.SimpleNamespace(device_count=device_count)
+# is_available() False: the stand-in runs no NPU code, so libraries that probe for an NPU at import (transformers
+# in the recipe's preflight, which now also imports it: the probe counts the launching process's NPUs) stay on CPU
+npu = types.SimpleNamespace(device_count=device_count, is_available=lambda: False)
 torch.npu = npu
