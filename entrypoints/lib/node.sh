@@ -7,6 +7,7 @@
 # real /dev, /proc/self/mountinfo and container markers. Tests source the entrypoint, reassign them
 # and call the main function (tests/bats/helpers/with-hooks.sh).
 VG_DEV_DIR=/dev
+VG_DRIVER_ROOT=/ # where the host driver and the image's CUDA/CANN are read (python -m vlgrpo devices --driver)
 VG_MOUNTINFO=/proc/self/mountinfo
 VG_CONTAINER_MARKERS=(/.dockerenv /run/.containerenv)
 
@@ -16,17 +17,20 @@ VG_NODE_DEVICES_FROM="" # how VG_NODE_DEVICES was found, for messages and the pl
 
 declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
 
-# vg_count_devices [PLATFORM] — the node's accelerators, from the one device counter
+# vg_count_devices PLATFORM [--driver] — the node's accelerators, from the one device counter
 # (`python3 -m vlgrpo devices`, python/src/vlgrpo/devices.py: /dev/davinci<N>, else `npu-smi info -l`;
 # `nvidia-smi -L`; ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES as the runtimes read them). Sets
 # VG_DEV[platform] (npu, gpu or empty), VG_DEV[devices] (what this process may use), VG_DEV[source],
 # VG_DEV[node_devices] and VG_DEV[node_source] (the node's own count), VG_DEV[cause], VG_DEV[fix] and
-# VG_DEV[ray_hidden] (why devices are hidden from this process, if they are). The davinci scan reads VG_DEV_DIR
-# (a test hook, see above). Returns 1, with a problem recorded, when the counter cannot run.
+# VG_DEV[ray_hidden] (why devices are hidden from this process, if they are), VG_DEV[driver_*] (the host
+# driver against the image's CUDA/CANN, python/src/vlgrpo/driver.py). The davinci scan reads VG_DEV_DIR, the
+# driver check VG_DRIVER_ROOT (test hooks, see above). Returns 1, with a problem recorded, when the counter
+# cannot run.
 vg_count_devices() {
   local out line key rc=0
   local -a args=(-m vlgrpo devices --format shell --dev-dir "$VG_DEV_DIR")
   if [[ -n ${1-} ]]; then args+=(--platform "$1"); fi
+  if [[ ${2-} == --driver ]]; then args+=(--driver --root "$VG_DRIVER_ROOT"); fi
   VG_DEV=()
   out=$(python3 "${args[@]}") || rc=$?
   while IFS= read -r line; do
@@ -45,7 +49,7 @@ vg_count_devices() {
 vg_detect_node() {
   local n from
   VG_PLATFORM=${VG_VAL[PLATFORM]-}
-  vg_count_devices "$VG_PLATFORM" || return 0
+  vg_count_devices "$VG_PLATFORM" --driver || return 0
   VG_PLATFORM=${VG_DEV[platform]}
   if [[ -z $VG_PLATFORM && -n ${VG_VAL[RAY_ADDRESS]-} ]]; then
     vg_problem VLGRPO_PLATFORM "no accelerator on this node to tell the platform from (cluster mode)" \
@@ -60,6 +64,14 @@ vg_detect_node() {
     # field case B14: Ray hid this node's devices from this `ray job submit` driver (or gave it some of them)
     vg_problem "${VG_DEV[visibility_var]}" "${VG_DEV[cause]}" "${VG_DEV[fix]}"
     return 0
+  fi
+  if [[ -n ${VG_DEV[driver_problem]-} ]]; then
+    # the host driver is older than the image's CUDA/CANN needs: the run would fail at its first device call
+    if ((${VG_DRY_RUN:-0})) && [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
+      VG_NOTES+=("warning: host driver: ${VG_DEV[driver_problem]} (planning dry run: not refused here; a launch on this machine would be)")
+    else
+      vg_problem "host driver" "${VG_DEV[driver_problem]}" "${VG_DEV[driver_fix]}"
+    fi
   fi
   n=${VG_DEV[devices]} from=${VG_DEV[source]}
   if [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then

@@ -91,8 +91,9 @@ setup() {
   add_stub nvidia-smi
   VLGRPO_PLATFORM=gpu VLGRPO_RAY_ADDRESS=head.example:6379 VLGRPO_TRAINER_DEVICES_PER_NODE=8 entry vo
   assert_success
-  [[ $(calls) == $'0000.nvidia-smi\n0001.python3\n0002.python3\n0003.python3\n0004.python3' ]] || fail "calls: $(calls)"
-  run call_argv 1
+  # nvidia-smi -L (the device count), nvidia-smi (the driver version), then as on Ascend
+  [[ $(calls) == $'0000.nvidia-smi\n0001.nvidia-smi\n0002.python3\n0003.python3\n0004.python3\n0005.python3' ]] || fail "calls: $(calls)"
+  run call_argv 2
   assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address head.example:6379 --resource GPU --nodes 2 --per-node 8 --timeout 600)"
 }
 

@@ -3,7 +3,8 @@
 # from other settings (one out of range names the settings it came from, never a variable the user did not
 # set; one whose input has no value is not derived at all, the input's own problem is reported), the node as a
 # `ray job submit` driver sees it (B14: Ray hid the NPUs; refused naming Ray and the fix; real Ray jobs in
-# tests/python/ray).
+# tests/python/ray), and the host driver against the image's CUDA/CANN (python/src/vlgrpo/driver.py; public
+# tool-output samples in tests/python/doctor/fixtures, read through the TEST_DRIVER_ROOT hook).
 
 setup() {
   load helpers/common
@@ -78,4 +79,62 @@ as_job_driver() {
   ASCEND_RT_VISIBLE_DEVICES=0,1 VLGRPO_TRAINER_NNODES=1 VLGRPO_ROLLOUT_TP=2 entry vo
   assert_success
   assert_line --partial '# platform: npu; devices per node on this node: 2 (ASCEND_RT_VISIBLE_DEVICES)'
+}
+
+FIXD=$BATS_TEST_DIRNAME/../python/doctor/fixtures
+
+# scripted nvidia-smi: `-L` prints $SMI_LIST, anything else $SMI (the default table with the driver version);
+# the image's CUDA release in the driver-check tree ($T, the TEST_DRIVER_ROOT default)
+scripted_nvidia_smi() {
+  rm -f "$T/bin/npu-smi"
+  printf '#!/bin/bash\nif [[ ${1-} == -L ]]; then cat "$SMI_LIST"; else cat "$SMI"; fi\n' >"$T/bin/nvidia-smi"
+  chmod +x "$T/bin/nvidia-smi"
+  mkdir -p "$T/usr/local/cuda"
+  printf '{"cuda": {"name": "CUDA SDK", "version": "12.9.1"}}\n' >"$T/usr/local/cuda/version.json"
+  export VLGRPO_PLATFORM=gpu VLGRPO_TRAINER_DEVICES_PER_NODE=1 VLGRPO_ROLLOUT_TP=1
+}
+
+# the cuda-compat-12-9 libcuda in the image, and the linker cache of an image whose Dockerfile ran
+# `ldconfig /usr/local/cuda-12.9/compat/` (vLLM's does)
+compat_libcuda() {
+  mkdir -p "$T/usr/local/cuda-12.9/compat"
+  : >"$T/usr/local/cuda-12.9/compat/libcuda.so.575.57.08"
+  printf '#!/bin/sh\nprintf "\\tlibcuda.so.1 (libc6,x86-64) => /usr/local/cuda-12.9/compat/libcuda.so.1\\n"\n' >"$T/bin/ldconfig"
+  chmod +x "$T/bin/ldconfig"
+}
+
+@test "host driver: an NVIDIA driver older than CUDA 12's floor is refused naming both versions and the fix" {
+  scripted_nvidia_smi
+  SMI=$FIXD/nvidia-smi-510.47.03.txt SMI_LIST=$FIXD/nvidia-smi-L-a100-pcie.txt entry vo
+  assert_failure 2
+  [[ $stderr == *"error: host driver: host driver 510.47.03 is older than 525.60.13, the oldest that runs CUDA 12.x"*"CUDA 12.9.1"*"fix: upgrade the host's NVIDIA driver"* ]] || fail "$stderr"
+  assert_no_python
+}
+
+@test "host driver: forward compatibility carries an older driver on a data-center GPU, not on a GeForce" {
+  scripted_nvidia_smi
+  compat_libcuda
+  SMI=$FIXD/nvidia-smi-550.54.14-a100.txt SMI_LIST=$FIXD/nvidia-smi-L-a100-pcie.txt entry vo
+  assert_success
+  SMI=$FIXD/nvidia-smi-550.54.14-a100.txt SMI_LIST=$FIXD/nvidia-smi-L-geforce.txt VLGRPO_TRAINER_DEVICES_PER_NODE=2 entry vo
+  assert_failure 2
+  [[ $stderr == *"host driver 550.54.14 is older than 575.57.08, which CUDA 12.9.1 in this image needs"*"NVIDIA GeForce RTX 5090"*"error 804"*"fix: upgrade the host's NVIDIA driver to 575.57.08 or newer"* ]] || fail "$stderr"
+}
+
+@test "host driver: an Ascend driver older than the HDK that CANN 8.5.0 is released with is refused; 26.0.rc1 passes" {
+  davinci 16
+  mkdir -p "$T/usr/local/Ascend/driver" "$T/usr/local/Ascend/ascend-toolkit/latest/opp"
+  cp "$FIXD/cann-8.5.0-opp-version.info" "$T/usr/local/Ascend/ascend-toolkit/latest/opp/version.info"
+  cp "$FIXD/ascend-driver-version-25.3.rc1.info" "$T/usr/local/Ascend/driver/version.info"
+  entry fa
+  assert_failure 2
+  [[ $stderr == *"error: host driver: host driver 25.3.rc1 is older than Ascend HDK 25.5.0, which CANN 8.5.0 in this image is released with"*"fix: upgrade the host's Ascend driver and firmware to HDK 25.5.0 or newer"* ]] || fail "$stderr"
+  cp "$FIXD/ascend-driver-version-26.0.rc1.info" "$T/usr/local/Ascend/driver/version.info"
+  entry fa
+  assert_success
+  # a planning dry run for another machine only warns about this one's driver
+  cp "$FIXD/ascend-driver-version-25.3.rc1.info" "$T/usr/local/Ascend/driver/version.info"
+  VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
+  assert_success
+  assert_line --partial "# warning: host driver: host driver 25.3.rc1 is older than Ascend HDK 25.5.0"
 }

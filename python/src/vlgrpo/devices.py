@@ -390,6 +390,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also count with torch in this process (torch_npu on Ascend; honours the stand-in hook)")
     p.add_argument("--format", choices=("text", "shell", "json"), default="text",
                    help="text (one line), shell (key=value lines for the entrypoints) or json")
+    p.add_argument("--driver", action="store_true",
+                   help="also check the host driver against the image's CUDA/CANN (vlgrpo.driver) when devices are found")
+    p.add_argument("--root", default="/", help="file-system root the driver check reads (default /; tests)")
     return p
 
 
@@ -399,6 +402,11 @@ def main(argv: list[str] | None = None) -> int:
         node = count(args.platform or "", args.dev_dir)
         data: dict = node.as_dict()
         data.update(cause=node.cause(), fix=node.fix(), ray_hidden=int(node.ray_hidden()))
+        if args.driver and node.platform and node.node_devices:
+            from vlgrpo import driver
+
+            found = driver.check(node.platform, args.root, smi_list=node.tool_output)
+            data.update({f"driver_{k}": v for k, v in found.as_dict().items() if k != "platform"})
         if args.torch:
             if not node.platform:
                 raise UsageError("--torch: no platform found here; pass --platform npu|gpu")
@@ -416,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"node: {node.node_devices} ({node.node_source or '-'})")
         if data["cause"]:
             line += f"; {data['cause']}"
+        if data.get("driver_problem"):
+            line += f"; {data['driver_problem']} -- fix: {data['driver_fix']}"
         if args.torch:
             line += f"; torch sees {data['torch_visible']} [{data['torch_source']}]"
             if data["torch_error"]:

@@ -12,6 +12,9 @@ check failed, 2 when at least one did, 1 when the doctor itself broke. Checks, i
 ``driver``          Ascend (field case B16): /usr/local/Ascend/driver mounted whole (not only lib64 and
                     version.info: HCCL reads other files under it), /usr/local/dcmi, /etc/ascend_install.info,
                     ``npu-smi info`` runs; -8005/-8020 mean the cards are in use by another container.
+``driver-version``  the host driver the container sees against what the image's CUDA / CANN needs
+                    (vlgrpo.driver: natively, or through the image's CUDA forward-compatibility libraries on
+                    data-center GPUs; CANN's declared requirements and its paired Ascend HDK).
 ``torch-devices``   a fresh interpreter imports torch (+ torch_npu) and sees as many devices as the node has.
 ``shm``             /dev/shm at least ``--min-shm-gib`` (Docker's default 64 MiB breaks NCCL/HCCL and vLLM).
 ``sitecustomize``   our shim is the ``sitecustomize`` imported, with the patch bootstrap installed, in this
@@ -82,6 +85,7 @@ class Context:
     driver_dir: str = ASCEND_DRIVER
     dcmi_dir: str = "/usr/local/dcmi"
     install_info: str = "/etc/ascend_install.info"
+    root: str = "/"  # where vlgrpo.driver reads the driver's and the image's version files
     shm_dir: str = "/dev/shm"
     container_markers: tuple[str, ...] = ("/.dockerenv", "/run/.containerenv")
     min_shm_gib: float = DEFAULT_MIN_SHM_GIB
@@ -244,6 +248,20 @@ def check_driver(ctx: Context, platform: str) -> Result:
     if problems:
         return Result("driver", FAIL, "; ".join(problems), "; ".join(fixes))
     return Result("driver", PASS, f"{d} mounted whole, dcmi, install info and npu-smi present; npu-smi info ok")
+
+
+def check_driver_version(ctx: Context, platform: str) -> Result:
+    if ctx.stand_in:
+        return Result("driver-version", SKIP, "CI stand-in image (manifest stand_in: true): no accelerator driver")
+    from vlgrpo import driver
+
+    found = driver.check(platform, ctx.root, npu_smi=True)
+    if found.skipped:
+        return Result("driver-version", FAIL if platform in devcount.PLATFORMS and ctx.in_container() else SKIP,
+                      found.skipped, "mount the host driver into the container (see the devices/driver checks)")
+    if found.problem:
+        return Result("driver-version", FAIL, f"{found.problem}; the image needs {found.needs}", found.fix)
+    return Result("driver-version", PASS, f"host driver {found.host}; the image needs {found.needs}: {found.via}")
 
 
 def check_torch_devices(ctx: Context, platform: str) -> Result:
@@ -514,6 +532,7 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
         ("versions", lambda: check_versions(ctx)),
         ("devices", lambda: check_devices(ctx, platform)),
         ("driver", lambda: check_driver(ctx, platform)),
+        ("driver-version", lambda: check_driver_version(ctx, platform)),
         ("torch-devices", lambda: check_torch_devices(ctx, platform)),
         ("shm", lambda: check_shm(ctx)),
         ("sitecustomize", lambda: [check_site_driver(ctx), check_site_spawn(ctx)] + check_site_ray(ctx)),
@@ -537,8 +556,8 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
     return results
 
 
-CHECK_NAMES = ("versions", "devices", "driver", "torch-devices", "shm", "sitecustomize", "patches", "ckpt-engine",
-               "model", "data", "checkpoint-space", "ports")
+CHECK_NAMES = ("versions", "devices", "driver", "driver-version", "torch-devices", "shm", "sitecustomize", "patches",
+               "ckpt-engine", "model", "data", "checkpoint-space", "ports")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@
 #   TEST_DEV_DIR           folder scanned for davinci<N> device files (default: an empty folder)
 #   TEST_MOUNTINFO         mountinfo file (default: /proc/self/mountinfo)
 #   TEST_CONTAINER_MARKER  a file whose existence means "in a container" (default: none, not a container)
+#   TEST_DRIVER_ROOT       root of the tree the driver check reads (default: the folder above TEST_DEV_DIR)
 # Usage: run-entry.sh ENTRYPOINT [WORD...]
 set -Eeuo pipefail
 entry=$1
@@ -12,6 +13,7 @@ shift
 # shellcheck source=/dev/null
 source "$entry"
 VG_DEV_DIR=${TEST_DEV_DIR:?TEST_DEV_DIR must be set by the test}
+VG_DRIVER_ROOT=${TEST_DRIVER_ROOT:-$VG_DEV_DIR/..}
 VG_MOUNTINFO=${TEST_MOUNTINFO:-/proc/self/mountinfo}
 VG_CONTAINER_MARKERS=()
 if [[ -n ${TEST_CONTAINER_MARKER-} ]]; then VG_CONTAINER_MARKERS=("$TEST_CONTAINER_MARKER"); fi

@@ -303,3 +303,38 @@ def test_ports_names_what_a_job_opens_and_fails_with_the_loopback_patch_off(monk
     off = doctor.check_ports(None)
     assert off.status == doctor.FAIL and "the node IP, unauthenticated" in off.detail
     assert "CVE-2026-22778" in off.fix and "CVE-2026-34755" in off.fix
+
+
+# ---- the host driver against the image (vlgrpo.driver; public samples in fixtures/) ---------------------------
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_driver_version_an_old_nvidia_driver_fails_naming_both_versions_and_the_fix(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nif [ \"$1\" = -L ]; then cat '{FIX}/nvidia-smi-L-a100-pcie.txt'; "
+                                        f"else cat '{FIX}/nvidia-smi-510.47.03.txt'; fi\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    (tmp_path / "usr/local/cuda").mkdir(parents=True)
+    (tmp_path / "usr/local/cuda/version.json").write_text('{"cuda": {"version": "12.9.1"}}')
+    r = doctor.check_driver_version(ctx_for(tmp_path, root=str(tmp_path)), "gpu")
+    assert r.status == FAIL and "host driver 510.47.03 is older than 525.60.13" in r.detail
+    assert "the image needs CUDA 12.9.1" in r.detail and r.fix.startswith("upgrade the host's NVIDIA driver")
+
+
+@pytest.mark.parametrize("info,status", [("ascend-driver-version-25.3.rc1.info", FAIL),
+                                         ("ascend-driver-version-26.0.rc1.info", PASS)])
+def test_driver_version_ascend_against_cann_8_5(tmp_path, info, status):
+    (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
+    shutil.copy(FIX / info, tmp_path / "usr/local/Ascend/driver/version.info")
+    opp = tmp_path / "usr/local/Ascend/ascend-toolkit/latest/opp"
+    opp.mkdir(parents=True)
+    shutil.copy(FIX / "cann-8.5.0-opp-version.info", opp / "version.info")
+    r = doctor.check_driver_version(ctx_for(tmp_path, root=str(tmp_path)), "npu")
+    assert r.status == status, r
+    if status == FAIL:
+        assert "25.3.rc1 is older than Ascend HDK 25.5.0" in r.detail and "HDK 25.5.0" in r.fix
+    else:
+        assert r.detail.startswith("host driver 26.0.rc1; the image needs CANN 8.5.0")
