@@ -20,13 +20,17 @@ SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 MODEL_CONFIG = REPO / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "config.json"
 
 
+def make_shim_dir(d: Path) -> Path:
+    """``d`` (created) holding only the real sitecustomize shim (put first on PYTHONPATH = loaded at start-up)."""
+    d.mkdir(exist_ok=True)
+    shutil.copy(SHIM, d / "sitecustomize.py")
+    return d
+
+
 @pytest.fixture
 def shim_dir(tmp_path):
     """A directory holding only the real sitecustomize shim (put first on PYTHONPATH = loaded at start-up)."""
-    d = tmp_path / "shim"
-    d.mkdir()
-    shutil.copy(SHIM, d / "sitecustomize.py")
-    return d
+    return make_shim_dir(tmp_path / "shim")
 
 
 @pytest.fixture(scope="session")

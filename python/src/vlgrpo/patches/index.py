@@ -15,6 +15,7 @@ IDS = (
     "rollout.vision_placeholder_ban",
     "rollout.vision_placeholder_mask",
     "rollout.server_loopback",
+    "rollout.weight_sync_dp_rank",
     "checkpoint.manifest",
     "fully_async.resume_step_label",
     "fully_async.partial_rollout_budget",
@@ -59,6 +60,9 @@ TARGET_MODULES = {
     ),
     "verl.experimental.agent_loop.agent_loop": (
         "rollout.vision_placeholder_mask",
+    ),
+    "verl.workers.rollout.vllm_rollout.utils": (
+        "rollout.weight_sync_dp_rank",
     ),
     "verl.utils.checkpoint.fsdp_checkpoint_manager": (
         "checkpoint.manifest",

@@ -47,6 +47,7 @@ from vlgrpo.patches.fixes import (
     rollout_server_loopback,
     rollout_vision_placeholder_ban,
     rollout_vision_placeholder_mask,
+    rollout_weight_sync_dp_rank,
 )
 
 PATCHES = (
@@ -58,6 +59,7 @@ PATCHES = (
     rollout_vision_placeholder_ban.RECORD,
     rollout_vision_placeholder_mask.RECORD,
     rollout_server_loopback.RECORD,
+    rollout_weight_sync_dp_rank.RECORD,
     checkpoint_manifest.RECORD,
     fully_async_resume_step_label.RECORD,
     fully_async_partial_rollout_budget.RECORD,
