@@ -16,7 +16,8 @@ Values in the context, by name (who gives them):
 - ``model`` (model-dir): facts about the model folder; ``model_path``; ``clean_model`` only when nothing in the
   folder would run code and config.json is usable;
 - ``hf_model`` (hf-model): verl's HFModelConfig; ``max_position_embeddings`` (+ ``mpe_source``);
-- ``counter`` (prompt-counter): the :class:`~vlgrpo.preflight.dataset.PromptCounter`; ``tokenizer``.
+- ``image_processor`` (image-patch-size): the image processor the rollout uses;
+- ``counter`` (prompt-counter): the :class:`~vlgrpo.preflight.dataset.PromptCounter`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ _CODE_LIST = [
     Code("rules.devices-per-node", ERROR, "n_gpus_per_node larger than the node's accelerators"),
     Code("rules.devices-unused", WARNING, "n_gpus_per_node leaves accelerators of a node idle"),
     Code("rules.image-truncation", ERROR, "data.truncation cuts image prompts"),
+    Code("rules.image-patch-size", ERROR, "data.image_patch_size differs from the processor's patch size "
+         "(verl's overlong filter counts image tokens wrong)"),
     Code("rules.checkpoint-backend", ERROR, "the checkpoint-engine backend is not registered by the installed verl"),
     Code("rules.checkpoint-backend-import", WARNING, "the backend is declared but its imports fail here"),
     Code("rules.vision-token-ban", WARNING, "vision placeholder tokens are not banned in vLLM sampling (verl PR #7038)"),
@@ -98,6 +101,8 @@ _CODE_LIST = [
     Code("data.image-exceeds-budget", EITHER, "a row's image tokens alone exceed max_prompt_length "
          "(warning when verl's filter drops it)"),
     Code("data.over-budget", EITHER, "rows longer than max_prompt_length (warning when verl's filter drops them)"),
+    Code("data.rollout-overlong", ERROR, "image rows verl keeps whose rollout prompt is longer than "
+         "rollout.prompt_length (the agent loop raises)"),
     Code("data.all-rows-dropped", ERROR, "every row of a split is longer than max_prompt_length (filter on)"),
     Code("data.data-source", ERROR, "a data_source verl's default_compute_score does not handle"),
     Code("data.reward-import", WARNING, "the scorer of a data_source cannot be imported here"),
@@ -282,14 +287,29 @@ def _lengths(ctx: Context) -> None:
     ctx.summary["token_budget"] = check_lengths(ctx["typed_work"], ctx.report, ctx["loc"], mpe, source)
 
 
+def _image_patch_size(ctx: Context) -> None:
+    from .dataset import load_image_processor
+    from .rules import check_image_patch_size
+
+    image_processor = load_image_processor(ctx["model_path"], getattr(ctx.get("hf_model"), "processor", None))
+    if image_processor is None:
+        ctx.withhold("image_processor", "the model folder has no image processor")
+        return
+    ctx.give("image_processor", image_processor)
+    ctx.summary["image_patch_size"] = check_image_patch_size(ctx["typed_work"], ctx.report, ctx["loc"],
+                                                             image_processor, ctx["model_path"])
+
+
 def _prompt_counter(ctx: Context) -> None:
     from .dataset import PromptCounter
 
     work, hf_model = ctx["typed_work"], ctx.get("hf_model")
-    counter = PromptCounter(ctx["model_path"], image_patch_size=int(work.data.get("image_patch_size", 14) or 14),
+    counter = PromptCounter(ctx["model_path"], filter_patch_size=work.data.get("image_patch_size", 14),
                             apply_chat_template_kwargs=dict(work.data.get("apply_chat_template_kwargs") or {}),
+                            mm_processor_kwargs=dict(work.data.get("mm_processor_kwargs") or {}),
                             tokenizer=getattr(hf_model, "tokenizer", None),
-                            processor=getattr(hf_model, "processor", None), processor_tried="hf_model" in ctx)
+                            processor=getattr(hf_model, "processor", None), processor_tried="hf_model" in ctx,
+                            image_processor=ctx.get("image_processor"))
     ctx.summary["counted_with"] = counter.method
     ctx.give("counter", counter)
 
@@ -392,6 +412,9 @@ CHECKS: tuple[Check, ...] = (
     Check("lengths", ("typed_work", "loc", "model"), (),
           ("rules.max-model-len", "rules.max-model-len-mismatch", "rules.max-position-embeddings"), _lengths,
           "B09: max_model_len against prompt + response and max_position_embeddings"),
+    Check("image-patch-size", ("typed_work", "loc", "model_path", "clean_model"), ("image_processor",),
+          ("rules.image-patch-size",), _image_patch_size,
+          "B06: data.image_patch_size (verl's overlong filter) = the processor's patch size (verl's agent loop)"),
     Check("prompt-counter", ("typed_work", "model_path", "clean_model", "check_data"), ("counter",), (),
           _prompt_counter, "the folder's tokenizer, chat template and image processor, for the data check"),
     Check("vision-token-ban", ("typed_work",), (), ("rules.vision-token-ban",), _vision_token_ban,

@@ -1,22 +1,27 @@
 """Data checks: parquet readable, the columns the config points at, and every row's prompt length.
 
-Prompt lengths are counted the way verl 0.8.0 counts them when it filters overlong prompts
-(``verl/utils/dataset/rl_dataset.py``: ``_build_messages`` -> ``processor.apply_chat_template`` ->
-``qwen_vl_utils.process_vision_info`` (image pre-resize with ``data.image_patch_size``) -> processor), with
-the model folder's real tokenizer, chat template and image processor.
+Prompt lengths are counted the way verl 0.8.0's rollout makes them (``verl/experimental/agent_loop/agent_loop.py``:
+``AgentLoopBase.process_multi_modal_info`` pre-resizes each image with ``processor.image_processor.patch_size``,
+``apply_chat_template`` renders the processor's chat template and calls the processor with
+``data.mm_processor_kwargs``), with the model folder's real tokenizer, chat template and image processor. verl's
+overlong filter (``verl/utils/dataset/rl_dataset.py::maybe_filter_out_long_prompts``) makes the same calls but
+pre-resizes with ``data.image_patch_size`` (default 14; verl issue #6592): where the two differ, a row over the
+limit is also counted the filter's way, to tell the rows verl drops from the rows it keeps and the rollout refuses.
 
 Which processor is used:
 
 1. ``transformers.AutoProcessor.from_pretrained(model, use_fast=True)`` -- what verl's ``hf_processor`` does.
    The Qwen3-VL processor needs torchvision (for its video processor); the training images have it.
-2. Without torchvision (a CPU build host): the folder's tokenizer renders the same chat template, the folder's
-   image processor (``AutoImageProcessor``, its own patch_size/merge_size/min/max pixels) gives each image's
-   ``image_grid_thw``, and every ``<|image_pad|>`` is expanded to ``prod(grid_thw) // merge_size**2`` tokens,
-   the rule of ``Qwen3VLProcessor.__call__`` (transformers 4.57.6 ``processing_qwen3_vl.py``).
+2. Without torchvision (a CPU build host): the folder's tokenizer renders the processor's chat template
+   (``chat_template.json``), the folder's image processor (``AutoImageProcessor``, its own patch_size/merge_size/
+   min/max pixels) gives each image's ``image_grid_thw``, and every ``<|image_pad|>`` is expanded to
+   ``prod(grid_thw) // merge_size**2`` tokens, the rule of ``Qwen3VLProcessor.__call__`` (transformers 4.57.6
+   ``processing_qwen3_vl.py``). The report's ``token counts:`` line says which path counted.
 
 Image pre-resize: ``qwen_vl_utils.fetch_image`` when qwen_vl_utils is importable (it needs torchvision), else
 :func:`pre_resize_hw`, which implements the same rule (qwen-vl-utils 0.0.14 ``smart_resize``: nearest
-multiple of ``2 x image_patch_size``, pixel count kept within [4, 16384] x factor**2).
+multiple of ``2 x patch size``, pixel count kept within [4, 16384] x factor**2, or the image entry's own
+``min_pixels``/``max_pixels``/``resized_height``+``resized_width``).
 """
 
 from __future__ import annotations
@@ -38,17 +43,19 @@ QWEN_VL_UTILS_MAX_RATIO = 200
 MAX_LISTED_ROWS = 20
 
 
-def pre_resize_hw(height: int, width: int, image_patch_size: int) -> tuple[int, int]:
-    """(height, width) after qwen-vl-utils' default image resize for ``image_patch_size``.
+def pre_resize_hw(height: int, width: int, image_patch_size: int, min_pixels: int | None = None,
+                  max_pixels: int | None = None) -> tuple[int, int]:
+    """(height, width) after qwen-vl-utils' image resize for ``image_patch_size`` (qwen-vl-utils 0.0.14
+    ``vision_process.py``: ``fetch_image`` -> ``smart_resize``).
 
     Each side goes to the nearest multiple of ``factor = 2 * image_patch_size`` (at least ``factor``); if
-    the area then exceeds ``16384 * factor**2`` both sides are scaled by ``sqrt(area / max)`` and floored to
-    the factor, if it is below ``4 * factor**2`` they are scaled up and ceiled. Raises ValueError for an
-    aspect ratio above 200 (as qwen-vl-utils does).
+    the area then exceeds ``max_pixels`` (default ``16384 * factor**2``) both sides are scaled by
+    ``sqrt(area / max)`` and floored to the factor, if it is below ``min_pixels`` (default ``4 * factor**2``)
+    they are scaled up and ceiled. Raises ValueError for an aspect ratio above 200 (as qwen-vl-utils does).
     """
     factor = 2 * image_patch_size
-    max_pixels = QWEN_VL_UTILS_MAX_TOKENS * factor * factor
-    min_pixels = QWEN_VL_UTILS_MIN_TOKENS * factor * factor
+    max_pixels = QWEN_VL_UTILS_MAX_TOKENS * factor * factor if max_pixels is None else int(max_pixels)
+    min_pixels = QWEN_VL_UTILS_MIN_TOKENS * factor * factor if min_pixels is None else int(min_pixels)
     if max(height, width) / min(height, width) > QWEN_VL_UTILS_MAX_RATIO:
         raise ValueError(f"aspect ratio {max(height, width) / min(height, width):.1f} exceeds 200")
     h = max(factor, round(height / factor) * factor)
@@ -64,20 +71,52 @@ def pre_resize_hw(height: int, width: int, image_patch_size: int) -> tuple[int, 
     return h, w
 
 
-class PromptCounter:
-    """Count prompt tokens (text + image tokens) with a model folder's own tokenizer and processors.
+#: the patch size verl 0.8.0's agent loop falls back to when the processor has none
+#: (``getattr(getattr(processor, "image_processor", None), "patch_size", 14)`` in ``agent_loop.py``)
+AGENT_LOOP_DEFAULT_PATCH = 14
 
-    ``count(messages, images) -> (total_tokens, image_tokens)``; ``messages`` in verl's structured form
-    (content lists with ``{"type": "image"}`` items), ``images`` PIL images in placeholder order.
+
+def load_image_processor(model_path: str, processor: Any = None) -> Any:
+    """The image processor the rollout uses: ``processor.image_processor`` when verl's processor loaded, else the
+    folder's ``AutoImageProcessor`` (slow class, with the folder's pixel bounds, see :func:`_pixel_bounds`).
+    None for a folder without one (a text-only model)."""
+    if processor is not None and getattr(processor, "image_processor", None) is not None:
+        return processor.image_processor
+    from transformers import AutoImageProcessor
+
+    try:
+        return AutoImageProcessor.from_pretrained(model_path, use_fast=False, trust_remote_code=False,
+                                                  **_pixel_bounds(model_path))
+    except Exception:  # noqa: BLE001 - text-only model folder
+        return None
+
+
+def rollout_patch_size(image_processor: Any) -> int:
+    """The patch size verl 0.8.0's agent loop pre-resizes images with: the image processor's ``patch_size``."""
+    return int(getattr(image_processor, "patch_size", AGENT_LOOP_DEFAULT_PATCH) or AGENT_LOOP_DEFAULT_PATCH)
+
+
+class PromptCounter:
+    """Count prompt tokens (text + image tokens) as verl's rollout makes them, with a model folder's own tokenizer,
+    chat template and processors.
+
+    ``count(messages, images, items) -> (total_tokens, image_tokens)`` with the images pre-resized by the processor's
+    patch size (the agent loop's rule); ``count_filter(...)`` the same with ``filter_patch_size`` (verl's overlong
+    filter: ``data.image_patch_size``). ``messages`` in verl's structured form (content lists with
+    ``{"type": "image"}`` items), ``images`` PIL images in placeholder order, ``items`` the rows' image entries
+    (dicts; their ``min_pixels``/``max_pixels``/``resized_height``/``resized_width`` reach qwen-vl-utils).
     """
 
-    def __init__(self, model_path: str, image_patch_size: int = 14, apply_chat_template_kwargs: dict | None = None,
-                 tokenizer: Any = None, processor: Any = None, processor_tried: bool = False):
-        self.image_patch_size = int(image_patch_size)
+    def __init__(self, model_path: str, filter_patch_size: int | None = AGENT_LOOP_DEFAULT_PATCH,
+                 apply_chat_template_kwargs: dict | None = None, mm_processor_kwargs: dict | None = None,
+                 tokenizer: Any = None, processor: Any = None, processor_tried: bool = False,
+                 image_processor: Any = None):
         self.kwargs = dict(apply_chat_template_kwargs or {})
+        self.mm_kwargs = dict(mm_processor_kwargs or {})
         self.processor = processor
         self.tokenizer = tokenizer
-        self.image_processor = None
+        self.image_processor = image_processor
+        self.chat_template = None
         self.method = ""
         if self.processor is None and not processor_tried:  # verl's HFModelConfig may have tried already
             try:
@@ -92,18 +131,18 @@ class PromptCounter:
             self.image_processor = self.processor.image_processor
             self.method = f"{type(self.processor).__name__} (AutoProcessor, use_fast=True)"
         else:
-            from transformers import AutoImageProcessor, AutoTokenizer
+            from transformers import AutoTokenizer
 
             self.processor = None
             if self.tokenizer is None:
                 self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
-            try:
-                self.image_processor = AutoImageProcessor.from_pretrained(
-                    model_path, use_fast=False, trust_remote_code=False, **_pixel_bounds(model_path))
-            except Exception:  # noqa: BLE001 - text-only model folder
-                self.image_processor = None
+            if self.image_processor is None:
+                self.image_processor = load_image_processor(model_path)
+            self.chat_template = _processor_chat_template(model_path)
             self.method = (f"{type(self.tokenizer).__name__} + {type(self.image_processor).__name__} "
                            "(no processor: torchvision missing; Qwen3VLProcessor's <|image_pad|> expansion rule)")
+        self.patch_size = rollout_patch_size(self.image_processor)
+        self.filter_patch_size = filter_patch_size
         self.image_pad_id = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
         try:
             import qwen_vl_utils  # noqa: F401
@@ -113,42 +152,89 @@ class PromptCounter:
         except Exception:  # noqa: BLE001 - needs torchvision
             self._fetch = None
             self.method += "; images pre-resized by vlgrpo's qwen-vl-utils rule"
+        self.method += (f" with the processor's patch size {self.patch_size}, as verl's agent loop does"
+                        if self.image_processor is not None else "")
 
     @property
     def merge_size(self) -> int:
         return int(getattr(self.image_processor, "merge_size", 2))
 
-    def pre_resize(self, image: Any) -> Any:
-        """The image verl hands to the processor (RGB, pre-resized)."""
+    def pre_resize(self, image: Any, item: dict | None = None, patch_size: int | None = None) -> Any:
+        """The image verl hands to the processor (RGB, pre-resized with ``patch_size``, default the processor's)."""
+        patch = self.patch_size if patch_size is None else patch_size
+        item = item if isinstance(item, dict) else {}
         if self._fetch is not None:
-            return self._fetch({"image": image}, image_patch_size=self.image_patch_size)
+            return self._fetch({**{k: v for k, v in item.items() if k in _ITEM_KEYS}, "image": image},
+                               image_patch_size=patch)
         image = image.convert("RGB")
-        h, w = pre_resize_hw(image.height, image.width, self.image_patch_size)
+        if "resized_height" in item and "resized_width" in item:
+            h, w = pre_resize_hw(int(item["resized_height"]), int(item["resized_width"]), patch)
+        else:
+            h, w = pre_resize_hw(image.height, image.width, patch, item.get("min_pixels"), item.get("max_pixels"))
         return image.resize((w, h))
 
     def render(self, messages: list[dict]) -> str:
-        owner = self.processor if self.processor is not None else self.tokenizer
-        return owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **self.kwargs)
+        if self.processor is not None:
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                      **self.kwargs)
+        extra = {"chat_template": self.chat_template} if self.chat_template else {}
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                  **{**extra, **self.kwargs})
 
-    def count(self, messages: list[dict], images: list[Any]) -> tuple[int, int]:
+    def count(self, messages: list[dict], images: list[Any], items: list[Any] | None = None) -> tuple[int, int]:
+        """(prompt tokens, image tokens) of the prompt the rollout builds."""
+        return self._count(messages, images, items, self.patch_size)
+
+    def count_filter(self, messages: list[dict], images: list[Any], items: list[Any] | None = None
+                     ) -> tuple[int, int]:
+        """(prompt tokens, image tokens) as verl's overlong filter estimates them (``data.image_patch_size``)."""
+        if self.filter_patch_size == self.patch_size or not images:
+            return self.count(messages, images, items)
+        if not isinstance(self.filter_patch_size, int) or self.filter_patch_size < 1:
+            raise ValueError(f"data.image_patch_size={self.filter_patch_size!r}: qwen-vl-utils cannot pre-resize")
+        return self._count(messages, images, items, self.filter_patch_size)
+
+    def _count(self, messages: list[dict], images: list[Any], items: list[Any] | None, patch: int
+               ) -> tuple[int, int]:
         raw = self.render(messages)
         if not images:
             return len(self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]), 0
-        prepared = [self.pre_resize(im) for im in images]
+        items = list(items or [None] * len(images))
+        prepared = [self.pre_resize(im, it, patch) for im, it in zip(images, items)]
         if self.processor is not None:
-            out = self.processor(text=[raw], images=prepared)
+            out = self.processor(text=[raw], images=prepared, **self.mm_kwargs)
             grid = out["image_grid_thw"]
             image_tokens = int(sum(int(g[0]) * int(g[1]) * int(g[2]) for g in grid)) // self.merge_size ** 2
             return len(out["input_ids"][0]), image_tokens
         if self.image_processor is None:
             raise RuntimeError("the model folder has no image processor but the row has images")
-        grid = self.image_processor(images=prepared)["image_grid_thw"]
+        grid = self.image_processor(images=prepared, **self.mm_kwargs)["image_grid_thw"]
         per_image = [int(g[0]) * int(g[1]) * int(g[2]) // self.merge_size ** 2 for g in grid]
         ids = self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]
         pads = sum(1 for t in ids if t == self.image_pad_id)
         if pads != len(per_image):
             raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
         return len(ids) - pads + sum(per_image), sum(per_image)
+
+
+#: keys of a row's image entry that qwen-vl-utils 0.0.14 ``fetch_image`` reads besides the image itself
+_ITEM_KEYS = ("min_pixels", "max_pixels", "resized_height", "resized_width")
+
+
+def _processor_chat_template(model_path: str) -> str | None:
+    """The processor's chat template (``chat_template.json`` / ``chat_template.jinja`` of the folder), which
+    ``Qwen3VLProcessor.apply_chat_template`` renders; None when the folder has neither (the tokenizer's is used)."""
+    import json
+
+    jinja = os.path.join(model_path, "chat_template.jinja")
+    try:
+        if os.path.isfile(jinja):
+            with open(jinja, encoding="utf-8") as fh:
+                return fh.read()
+        with open(os.path.join(model_path, "chat_template.json"), encoding="utf-8") as fh:
+            return json.load(fh).get("chat_template")
+    except (OSError, ValueError):
+        return None
 
 
 def _pixel_bounds(model_path: str) -> dict[str, int]:
@@ -300,6 +386,9 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
     image_key = data.get("image_key", "images")
     max_len = int(data.max_prompt_length)
     filtering = bool(data.get("filter_overlong_prompts", False))
+    # the agent loop refuses an image prompt longer than rollout.prompt_length (default data.max_prompt_length)
+    r_len = work.actor_rollout_ref.rollout.get("prompt_length")
+    rollout_len = r_len if isinstance(r_len, int) and not isinstance(r_len, bool) else max_len
     summary: dict[str, Any] = {}
     sources: dict[str, list[str]] = {}
     for split, key in (("train", "data.train_files"), ("val", "data.val_files")):
@@ -332,6 +421,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
             placeholder_rows: list[int] = []  # rows with <image> in the prompt but no image to put there
             columns = [c for c in (prompt_key, image_key, "data_source") if c in names]
             over: list[tuple[int, int, int]] = []
+            kept_overlong: list[tuple[int, int, int, int]] = []  # (row, rollout tokens, image tokens, filter's count)
             image_alone: list[tuple[int, int]] = []
             bad_rows: list[tuple[int, str]] = []
             row_index = 0
@@ -346,7 +436,8 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     if counter is None:
                         continue
                     try:
-                        images = [_open_image(it, base_dir) for it in (row.get(image_key) or [])] if has_images else []
+                        items = list(row.get(image_key) or []) if has_images else []
+                        images = [_open_image(it, base_dir) for it in items]
                         prompt = row[prompt_key]
                         if isinstance(prompt, str) or not isinstance(prompt, list):
                             raise ValueError("prompt must be a list of {role, content} messages")
@@ -354,7 +445,14 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                             placeholder_rows.append(idx)
                             continue
                         messages = build_messages(prompt, images)
-                        total, img_tokens = counter.count(messages, images)
+                        total, img_tokens = counter.count(messages, images, items)
+                        estimate = total
+                        if filtering and total > min(max_len, rollout_len) and counter.filter_patch_size != \
+                                counter.patch_size:
+                            try:
+                                estimate = counter.count_filter(messages, images, items)[0]
+                            except Exception:  # noqa: BLE001 - verl's doc2len counts a failing row as max + 1
+                                estimate = max_len + 1
                     except Exception as exc:  # noqa: BLE001
                         bad_rows.append((idx, " ".join(str(exc).split())[:160]))
                         continue
@@ -363,7 +461,10 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                         info["max_images"] = max(info.get("max_images", 0), len(images))
                     if not largest or total > largest["tokens"]:
                         largest = {"tokens": total, "image_tokens": img_tokens, "row": idx, "file": path}
-                    if total > max_len:
+                    kept = not filtering or estimate <= max_len
+                    if kept and images and total > rollout_len and (filtering or total <= max_len):
+                        kept_overlong.append((idx, total, img_tokens, estimate))
+                    elif total > max_len:
                         over.append((idx, total, img_tokens))
                     if img_tokens > max_len:
                         image_alone.append((idx, img_tokens))
@@ -387,7 +488,8 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
                     "policy is trained on the literal text '<image>' and never sees the diagram",
                     f"set data.image_key to the images column, or reconvert the data so every such row has its image"))
-            info["over_budget"] += len(over)
+            info["over_budget"] += len(over) + sum(1 for r in kept_overlong if r[1] > max_len)
+            info["rollout_overlong"] = info.get("rollout_overlong", 0) + len(kept_overlong)
             where = loc.where(key, file=path)
             for idx, why in bad_rows[:MAX_LISTED_ROWS]:
                 report.add(Finding("data.row", ERROR, f"row cannot be processed: {why}",
@@ -403,6 +505,10 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     "no truncation can fit them: verl raises at rollout for image prompts (verl issue #4975)"
                     + (" -- with filtering on, verl drops them" if filtering else ""),
                     "downscale those images, drop the rows, or raise data.max_prompt_length"))
+            if kept_overlong:
+                report.add(_kept_overlong_finding(kept_overlong, counter, filtering, max_len, rollout_len,
+                                                  Where(position=where.position, override=where.override, key=key,
+                                                        file=path, row=kept_overlong[0][0])))
             if over:
                 rows = ", ".join(f"row {i}: {n} tokens ({m} image)" for i, n, m in over[:MAX_LISTED_ROWS])
                 more = f" (+{len(over) - MAX_LISTED_ROWS} more)" if len(over) > MAX_LISTED_ROWS else ""
@@ -437,6 +543,42 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     "the reward loop imports the scorer on the first batch",
                     "install it in the training image (geo3k's scorer needs mathruler)"))
     return summary
+
+
+def _kept_overlong_finding(rows: list[tuple[int, int, int, int]], counter: PromptCounter, filtering: bool,
+                           max_len: int, rollout_len: int, where: Where) -> Finding:
+    """``data.rollout-overlong``: rows verl keeps (its filter's count fits, or filtering is off) whose prompt, as
+    the rollout builds it, is longer than ``rollout.prompt_length``; the agent loop raises on each of them."""
+    limit = (f"max_prompt_length {max_len}" if rollout_len == max_len else
+             f"actor_rollout_ref.rollout.prompt_length {rollout_len}")
+    mismatch = filtering and counter.filter_patch_size != counter.patch_size
+
+    def one(i: int, n: int, m: int, est: int) -> str:
+        text = f"row {i}: {n} tokens ({m} image) in the rollout"
+        if mismatch:
+            text += f", {est} by verl's filter"
+        return text
+
+    listed = ", ".join(one(*r) for r in rows[:MAX_LISTED_ROWS])
+    more = f" (+{len(rows) - MAX_LISTED_ROWS} more)" if len(rows) > MAX_LISTED_ROWS else ""
+    if mismatch:
+        what = (f"{len(rows)} row(s) pass verl's overlong filter but are longer than {limit} in the rollout: "
+                f"{listed}{more}; the filter pre-resizes images with data.image_patch_size="
+                f"{counter.filter_patch_size}, the rollout with the processor's patch size {counter.patch_size}")
+        fix = (f"data.image_patch_size={counter.patch_size} (the processor's) so verl's filter drops them, or raise "
+               f"data.max_prompt_length to at least {max(r[1] for r in rows)}")
+    elif filtering:
+        what = (f"{len(rows)} row(s) fit data.max_prompt_length {max_len} (verl's filter keeps them) but are longer "
+                f"than {limit}: {listed}{more}")
+        fix = f"actor_rollout_ref.rollout.prompt_length >= {max(r[1] for r in rows)}, or drop the override"
+    else:
+        what = f"{len(rows)} row(s) are longer than {limit}: {listed}{more}"
+        fix = f"actor_rollout_ref.rollout.prompt_length >= {max(r[1] for r in rows)}, or drop the override"
+    return Finding(
+        "data.rollout-overlong", ERROR, what, where,
+        "verl's agent loop (verl 0.8.0 agent_loop.py apply_chat_template) raises 'Multimodal prompt produced N "
+        "tokens, exceeding rollout.prompt_length' on such a row, after Ray placed the workers (verl issue #6592)",
+        fix)
 
 
 class _NoBar:

@@ -7,6 +7,7 @@ set it, so findings can point at an argv position.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .report import ERROR, Finding, Report, Where
@@ -348,6 +349,37 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
                 f"{name}.n_gpus_per_node={devices_per_node} (and lower {name}.nnodes to keep the total) if the node "
                 "is not shared"))
     return info
+
+
+def check_image_patch_size(work: Any, report: Report, loc: Locator, image_processor: Any,
+                           model_path: str) -> dict[str, Any]:
+    """B06 (verl issue #6592, fix PR #6595): ``data.image_patch_size`` must be the processor's patch size.
+
+    verl 0.8.0 pre-resizes images with ``data.image_patch_size`` (default 14) in its overlong filter
+    (``verl/utils/dataset/rl_dataset.py::maybe_filter_out_long_prompts`` -> qwen-vl-utils ``process_vision_info``)
+    but with ``processor.image_processor.patch_size`` in the rollout (``verl/experimental/agent_loop/agent_loop.py::
+    process_multi_modal_info``); Qwen3-VL's is 16 (merge 2: a 32-px grid). With 14 the filter under-counts the image
+    tokens, keeps rows the rollout then refuses, and drops rows that would fit. A null value makes the filter fail
+    on every image row (verl counts a failing row as too long and drops it). Returns ``{"data": value, "processor":
+    patch}``."""
+    from .dataset import rollout_patch_size
+
+    key = "data.image_patch_size"
+    value = work.data.get("image_patch_size", 14)
+    patch = rollout_patch_size(image_processor)
+    if value != patch:
+        where = loc.where(key)
+        source = os.path.join(model_path, "preprocessor_config.json")
+        report.add(Finding(
+            "rules.image-patch-size", ERROR,
+            f"{key}={value}{' (verl default)' if not loc.given(key) else ''} but the model's processor uses patch size "
+            f"{patch} ({type(image_processor).__name__}, {source})",
+            where, "verl's overlong filter pre-resizes images with data.image_patch_size, the rollout with the "
+            "processor's patch size: the filter's token counts are wrong, so it keeps rows the rollout refuses and "
+            "drops rows that fit (verl issue #6592)" + (" -- null fails on every image row, which verl then drops"
+                                                        if value is None else ""),
+            f"{key}={patch}"))
+    return {"data": value, "processor": patch}
 
 
 def check_truncation(work: Any, report: Report, loc: Locator, has_images: bool) -> None:
