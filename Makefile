@@ -50,20 +50,20 @@ $(VEOMNI)/.installed: $(STAMP)
 .PHONY: veomni-0.1.9a5
 veomni-0.1.9a5: $(VEOMNI)/.installed ## VeOmni 0.1.9a5 --no-deps into .cache/veomni-0.1.9a5 (patch tests)
 
-# vLLM 0.13.0 (the images') Python sources and the small packages its chat parser imports, in their own folder, for
-# the test of vLLM's own multimodal-limit code on the CPU (tests/python/preflight/test_vllm_mm_limit.py); its
-# compiled extensions are left in the wheel, which is removed after.
+# vLLM 0.13.0 (the images') Python sources and the small packages its chat parser and config code import, in their own
+# folder, for the tests of vLLM's own multimodal-limit code (tests/python/preflight/test_vllm_mm_limit.py) and engine
+# config rules (test_vllm_engine.py) on the CPU; its compiled extensions are left in the wheel, which is removed after.
 VLLM013 := .cache/vllm-0.13.0
 $(VLLM013)/.installed: $(STAMP)
 	rm -rf $(VLLM013) && mkdir -p $(VLLM013)
 	$(PY) -m pip download --no-input --quiet --no-deps --dest $(VLLM013)/wheel vllm==0.13.0
 	$(PY) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); z.extractall(sys.argv[2], [n for n in z.namelist() if n.endswith('.py') or '.dist-info/' in n])" $(VLLM013)/wheel/vllm-0.13.0-*.whl $(VLLM013)/src
 	rm -rf $(VLLM013)/wheel
-	$(PY) -m pip install --no-input --quiet --no-deps --target $(VLLM013)/deps openai==2.8.1 cachetools==8.0.2 pybase64==1.5.1 distro==1.9.0 jiter==0.19.0 einops==0.8.2
+	$(PY) -m pip install --no-input --quiet --no-deps --target $(VLLM013)/deps openai==2.8.1 cachetools==8.0.2 pybase64==1.5.1 distro==1.9.0 jiter==0.19.0 einops==0.8.2 cbor2==6.3.0 gguf==0.19.0 pyzmq==27.3.0
 	touch $@
 
 .PHONY: vllm-0.13.0
-vllm-0.13.0: $(VLLM013)/.installed ## vLLM 0.13.0's Python sources into .cache/vllm-0.13.0 (its multimodal-limit test)
+vllm-0.13.0: $(VLLM013)/.installed ## vLLM 0.13.0's Python sources into .cache/vllm-0.13.0 (its multimodal-limit and config tests)
 
 .PHONY: docs-patches
 docs-patches: venv ## regenerate docs/patches.md's patch table, README.md's summary and the start-up index from the registry

@@ -17,7 +17,7 @@ VG_SUMMARY="Fully-async GRPO (verl \`fully_async_main\`, config \`fully_async_pp
 VG_PROGRAM=(python3 -m verl.experimental.fully_async_policy.fully_async_main)
 VG_EXPORTS=(VLLM_USE_V1=1 CUDA_DEVICE_MAX_CONNECTIONS=1)
 VG_RECIPE_CHECK=fa_check
-VG_FIXED_NOTE="\`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`data.train_batch_size=0\`, \`data.gen_batch_size=1\`, \`actor_rollout_ref.hybrid_engine=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`, \`actor_rollout_ref.rollout.mode=async\`, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
+VG_FIXED_NOTE="\`data.truncation=error\`, \`data.image_patch_size=16\` (the Qwen3-VL processor's patch size, which verl's overlong filter must use; the preflight checks it against the model folder), \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`data.train_batch_size=0\`, \`data.gen_batch_size=1\`, \`actor_rollout_ref.hybrid_engine=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`, \`actor_rollout_ref.rollout.mode=async\`, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
 # ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "fa" (lib/registry.sh), in that order
 vg_registry_load fa
@@ -39,6 +39,7 @@ VG_TEMPLATE=(
   "data.trust_remote_code=False"
   "data.max_prompt_length={MAX_PROMPT_LENGTH}"
   "data.max_response_length={MAX_RESPONSE_LENGTH}"
+  "data.image_patch_size=16"
   "data.train_batch_size=0"
   "data.gen_batch_size=1"
   "data.val_batch_size={VAL_BATCH_SIZE}"

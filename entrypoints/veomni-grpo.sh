@@ -17,7 +17,7 @@ VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer
 VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
 VG_EXPORTS=()
 VG_RECIPE_CHECK=vo_check
-VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
+VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.image_patch_size=16\` (the Qwen3-VL processor's patch size, which verl's overlong filter must use; the preflight checks it against the model folder), \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
 # ---- settings: the rows of python/src/vlgrpo/environment.tsv owned by "vo" (lib/registry.sh), in that order
 vg_registry_load vo
@@ -36,6 +36,7 @@ VG_TEMPLATE=(
   "data.train_batch_size={TRAIN_BATCH_SIZE}"
   "data.max_prompt_length={MAX_PROMPT_LENGTH}"
   "data.max_response_length={MAX_RESPONSE_LENGTH}"
+  "data.image_patch_size=16"
   "data.filter_overlong_prompts=True"
   "data.shuffle=False"
   "data.truncation=error"
@@ -91,8 +92,10 @@ VG_TEMPLATE=(
   "actor_rollout_ref.rollout.data_parallel_size={ROLLOUT_DP}"
   "actor_rollout_ref.rollout.expert_parallel_size={ROLLOUT_EP}"
   "actor_rollout_ref.rollout.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}"
-  "actor_rollout_ref.rollout.enable_chunked_prefill=False"
-  "actor_rollout_ref.rollout.enable_prefix_caching=False"
+  # True, not upstream's False: verl 0.8.0 passes no False boolean to vLLM (build_cli_args_from_config), so vLLM
+  # runs both on for this model whatever the argv says; the preflight refuses a False (vllm.setting-dropped)
+  "actor_rollout_ref.rollout.enable_chunked_prefill=True"
+  "actor_rollout_ref.rollout.enable_prefix_caching=True"
   "actor_rollout_ref.rollout.enforce_eager=True"
   "actor_rollout_ref.rollout.free_cache_engine=True"
   "actor_rollout_ref.rollout.n={ROLLOUT_N}"

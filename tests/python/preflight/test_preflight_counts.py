@@ -197,3 +197,32 @@ def test_both_counting_paths_agree_on_every_shipped_row(counter, tmp_path_factor
                 assert image_tokens == sum(int(g.prod()) for g in got["image_grid_thw"]) // 4
             rows += 1
     assert rows == 20 + 5 + 15 + 1
+
+
+def test_entrypoint_with_max_prompt_length_170_stops_on_the_row(row_344, tmp_path):
+    """Through the fully-async entrypoint (dry run, the demo's planning override): its argv sets
+    data.image_patch_size=16, so verl's own filter counts the row as the rollout does (183 > 170) and drops it;
+    the preflight names the row with its real count and, as that leaves the one-row data set empty, exit 2."""
+    import subprocess
+    import sys
+
+    from preflight_helpers import REPO
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") or k == "VLGRPO_PATCHES_STRICT"}
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu",
+                "VLGRPO_PLAN_DEVICES_PER_NODE": "16", "VLGRPO_MODEL_PATH": MODEL_30B, "VLGRPO_TRAIN_FILE": row_344,
+                "VLGRPO_VAL_FILE": row_344, "VLGRPO_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+                "VLGRPO_MAX_PROMPT_LENGTH": "170", "VLGRPO_LOGGER": "console"})
+    (tmp_path / "ckpt").mkdir()
+    proc = subprocess.run([os.path.join(REPO, "entrypoints", "fully-async-grpo.sh")], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert any(ln.startswith("WARNING [data.over-budget]") and "row 0: 183 tokens (121 image)" in ln
+               and "max_prompt_length 170" in ln for ln in lines), proc.stderr[-3000:]
+    assert any(ln.startswith("ERROR [data.all-rows-dropped]") for ln in lines)
+    assert not any("[rules.image-patch-size]" in ln or "[data.rollout-overlong]" in ln for ln in lines)

@@ -230,7 +230,7 @@ def test_reward_migration_from_source_equals_verls_import():
     from omegaconf import OmegaConf
 
     from vlgrpo.preflight.launch import parse_launch
-    from vlgrpo.preflight.verl_checks import _load_function
+    from vlgrpo.preflight.verl_checks import load_function
 
     spec = parse_launch(set_override(read_argv(UPSTREAM_FULLY_ASYNC), "trainer.logger", "[console]"))
     GlobalHydra.instance().clear()
@@ -238,7 +238,7 @@ def test_reward_migration_from_source_equals_verls_import():
         cfg = compose(spec.config_name, overrides=[o.text for o in spec.overrides])
     from verl.experimental.reward_loop.reward_loop import migrate_legacy_reward_impl as real
 
-    ours = _load_function("experimental/reward_loop/reward_loop.py", "migrate_legacy_reward_impl")
+    ours = load_function("experimental/reward_loop/reward_loop.py", "migrate_legacy_reward_impl")
     assert ours is not real
     a = OmegaConf.to_container(real(copy.deepcopy(cfg)))
     b = OmegaConf.to_container(ours(copy.deepcopy(cfg)))

@@ -13,7 +13,8 @@ PURPOSES = ("launch", "plan")
 
 
 def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str | None = None,
-                  devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch") -> Report:
+                  devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch",
+                  vllm_rules: str = "mirror") -> Report:
     """Check a complete launch argv against the installed verl, the model folder and the data.
 
     Args:
@@ -26,6 +27,9 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
         progress: show a progress bar on stderr while counting tokens.
         purpose: ``"launch"`` (the argv is about to be exec'd) or ``"plan"`` (the entrypoint's dry run, planning):
             less free space than one checkpoint is an error for a launch, a warning for a plan.
+        vllm_rules: ``"mirror"`` (default) applies vLLM 0.13.0's engine-config rules as vlgrpo mirrors them (no vLLM
+            import); ``"vllm"`` runs vLLM's own config classes in this process (needs vLLM installed; 3-8 s of import
+            on a 2-core machine).
 
     Raises:
         ValueError: ``purpose`` is neither ``"launch"`` nor ``"plan"``.
@@ -45,7 +49,8 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
     report.summary["timings_s"] = {}
     t0 = time.perf_counter()
     ctx = Context(report, argv=list(argv), options={"model_path": model_path, "devices_per_node": devices_per_node,
-                                                    "progress": progress, "purpose": purpose})
+                                                    "progress": progress, "purpose": purpose,
+                                                    "vllm_rules": vllm_rules})
     if check_data:
         ctx.give("check_data", True)
     else:

@@ -77,6 +77,18 @@ _CODE_LIST = [
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
     Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
+    # vLLM engine arguments (B08/B09): vLLM 0.13.0's rules on what verl builds from the argv
+    Code("vllm.setting-dropped", ERROR, "a False that verl's command-line builder never passes to vLLM (vLLM's default, "
+         "True, runs)"),
+    Code("vllm.max-num-batched-tokens", ERROR, "max_num_batched_tokens below max_model_len with chunked prefill off, or "
+         "below max_num_seqs"),
+    Code("vllm.max-model-len", ERROR, "max_model_len above the length vLLM derives from the model's config.json"),
+    Code("vllm.partial-prefill", ERROR, "partial-prefill settings vLLM's SchedulerConfig refuses"),
+    Code("vllm.gpu-memory-utilization", ERROR, "gpu_memory_utilization outside (0, 1]"),
+    Code("vllm.limit-mm-per-prompt", ERROR, "a limit_mm_per_prompt count vLLM refuses"),
+    Code("vllm.scheduler", ERROR, "a scheduler size that is not a whole number >= 1"),
+    Code("rules.rollout-parallel", EITHER, "rollout TP x DP x PP does not fit the rollout's devices (warning: some "
+         "stay idle)"),
     # no user code (B17)
     Code("security.trust-remote-code", ERROR, "a trust_remote_code setting is on", runs_code=True),
     Code("security.code-loading", ERROR, "a key that makes verl import or execute a user file/module is set",
@@ -300,6 +312,25 @@ def _image_patch_size(ctx: Context) -> None:
                                                              image_processor, ctx["model_path"])
 
 
+def _vllm_engine(ctx: Context) -> None:
+    from .vllm_engine import check_vllm_engine
+
+    if "hf_model" in ctx:
+        mpe = ctx["max_position_embeddings"]
+    else:
+        mpe = ctx["model"].get("max_position_embeddings")
+    ctx.summary["vllm"] = check_vllm_engine(ctx["typed_work"], ctx.report, ctx["loc"], mpe, ctx.get("model_path"),
+                                            use_vllm=ctx["options"].get("vllm_rules") == "vllm")
+
+
+def _rollout_parallel(ctx: Context) -> None:
+    from .launch import FULLY_ASYNC_MODULE
+    from .vllm_engine import check_rollout_parallel
+
+    ctx.summary.setdefault("topology", {})["rollout_replicas"] = check_rollout_parallel(
+        ctx["typed_work"], ctx.report, ctx["loc"], ctx["spec"].module == FULLY_ASYNC_MODULE)
+
+
 def _prompt_counter(ctx: Context) -> None:
     from .dataset import PromptCounter
 
@@ -412,6 +443,12 @@ CHECKS: tuple[Check, ...] = (
     Check("lengths", ("typed_work", "loc", "model"), (),
           ("rules.max-model-len", "rules.max-model-len-mismatch", "rules.max-position-embeddings"), _lengths,
           "B09: max_model_len against prompt + response and max_position_embeddings"),
+    Check("vllm-engine", ("typed_work", "loc", "model", "options"), (),
+          ("vllm.setting-dropped", "vllm.max-num-batched-tokens", "vllm.max-model-len", "vllm.partial-prefill",
+           "vllm.gpu-memory-utilization", "vllm.limit-mm-per-prompt", "vllm.scheduler"), _vllm_engine,
+          "B08/B09: the vLLM arguments verl builds, resolved, against vLLM 0.13.0's config rules"),
+    Check("rollout-parallel", ("typed_work", "loc", "spec"), (), ("rules.rollout-parallel",), _rollout_parallel,
+          "rollout TP x DP x PP against the rollout's devices, as verl places vLLM replicas"),
     Check("image-patch-size", ("typed_work", "loc", "model_path", "clean_model"), ("image_processor",),
           ("rules.image-patch-size",), _image_patch_size,
           "B06: data.image_patch_size (verl's overlong filter) = the processor's patch size (verl's agent loop)"),

@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                         "checkpoint is an error for a launch, a warning for a plan")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)")
+    p.add_argument("--vllm-rules", choices=("mirror", "vllm"), default="mirror",
+                   help="vLLM engine-config rules: as mirrored by vlgrpo (default, no vLLM import) or by vLLM's own "
+                        "config classes (needs vLLM installed)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides (after --) when no --argv-file is given")
     return p
 
@@ -107,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     from .api import run_preflight
 
     report = run_preflight(launch, check_data=not args.no_data, model_path=args.model_path,
-                           devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose)
+                           devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose,
+                           vllm_rules=args.vllm_rules)
     if args.json:
         print(report.to_json())
     else:

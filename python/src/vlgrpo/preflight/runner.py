@@ -129,8 +129,11 @@ def run_checks(checks: list[Check] | tuple[Check, ...], ctx: Context) -> list[di
     for check in checks:
         missing = [n for n in check.needs if n not in ctx]
         if missing:
-            log.append({"check": check.name, "status": "skipped",
-                        "reason": "; ".join(f"{n}: {ctx.missing_reason(n)}" for n in missing)})
+            reason = "; ".join(f"{n}: {ctx.missing_reason(n)}" for n in missing)
+            log.append({"check": check.name, "status": "skipped", "reason": reason})
+            for name in check.gives:
+                if name not in ctx._absent:
+                    ctx.withhold(name, f"{check.name} did not run")
             continue
         before = len(ctx.report.findings)
         t0 = time.perf_counter()

@@ -45,12 +45,15 @@ def _msg(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _load_function(rel: str, name: str) -> Any:
+def load_function(rel: str, name: str, extra_globals: dict[str, Any] | None = None,
+                  import_fallback: bool = True) -> Any:
     """A top-level function of an installed verl module, compiled from its source alone.
 
-    Used for ``migrate_legacy_reward_impl``, a pure OmegaConf function whose module imports Ray, aiohttp and
-    the reward stack (1.5 s here). Globals available to it: omegaconf's names. Falls back to a real import
-    when the function cannot be taken out on its own.
+    Used for functions whose module is expensive or impossible to import here: ``migrate_legacy_reward_impl``
+    (a pure OmegaConf function whose module imports Ray, aiohttp and the reward stack, 1.5 s) and
+    ``build_cli_args_from_config`` (its module imports vLLM). Globals available to it: omegaconf's names and
+    ``extra_globals``. Falls back to a real import when the function needs other module globals (or raises
+    LookupError when ``import_fallback`` is False); OSError/StopIteration when the file or function is absent.
     """
     import importlib
 
@@ -58,12 +61,12 @@ def _load_function(rel: str, name: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             tree = ast.parse(fh.read(), filename=path)
-        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        node = _strip_annotations(next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name))
         import omegaconf
 
         ns: dict[str, Any] = {"open_dict": omegaconf.open_dict, "OmegaConf": omegaconf.OmegaConf,
-                              "DictConfig": omegaconf.DictConfig, "ListConfig": omegaconf.ListConfig}
-        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)  # noqa: S102 - verl's source
+                              "DictConfig": omegaconf.DictConfig, "ListConfig": omegaconf.ListConfig,
+                              **(extra_globals or {})}
         free = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         local = {a.arg for a in node.args.args} | {n.id for n in ast.walk(node)
                                                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -71,10 +74,24 @@ def _load_function(rel: str, name: str) -> Any:
 
         if free - local - set(ns) - set(dir(builtins)):
             raise LookupError("needs module globals")
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)  # noqa: S102 - verl's source
         return ns[name]
     except (StopIteration, LookupError, SyntaxError, OSError):
+        if not import_fallback:
+            raise
         module = importlib.import_module("verl." + rel[:-3].replace("/", "."))
         return getattr(module, name)
+
+
+def _strip_annotations(node: ast.FunctionDef) -> ast.FunctionDef:
+    """The function without annotations (they may name types of its module that are not loaded here)."""
+    import copy as _copy
+
+    node = _copy.deepcopy(node)
+    node.returns = None
+    for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+        a.annotation = None
+    return node
 
 
 def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
@@ -87,7 +104,7 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
             work.actor_rollout_ref.rollout.nnodes = work.rollout.nnodes
             work.actor_rollout_ref.rollout.n_gpus_per_node = work.rollout.n_gpus_per_node
     try:
-        migrate_legacy_reward_impl = _load_function("experimental/reward_loop/reward_loop.py",
+        migrate_legacy_reward_impl = load_function("experimental/reward_loop/reward_loop.py",
                                                     "migrate_legacy_reward_impl")
         work = migrate_legacy_reward_impl(work)
     except _VERL_ERRORS + (Exception,) as exc:  # noqa: BLE001 - report whatever verl raises
