@@ -40,12 +40,23 @@ def _codes_written_in_source() -> dict[str, set[str]]:
     return found
 
 
+def _code_literals_outside_the_declarations() -> set[str]:
+    found: set[str] = set()
+    for fn in sorted(os.listdir(PKG)):
+        if fn.endswith(".py") and fn != "checks.py":
+            tree = ast.parse(open(os.path.join(PKG, fn), encoding="utf-8").read())
+            found |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                      and n.value in checks.CODES}
+    return found
+
+
 def test_every_code_in_the_source_is_declared_once_and_every_declared_code_is_used():
     written = _codes_written_in_source()
     assert len(written) > 40
     undeclared = sorted(set(written) - set(checks.CODES))
     assert undeclared == [], undeclared
-    unused = sorted(set(checks.CODES) - set(written))
+    # every declared code is written somewhere outside the declarations (a Finding, or a rule table a check uses)
+    unused = sorted(set(checks.CODES) - set(written) - _code_literals_outside_the_declarations())
     assert unused == [], unused
 
 

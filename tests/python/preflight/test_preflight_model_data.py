@@ -97,12 +97,12 @@ def test_pre_resize_hand_worked(hw, patch, expected):
 
 @pytest.fixture(scope="module")
 def counter():
-    return PromptCounter(MODEL_30B, image_patch_size=14)
+    return PromptCounter(MODEL_30B, filter_patch_size=14)
 
 
 def test_1600px_image_is_2500_tokens_and_full_prompt_matches_reference(counter):
-    """1600x1600 -> 1596 (qwen-vl-utils, factor 28) -> 1600 (processor, 16-px patches x merge 2 = 32) ->
-    50 x 50 = 2500 image tokens. The full prompt is checked against a hand-written Qwen3-VL chat layout
+    """1600x1600 -> 1600 (qwen-vl-utils with the processor's patch 16: factor 32) -> 1600 (processor, 16-px patches x
+    merge 2 = 32) -> 50 x 50 = 2500 image tokens (verl's filter default 14 gives the same here: 1596 -> 1600). The full prompt is checked against a hand-written Qwen3-VL chat layout
     tokenized with the folder's tokenizer."""
     from PIL import Image
 

@@ -40,15 +40,17 @@ def test_upstream_fully_async_composes_and_logger_string_is_caught():
     assert report.exit_code == 2
 
 
-def test_upstream_veomni_composes_and_only_the_patch_size_is_wrong():
+def test_upstream_veomni_composes_and_its_faults_are_named():
     argv = read_argv(UPSTREAM_VEOMNI)
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
     assert report.summary["config_name"] == "ppo_trainer"
     assert report.summary["model_engine"] == "veomni"
-    # the script's faults: it leaves data.image_patch_size at verl's default 14 while Qwen3-VL's processor uses 16,
-    # so verl's overlong filter counts image tokens wrong (B06, verl issue #6592), and it allows video inputs on
-    # vLLM 0.13.0 (C01)
-    assert [f.code for f in report.errors] == ["rules.image-patch-size", "rules.video-enabled"], [
+    # the script's faults: enable_chunked_prefill=False and enable_prefix_caching=False never reach vLLM (verl 0.8.0
+    # drops False booleans from vLLM's command line, B08); data.image_patch_size stays at verl's default 14 while
+    # Qwen3-VL's processor uses 16, so verl's overlong filter counts image tokens wrong (B06, verl issue #6592); and it
+    # allows video inputs on vLLM 0.13.0 (C01)
+    assert [f.code for f in report.errors] == ["vllm.setting-dropped", "vllm.setting-dropped",
+                                               "rules.image-patch-size", "rules.video-enabled"], [
         f.line() for f in report.errors]
     assert report.exit_code == 2
     # both max_model_len settings are 4096 >= 1024 + 2048, under the 32768 override of max_position_embeddings
@@ -134,7 +136,7 @@ def test_deleting_a_key_verl_reads():
 def test_remote_code_and_code_loading_keys_are_refused():
     """B17 (a)/(b) for an argv checked on its own: trust_remote_code on (the key exists, no `+` needed),
     a `_target_` swapped in by an override, and a key that makes verl import a user file — each an error at
-    its argv position. The upstream scripts set none of them (test_upstream_veomni_composes_and_only_the_patch_size_is_wrong)."""
+    its argv position. The upstream scripts set none of them (test_upstream_veomni_composes_and_its_faults_are_named)."""
     base = read_argv(UPSTREAM_VEOMNI)
     extra = ["data.trust_remote_code=True", "reward.reward_manager._target_=os.system",
              "custom_reward_function.path=/tmp/reward.py"]

@@ -14,7 +14,6 @@ given as a quoted string).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from typing import Any
 
@@ -60,26 +59,6 @@ def _plain(value: Any) -> Any:
     if OmegaConf.is_config(value):
         return OmegaConf.to_container(value, resolve=False)
     return value
-
-
-def _suggest(cfg: Any, key: str) -> list[str]:
-    """Close matches for an unknown dotted key among the keys that exist at the same level."""
-    from omegaconf import DictConfig, OmegaConf
-
-    parts = key.split(".")
-    node, prefix = cfg, []
-    for part in parts[:-1]:
-        if isinstance(node, DictConfig) and part in node:
-            node = node._get_node(part)
-            prefix.append(part)
-            if OmegaConf.is_config(node):
-                continue
-        break
-    if not isinstance(node, DictConfig):
-        return []
-    rest = ".".join(parts[len(prefix):])
-    candidates = [".".join(prefix + [k]) for k in node.keys()]
-    return difflib.get_close_matches(".".join(prefix + [rest]), candidates, n=3, cutoff=0.6)
 
 
 def _deepest_existing(cfg: Any, key: str) -> tuple[str, Any]:
@@ -235,6 +214,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                     "schema.rejected", ERROR, f"Hydra rejected the override: {exc}",
                     Where(position=po.position, override=po.text, key=po.key),
                     f"verl {version} ({spec.config_name}) cannot take this value", "fix the value"))
+        bad += _check_new_keys(parsed, base, report, spec, version)
         if bad or not syntax_ok:
             return ComposeResult(None, base, parsed, groups)
         try:
@@ -246,6 +226,45 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                 "fix the overrides Hydra names"))
             return ComposeResult(None, base, parsed, groups)
     return ComposeResult(final, base, parsed, groups)
+
+
+def _check_new_keys(parsed: list[ParsedOverride], base: Any, report: Report, spec: LaunchSpec, version: str) -> int:
+    """B10: a ``+``/``++`` key that is not in the composed YAML must be consumed by verl (a dataclass field, inside a
+    free-form mapping, or a name verl reads: :func:`vlgrpo.preflight.plus_keys.classify`). Returns the number refused."""
+    from .plus_keys import classify
+
+    bad = 0
+    for po in parsed:
+        ov = po.parsed
+        if po.is_group or ov.is_delete() or not (ov.is_add() or ov.is_force_add()):
+            continue
+        verdict = classify(base, ov.key_or_group)
+        if verdict.known:
+            continue
+        bad += 1
+        where = Where(position=po.position, override=po.text, key=ov.key_or_group)
+        owner = (f"{verdict.parent} is verl's {verdict.dataclass}, which has no field {verdict.segment!r}"
+                 if verdict.dataclass else
+                 f"{verdict.parent or 'the top level'} is a mapping verl reads by name, and no code of it reads "
+                 f"{verdict.segment!r}")
+        hints = list(verdict.suggestions)
+        plain = po.text.lstrip("+")
+        report.add(Finding(
+            "schema.unknown-key", ERROR,
+            f"'+' adds {ov.key_or_group!r}, which verl {version} never reads: {owner}"
+            + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
+            where, "Hydra composes any key after '+', so a misspelt one is silently ignored by verl and the setting "
+            "it was meant for keeps its default",
+            (f"use {_prefix_for(base, hints[0])}{hints[0]}" + ("" if "=" not in plain else "=" + plain.split("=", 1)[1])
+             if hints else "remove it") + f" ({spec.config_name} of verl {version})"))
+    return bad
+
+
+def _prefix_for(base: Any, key: str) -> str:
+    """``""`` for a key the YAML has, ``"+"`` for one it lacks (a dataclass field)."""
+    from omegaconf import OmegaConf
+
+    return "" if OmegaConf.select(base, key, default=_MISSING, throw_on_missing=False) is not _MISSING else "+"
 
 
 def _check_hydra_overrides(spec: LaunchSpec, base: Any, report: Report, version: str) -> None:
@@ -316,10 +335,19 @@ def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: Laun
                 where, "Hydra refuses to add a new key without '+' and stops the launch",
                 f"add a '+': +{po.text}",
             )
-        hints = _suggest(base, key)
+        from .plus_keys import classify
+
+        verdict = classify(base, key)
+        if verdict.field:
+            return Finding(
+                "schema.missing-plus", ERROR,
+                f"{key!r} is a field of verl's {verdict.dataclass} but not in {schema}'s YAML, so it needs '+'",
+                where, "Hydra refuses to set a key its YAML does not have and stops the launch (verl PR #7430 adds "
+                "such fields to the YAML; then the '+' must go)", f"add a '+': +{po.text}")
+        hints = list(verdict.suggestions)
         return Finding(
             "schema.unknown-key", ERROR,
-            f"key {key!r} does not exist in {schema}" + (f" (did you mean {', '.join(hints)}?)" if hints else ""),
+            f"key {key!r} does not exist in {schema}" + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
             where, "Hydra stops the launch; a misspelt key would otherwise never take effect",
             (f"use {hints[0]}" if hints else "remove it") + f", or if the key is meant to be new: +{po.text}",
         )
