@@ -195,7 +195,8 @@ def test_budget_below_every_row_with_filtering_on(fixed_argv):
     argv = set_override(argv, "actor_rollout_ref.rollout.max_model_len", None)
     report = run_preflight(argv)
     dropped = [f for f in report.findings if f.code == "data.all-rows-dropped"]
-    assert sorted(f.what.split(" row")[0] for f in dropped) == ["every train", "every val"]
+    assert sorted(f.what.split(" row")[0] for f in dropped) == ["verl's overlong filter drops every train",
+                                                              "verl's overlong filter drops every val"]
     assert dropped[0].where.position == argv.index("data.max_prompt_length=100")
     assert report.exit_code == 2
 

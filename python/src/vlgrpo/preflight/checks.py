@@ -115,6 +115,8 @@ _CODE_LIST = [
     Code("data.over-budget", EITHER, "rows longer than max_prompt_length (warning when verl's filter drops them)"),
     Code("data.rollout-overlong", ERROR, "image rows verl keeps whose rollout prompt is longer than "
          "rollout.prompt_length (the agent loop raises)"),
+    Code("data.filter-drops-fitting", WARNING, "verl's overlong filter drops rows that fit in the rollout "
+         "(data.image_patch_size over-counts them)"),
     Code("data.all-rows-dropped", ERROR, "every row of a split is longer than max_prompt_length (filter on)"),
     Code("data.data-source", ERROR, "a data_source verl's default_compute_score does not handle"),
     Code("data.reward-import", WARNING, "the scorer of a data_source cannot be imported here"),

@@ -422,6 +422,8 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
             columns = [c for c in (prompt_key, image_key, "data_source") if c in names]
             over: list[tuple[int, int, int]] = []
             kept_overlong: list[tuple[int, int, int, int]] = []  # (row, rollout tokens, image tokens, filter's count)
+            dropped_fitting: list[tuple[int, int, int]] = []  # (row, rollout tokens, filter's count)
+            dropped = 0
             image_alone: list[tuple[int, int]] = []
             bad_rows: list[tuple[int, str]] = []
             row_index = 0
@@ -447,8 +449,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                         messages = build_messages(prompt, images)
                         total, img_tokens = counter.count(messages, images, items)
                         estimate = total
-                        if filtering and total > min(max_len, rollout_len) and counter.filter_patch_size != \
-                                counter.patch_size:
+                        if filtering and images and counter.filter_patch_size != counter.patch_size:
                             try:
                                 estimate = counter.count_filter(messages, images, items)[0]
                             except Exception:  # noqa: BLE001 - verl's doc2len counts a failing row as max + 1
@@ -462,10 +463,13 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     if not largest or total > largest["tokens"]:
                         largest = {"tokens": total, "image_tokens": img_tokens, "row": idx, "file": path}
                     kept = not filtering or estimate <= max_len
+                    dropped += not kept
                     if kept and images and total > rollout_len and (filtering or total <= max_len):
                         kept_overlong.append((idx, total, img_tokens, estimate))
                     elif total > max_len:
                         over.append((idx, total, img_tokens))
+                    elif not kept:
+                        dropped_fitting.append((idx, total, estimate))
                     if img_tokens > max_len:
                         image_alone.append((idx, img_tokens))
             bar.close()
@@ -490,6 +494,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     f"set data.image_key to the images column, or reconvert the data so every such row has its image"))
             info["over_budget"] += len(over) + sum(1 for r in kept_overlong if r[1] > max_len)
             info["rollout_overlong"] = info.get("rollout_overlong", 0) + len(kept_overlong)
+            info["dropped_by_filter"] = info.get("dropped_by_filter", 0) + dropped
             where = loc.where(key, file=path)
             for idx, why in bad_rows[:MAX_LISTED_ROWS]:
                 report.add(Finding("data.row", ERROR, f"row cannot be processed: {why}",
@@ -509,6 +514,19 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 report.add(_kept_overlong_finding(kept_overlong, counter, filtering, max_len, rollout_len,
                                                   Where(position=where.position, override=where.override, key=key,
                                                         file=path, row=kept_overlong[0][0])))
+            if dropped_fitting:
+                rows = ", ".join(f"row {i}: {n} tokens in the rollout, {e} by verl's filter"
+                                 for i, n, e in dropped_fitting[:MAX_LISTED_ROWS])
+                more = f" (+{len(dropped_fitting) - MAX_LISTED_ROWS} more)" if len(dropped_fitting) > MAX_LISTED_ROWS else ""
+                report.add(Finding(
+                    "data.filter-drops-fitting", WARNING,
+                    f"verl's overlong filter drops {len(dropped_fitting)} row(s) that fit max_prompt_length {max_len} "
+                    f"in the rollout: {rows}{more}",
+                    Where(position=where.position, override=where.override, key=key, file=path,
+                          row=dropped_fitting[0][0]),
+                    f"the filter pre-resizes images with data.image_patch_size={counter.filter_patch_size}, the "
+                    f"rollout with the processor's {counter.patch_size}, so it over-counts these (verl issue #6592)",
+                    f"data.image_patch_size={counter.patch_size}"))
             if over:
                 rows = ", ".join(f"row {i}: {n} tokens ({m} image)" for i, n, m in over[:MAX_LISTED_ROWS])
                 more = f" (+{len(over) - MAX_LISTED_ROWS} more)" if len(over) > MAX_LISTED_ROWS else ""
@@ -522,10 +540,11 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                      if filtering else "data.filter_overlong_prompts=True, or raise data.max_prompt_length")))
         if largest:
             info["largest_prompt"] = largest
-        if filtering and counter is not None and info["rows"] and info["over_budget"] == info["rows"]:
+        if filtering and counter is not None and info["rows"] and info.get("dropped_by_filter") == info["rows"]:
             report.add(Finding(
                 "data.all-rows-dropped", ERROR,
-                f"every {split} row ({info['rows']}) is longer than max_prompt_length {max_len}",
+                f"verl's overlong filter drops every {split} row ({info['rows']}): each is longer than "
+                f"max_prompt_length {max_len} by its count",
                 loc.where("data.max_prompt_length"),
                 "with data.filter_overlong_prompts=True verl drops them all and the dataloader is empty",
                 f"raise data.max_prompt_length (largest prompt: {largest.get('tokens')} tokens)"))
