@@ -26,28 +26,34 @@ import re
 import typing
 from typing import Any
 
-_READS: set[str] | None = None
-_READ_RE = re.compile(r"""(?:\.get|getattr\(\s*[\w.\[\]"']+\s*,)\(?\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+_READS: dict[str, bool] = {}
 
 
-def verl_reads() -> set[str]:
-    """Names the installed verl reads from a mapping with ``.get("name"...)`` or ``getattr(obj, "name"...)``
-    anywhere in its source (read once per process, about 0.2 s)."""
-    global _READS
-    if _READS is None:
+def verl_reads(name: str) -> bool:
+    """Does the installed verl read ``name`` from a mapping somewhere in its source: ``.get("name"...)`` or
+    ``getattr(obj, "name"...)``? The files are read until the first match (a name verl reads is usually found in
+    the first few; a misspelt one reads them all, about 0.2 s); cached per name for this process."""
+    if name not in _READS:
         from .launch import verl_package_dir
 
-        names: set[str] = set()
+        pattern = re.compile(r"""(?:\.get\(|getattr\(\s*[\w.\[\]"']+\s*,)\s*["']""" + re.escape(name) + r"""["']""")
+        found = False
         for root, _dirs, files in os.walk(verl_package_dir()):
             for fn in files:
-                if fn.endswith(".py"):
-                    try:
-                        with open(os.path.join(root, fn), encoding="utf-8") as fh:
-                            names.update(_READ_RE.findall(fh.read()))
-                    except (OSError, UnicodeDecodeError):
-                        continue
-        _READS = names
-    return _READS
+                if not fn.endswith(".py"):
+                    continue
+                try:
+                    with open(os.path.join(root, fn), encoding="utf-8") as fh:
+                        text = fh.read()
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if name in text and pattern.search(text):
+                    found = True
+                    break
+            if found:
+                break
+        _READS[name] = found
+    return _READS[name]
 
 
 def osa_distance(a: str, b: str) -> int:
@@ -161,7 +167,7 @@ def classify(base: Any, key: str) -> KeyVerdict:
         candidates += [f for f in fields if not f.startswith("_")]
         known = False
     else:
-        known = segment in verl_reads()
+        known = verl_reads(segment)
     if known:
         return KeyVerdict(True, parent, segment, how="a name the installed verl reads from this mapping")
     return KeyVerdict(False, parent, segment, cls.__name__ if cls else None,
