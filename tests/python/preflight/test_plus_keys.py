@@ -72,7 +72,9 @@ def test_more_typos_under_plus(base_argv, extra, nearest):
     "+reward_model.reward_kwargs.overlong_buffer_cfg.warmup=1",  # reward_kwargs: read by migrate_legacy_reward_impl
 ])
 def test_keys_verl_consumes_are_accepted(base_argv, extra):
+    """No key finding (other checks may still judge the value: limit_images=2 lets video through, rules.video-enabled)."""
     _, hits = _one(base_argv, extra)
+    hits = [f for f in hits if f.code.startswith("schema.")]
     assert hits == [], [f.line() for f in hits]
 
 

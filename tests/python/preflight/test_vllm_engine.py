@@ -92,6 +92,7 @@ def test_prefix_caching_false_is_dropped_too():
                        "actor_rollout_ref.rollout.enable_prefix_caching"]
     fixed = _veomni(**{"actor_rollout_ref.rollout.enable_chunked_prefill": "True",
                        "actor_rollout_ref.rollout.enable_prefix_caching": "True"})
+    fixed.append(f"+{EK}.limit_mm_per_prompt={{image:1,video:0}}")  # upstream allows video (rules.video-enabled)
     assert _run(fixed).errors == []
 
 
