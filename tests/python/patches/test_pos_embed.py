@@ -13,7 +13,6 @@ Field case B01: the weight is kept elsewhere and a forward pre-hook on ``pos_emb
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from pathlib import Path
 
@@ -431,10 +430,10 @@ def test_is_faulty_without_source_reads_bytecode():
         assert faulty is expected and "bytecode" in reason, reason
 
 
-def test_verify_passes_fast_and_catches_a_wrong_layout(monkeypatch):
-    start = time.perf_counter()
+def test_verify_passes_and_catches_a_wrong_layout(monkeypatch):
+    """verify() passes on the real layout and refuses one built without the merge-block order (its cost is for a
+    benchmark, not a unit test)."""
     pe.verify()
-    assert time.perf_counter() - start < 0.5
     real_build = pe._build
 
     def transposed_blocks(keys, n, merge, device, dtype):  # rows in raster instead of merge-block order
