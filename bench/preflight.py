@@ -9,7 +9,7 @@ Usage::
 The argv is the one ``make demo`` plans (scripts/demo.sh is run once into a temporary folder: converted Geometry3K
 sample, 2 + 2 Atlas A3 nodes). ``--baseline`` is the ``python/src`` folder of another checkout of this repository;
 its ``vlgrpo`` package is put first on PYTHONPATH of the baseline runs (same interpreter, same verl/transformers).
-``--vllm PATHS`` (os.pathsep-separated, e.g. ``.cache/vllm-0.13.0:.cache/vllm-0.13.0-deps``) adds a third contender:
+``--vllm PATHS`` (os.pathsep-separated, e.g. ``.cache/vllm-0.13.0/src:.cache/vllm-0.13.0/deps``) adds a third contender:
 this checkout with ``--vllm-rules vllm`` (vLLM's own config classes imported in the preflight process).
 
 Prints one Markdown table: per contender the first run (not counted) and the median, min and max of wall and CPU
