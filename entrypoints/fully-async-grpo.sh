@@ -15,7 +15,6 @@ source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
 VG_PROG=fully-async-grpo.sh
 VG_SUMMARY="Fully-async GRPO (verl \`fully_async_main\`, config \`fully_async_ppo_trainer\`, FSDP2 trainer and vLLM rollout on separate nodes) of Qwen3-VL-30B-A3B on Geometry3K."
 VG_PROGRAM=(python3 -m verl.experimental.fully_async_policy.fully_async_main)
-VG_EXPORTS=(VLLM_USE_V1=1 CUDA_DEVICE_MAX_CONNECTIONS=1)
 VG_RECIPE_CHECK=fa_check
 VG_FIXED_NOTE="\`data.truncation=error\`, \`data.image_patch_size=16\` (the Qwen3-VL processor's patch size, which verl's overlong filter must use; the preflight checks it against the model folder), \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`data.train_batch_size=0\`, \`data.gen_batch_size=1\`, \`actor_rollout_ref.hybrid_engine=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`, \`actor_rollout_ref.rollout.mode=async\`, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
@@ -179,8 +178,8 @@ fa_check() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-  vg_image_env
-  trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
+  # shellcheck disable=SC2064 # the fixed trap text of lib/environment.sh
+  trap "$VG_ERR_TRAP" ERR
   for vg_word; do vg_cli "$vg_word"; done
   vg_flush_problems
   vg_entry

@@ -193,7 +193,8 @@ ray_node_on_signal() {
 # Run RAY_ARGV as a child and wait; on SIGTERM/SIGINT stop it by PID (SIGKILL after the grace period).
 ray_node_run() {
   trap ray_node_on_signal TERM INT
-  "${RAY_ARGV[@]}" &
+  vg_child_prefix
+  "${VG_CHILD_PREFIX[@]}" "${RAY_ARGV[@]}" &
   RAY_CHILD=$!
   printf 'ray-node: ray start running as pid %s\n' "$RAY_CHILD"
   local rc=0 deadline=""
@@ -325,9 +326,11 @@ ray_node_main() {
       return 2
       ;;
   esac
-  vg_check_environment
   vg_read_settings
   vg_check_unknown_vars
+  vg_environment_check
+  vg_environment_apply
+  vg_check_ray_job_config
   if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]-} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
     vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
   fi
@@ -338,6 +341,7 @@ ray_node_main() {
     vg_problem VLGRPO_RAY_TEMP_DIR "only for the head (Ray workers use the head's temp folder)" "unset it on workers"
   fi
   vg_flush_problems
+  vg_image_env
   ray_node_platform_and_count
   vg_flush_problems
   ray_node_interfaces
@@ -346,6 +350,7 @@ ray_node_main() {
   ray_node_exports
   ray_node_build_argv "$role" "$RN_COUNT" "$RN_PLATFORM"
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then
+    vg_env_plan 'ray-node: ' 'ray start and the Ray processes it starts'
     printf 'ray-node: dry run: configuration valid, nothing started; command (%d arguments, one per line):\n' "${#RAY_ARGV[@]}"
     printf '%s\n' "${RAY_ARGV[@]}"
     return 0
@@ -365,7 +370,6 @@ ray_node_main() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-  vg_image_env
   if (($# == 0)); then
     ray_node_main
   elif (($# == 1)); then

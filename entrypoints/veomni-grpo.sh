@@ -15,7 +15,6 @@ source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
 VG_PROG=veomni-grpo.sh
 VG_SUMMARY="GRPO with the VeOmni engine (verl \`main_ppo\`, config \`ppo_trainer\`, \`model_engine=veomni\`, colocated vLLM rollout) of Qwen3-VL-30B-A3B on Geometry3K."
 VG_PROGRAM=(python3 -m verl.trainer.main_ppo)
-VG_EXPORTS=()
 VG_RECIPE_CHECK=vo_check
 VG_FIXED_NOTE="\`model_engine=veomni\`, \`data.truncation=error\`, \`data.image_patch_size=16\` (the Qwen3-VL processor's patch size, which verl's overlong filter must use; the preflight checks it against the model folder), \`data.filter_overlong_prompts=True\`, \`data.trust_remote_code=False\`, \`actor_rollout_ref.model.trust_remote_code=False\`, \`critic.model.trust_remote_code=False\`, \`actor_rollout_ref.rollout.calculate_log_probs=True\`; both vLLM max_model_len keys come from one setting, \`engine_kwargs.vllm.limit_mm_per_prompt={image:1,video:0}\` (no video inputs: vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755); no code-loading key (custom_cls, custom_reward_function, reward manager module, external_lib, agent loop config, custom checkpoint engine, any \`_target_\`) is set or settable."
 
@@ -154,8 +153,8 @@ vo_check() {
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-  vg_image_env
-  trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
+  # shellcheck disable=SC2064 # the fixed trap text of lib/environment.sh
+  trap "$VG_ERR_TRAP" ERR
   for vg_word; do vg_cli "$vg_word"; done
   vg_flush_problems
   vg_entry

@@ -1,122 +1,261 @@
 # shellcheck shell=bash
-# vlgrpo entrypoint mechanics: the process environment beyond VLGRPO_*.
+# vlgrpo entrypoint mechanics: the environment of every child, built from the registry, not inherited.
 #
-# The entrypoints run as `#!/bin/bash -p`: privileged mode makes this bash ignore BASH_ENV, ENV,
-# SHELLOPTS, BASHOPTS and functions exported in the environment (BASH_FUNC_name%%), which otherwise act
-# before the first line of the script (a function named realpath or python3 replaces that command;
-# SHELLOPTS=xtrace prints the W&B key; SHELLOPTS=noexec turns the launch into a silent exit 0). The
-# fixed path /bin/bash also keeps PATH from choosing the shell.
+# The entrypoints run as `#!/bin/bash -p`: privileged mode makes this bash ignore BASH_ENV, ENV, SHELLOPTS,
+# BASHOPTS and functions exported in the environment (BASH_FUNC_name%%), which otherwise act before the first
+# line of the script. The fixed path /bin/bash also keeps PATH from choosing the shell.
 #
-# Every child (the preflight, verl, Ray and its workers, vLLM, CANN's scripts) still inherits the
-# environment, so variables that make a child bash or Python run code named by the variable itself are
-# refused (exit 2, one line each, values not shown):
-#   BASH_FUNC_*%%                 exported shell functions (any child bash runs them instead of a command)
-#   BASH_ENV                      a file every child bash runs first; only the image's own
-#                                 $VG_IMAGE_BASH_ENV (docker/npu.Dockerfile: CANN's set_env) is accepted,
-#                                 and this shell sources that fixed path itself (vg_image_env)
-#   ENV, SHELLOPTS, BASHOPTS      start-up file / options of every child bash (xtrace, noexec, ...)
-#   PYTHONSTARTUP, PYTHONINSPECT  interactive start-up file / a Python prompt after the program ends
-#   PYTHONWARNINGS with a '.'     a dotted warning category makes every Python process import that module
-#                                 (PYTHONWARNINGS=all:0:antigravity.x:0:0 with BROWSER set runs a command)
-#   LD_PRELOAD, LD_AUDIT          a native library loaded into every process
-#   RAY_*_HOOK, RAY_RUNTIME_ENV_PLUGINS, RAY_RUNTIME_ENV_PLUGIN_SCHEMAS
-#                                 Ray 2.48.0 imports and calls the Python object they name
-#   VLGRPO_<not an identifier>    unknown like any undeclared VLGRPO_ name, but invisible to compgen -e
-#   RAY_JOB_CONFIG_JSON_ENV_VAR   (set by Ray's job supervisor for `ray job submit`) refused only when its
-#     with a code-loading key     runtime_env installs or loads code in the driver's ray.init (Ray 2.48.0
-#                                 _private/worker.py merges it): pip, conda, uv, py_modules, working_dir,
-#                                 py_executable, worker_process_setup_hook, container, image_uri, java_jars.
-#                                 Its env_vars are fine: Ray sets them in this process too, so they are
-#                                 checked here like any other variable.
-#   RAY_RUNTIME_ENV               the runtime_env of ray:// clients (no use for these launches)
-#   VERL_FILE_LOGGER_PATH         verl 0.8.0's file logger (utils/tracking.py FileLogger) opens it "wb":
-#                                 any file the launch can write (a shared volume) would be truncated
-# An empty value counts as unset (as for VLGRPO_*).
+# Every child of the launch (the preflight, the cluster tool, verl, `ray start`, and the short commands the
+# checks run) gets an environment made from the registry (python/src/vlgrpo/environment.tsv, lib/registry.sh):
+#   - the inherited variables whose row is `pass` (checked by their type where one is given), those whose row
+#     is `pass-on-request` or that have no row, when VLGRPO_PASS_ENV names them, and the VLGRPO_* settings a
+#     Python reader owns (the patch switches);
+#   - the values the entrypoint sets (`set` rows: PYTHONSAFEPATH=1, PYTHONNOUSERSITE=1, RAY_ADDRESS, ...), and
+#     what the image's own CANN file (BASH_ENV=/opt/vlgrpo/image/cann-env.sh) exports when it is sourced after
+#     the environment was built.
+# Everything else is dropped (listed by name in the dry-run plan, values never shown): valid names are
+# un-exported in this shell (`export -n`), names bash cannot hold are removed with `env -u` in front of each
+# child (vg_child). A variable whose row is `refused` (it makes a process import or run what its value names,
+# or cannot be made safe) stops the launch with exit 2 while it is non-empty, whatever VLGRPO_PASS_ENV says;
+# `drop` rows can never be passed.
 #
-# Passed through on purpose (documented decision): PATH, PYTHONPATH, LD_LIBRARY_PATH, NCCL_*/HCCL_*
-# (plugins included), ASCEND_*, CUDA_*: the images and CANN's set_env set them, the Ray tests put the
-# sitecustomize shim on PYTHONPATH, and abusing them needs a file the user placed on the machine, which
-# such a user can run anyway. CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES lower the device count
-# (lib/node.sh). HYDRA_FULL_ERROR, VERL_* (logging, tracker) and other RAY_* settings load no code.
-#
-# Shell variables bash itself takes from the environment and that change how this script runs are
-# cleared here, when the library is sourced and before any function runs (not refused: TMOUT is often
-# exported by login profiles): TMOUT (a read timeout: a `while read` loop over the environment or the
-# VLGRPO_ names would end early and skip checks), BASH_COMPAT (compatibility level 31 changes regular
-# expressions: the argv kept its {NAME} placeholders), FUNCNEST (aborts the checks half-way).
-unset TMOUT BASH_COMPAT FUNCNEST
+# Shell variables bash itself takes from the environment and that change how this script runs are cleared
+# here, when the library is sourced and before any function runs (not refused: TMOUT is often exported by
+# login profiles): TMOUT (a read timeout: a `while read` loop over the environment would end early and skip
+# checks), BASH_COMPAT (compatibility level 31 changes regular expressions), FUNCNEST (aborts the checks
+# half-way), EXECIGNORE (hides programs from the PATH search), POSIXLY_CORRECT (posix mode: different
+# builtins and expansions than the ones tested).
+unset TMOUT BASH_COMPAT FUNCNEST EXECIGNORE POSIXLY_CORRECT
+set +o posix
 
 # Test hook (like those of lib/node.sh): VG_ENVIRON_FILE is a plain shell variable, never read from the
 # environment.
 VG_ENVIRON_FILE=/proc/$$/environ
 readonly VG_IMAGE_BASH_ENV=/opt/vlgrpo/image/cann-env.sh
-readonly VG_RAY_CODE_KEYS='"(pip|conda|uv|py_modules|working_dir|py_executable|worker_process_setup_hook|container|image_uri|java_jars)"[[:space:]]*:'
 
-# vg_image_env — what BASH_ENV did for the image before `bash -p`: source the image's own CANN
-# environment file (a fixed path) when the image points BASH_ENV at it. Called before the ERR trap is
-# set (CANN's scripts run commands that fail).
+VG_ENV_PASSED=()     # inherited names the children get
+VG_ENV_REQUESTED=()  # of those, the ones only VLGRPO_PASS_ENV let through
+VG_ENV_DROPPED=()    # inherited names dropped (settings read here are not listed)
+VG_ENV_ODD=()        # dropped names that are not shell identifiers (removed with env -u)
+VG_ENV_UNSET_NAMED=() # names VLGRPO_PASS_ENV lists that are not set
+VG_RAY_JOB_CONFIG="" # RAY_JOB_CONFIG_JSON_ENV_VAR, checked by vg_check_ray_job_config
+
+# The ERR trap of the entrypoints (set by the recipes and ray-node.sh): an unexpected failing command is a bug.
+# shellcheck disable=SC2016 # expanded when the trap runs
+readonly VG_ERR_TRAP='vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"'
+
+# vg_image_env — what BASH_ENV did for the image before `bash -p`: source the image's own CANN environment file
+# (a fixed path) when the image points BASH_ENV at it. Called after the environment was built, so CANN's
+# exports (ASCEND_*, LD_LIBRARY_PATH, PYTHONPATH, PATH) extend the built values and reach the children. CANN's
+# scripts run commands that fail: the ERR trap is off while they run.
 vg_image_env() {
+  local had=""
   if [[ ${BASH_ENV-} == "$VG_IMAGE_BASH_ENV" && -f $VG_IMAGE_BASH_ENV ]]; then
+    had=$(trap -p ERR)
+    trap - ERR
     # shellcheck source=docker/image/cann-env.sh
     source "$VG_IMAGE_BASH_ENV"
+    # shellcheck disable=SC2064 # the fixed trap text
+    if [[ -n $had ]]; then trap "$VG_ERR_TRAP" ERR; fi
   fi
   return 0
 }
 
-# vg_check_environment — record a problem for each refused variable of this process's environment as
-# it was at exec (VG_ENVIRON_FILE), including names bash cannot hold (BASH_FUNC_name%%).
-vg_check_environment() {
-  local e name val why fix
+# _vg_env_in LIST NAME — NAME is one of the comma-separated LIST
+_vg_env_in() { [[ ,$1, == *,"$2",* ]]; }
+
+# vg_environment_check — classify every variable of this process's environment as it was at exec
+# (VG_ENVIRON_FILE, names bash cannot hold included) under the registry, for the entrypoint whose view
+# vg_registry_load loaded. Records a problem for each refused variable (value not shown) and for each name
+# VLGRPO_PASS_ENV may not pass; fills VG_ENV_PASSED / VG_ENV_DROPPED / VG_ENV_ODD. Call after vg_read_settings.
+vg_environment_check() {
+  local e name val kind type short requested=${VG_VAL[PASS_ENV]-} n
+  local -A seen=()
   if [[ ! -r $VG_ENVIRON_FILE ]]; then
     vg_problem environment "$VG_ENVIRON_FILE is unreadable, so the inherited environment cannot be checked" \
       "run with /proc mounted (the default for docker and podman)"
     return 0
   fi
   while IFS= read -r -d '' e || [[ -n $e ]]; do
-    name=${e%%=*} val=${e#*=} why="" fix="unset it for the launch"
-    # a VLGRPO_ name bash cannot hold escapes vg_check_unknown_vars (compgen -e) yet reaches Python
-    if [[ $name == VLGRPO_* && ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
-      vg_problem "$(vg_show "$name")" "not a setting (not even a valid variable name)" "unset it (--help lists the settings)"
+    name=${e%%=*} val=${e#*=}
+    [[ -n ${seen[$name]+x} ]] && continue # a duplicate entry: the first one is what getenv() sees
+    seen[$name]=1
+    if [[ $name == VLGRPO_* ]]; then
+      if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+        # invisible to vg_check_unknown_vars (compgen -e), yet passed on by bash
+        vg_problem "$(vg_show "$name")" "not a setting (not even a valid variable name)" "unset it (--help lists the settings)"
+        continue
+      fi
+      short=${name#VLGRPO_}
+      # a setting of this entrypoint that a Python reader owns (the patch switches) reaches the children
+      if [[ -n ${VG_TYPE[$short]+x} && ${VG_READERS[$short]} == *patches* ]]; then VG_ENV_PASSED+=("$name"); fi
       continue
     fi
-    [[ -n $val ]] || continue
-    case $name in
-      BASH_FUNC_*)
-        why="an exported shell function: every bash the launch starts would run it in place of the command of that name"
-        fix="unset it before the launch (export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or a list)"
-        ;;
-      BASH_ENV)
-        [[ $val == "$VG_IMAGE_BASH_ENV" ]] ||
-          why="names a file every bash of the launch would run first (only the image's own $VG_IMAGE_BASH_ENV is accepted)"
-        ;;
-      ENV | SHELLOPTS | BASHOPTS) why="sets the start-up file or options of every bash of the launch (xtrace prints secrets, noexec skips commands)" ;;
-      PYTHONSTARTUP | PYTHONINSPECT) why="makes Python run a start-up file or open a prompt after the program (code the launch did not choose)" ;;
-      PYTHONWARNINGS)
-        if [[ $val == *.* ]]; then
-          why="has a dotted warning category, which makes every Python process import that module"
-          fix="use built-in categories only (e.g. ignore::DeprecationWarning), or unset it"
-        fi
-        ;;
-      LD_PRELOAD | LD_AUDIT)
-        why="loads a native library into every process of the launch"
-        fix="unset it (a preload the image needs belongs in the image)"
-        ;;
-      RAY_*_HOOK | RAY_RUNTIME_ENV_PLUGINS | RAY_RUNTIME_ENV_PLUGIN_SCHEMAS) why="Ray imports and calls the Python object it names" ;;
-      RAY_JOB_CONFIG_JSON_ENV_VAR)
-        if [[ $val =~ $VG_RAY_CODE_KEYS ]]; then
-          why="a Ray job runtime_env with ${BASH_REMATCH[1]}, which installs or loads code in every worker of the launch"
-          fix="submit the job without pip, conda, uv, py_modules, working_dir, py_executable, worker_process_setup_hook, container, image_uri or java_jars (the image holds the code)"
-        fi
-        ;;
-      RAY_RUNTIME_ENV) why="a runtime_env for ray:// clients, which can install or load code in the workers" ;;
-      VERL_FILE_LOGGER_PATH)
-        why="verl's file logger opens this path for writing with truncation, whatever file it names"
-        fix="unset it; the file logger then writes <VERL_FILE_LOGGER_ROOT or the working directory>/<project>/<experiment>.jsonl"
-        ;;
-    esac
-    if [[ -n $why ]]; then
-      vg_problem "$(vg_show "$name")" "$why (value not shown)" "$fix"
+    if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      if [[ $name == BASH_FUNC_* && -n $val ]]; then
+        vg_problem "$(vg_show "$name")" "an exported shell function: every bash the launch starts would run it in place of the command of that name" \
+          "unset it before the launch (export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or a list)"
+      else
+        VG_ENV_ODD+=("$name")
+        VG_ENV_DROPPED+=("$(vg_show "$name")")
+      fi
+      continue
     fi
+    vg_env_row "$name"
+    kind=${REPLY:+${VG_E_KIND[$REPLY]}} type=${REPLY:+${VG_E_TYPE[$REPLY]}}
+    case $kind in
+      refused)
+        if [[ -n $val ]]; then
+          vg_problem "$name" "${VG_E_MEANING[$REPLY]} (value not shown)" "${VG_E_FIX[$REPLY]:-unset it for the launch}"
+        else
+          VG_ENV_DROPPED+=("$name")
+        fi
+        ;;
+      pass)
+        if _vg_env_pass_ok "$name" "$val" "$type" "$REPLY"; then VG_ENV_PASSED+=("$name"); fi
+        ;;
+      pass-on-request | "")
+        if _vg_env_in "$requested" "$name"; then
+          VG_ENV_PASSED+=("$name") VG_ENV_REQUESTED+=("$name")
+        else
+          VG_ENV_DROPPED+=("$name")
+        fi
+        ;;
+      *) VG_ENV_DROPPED+=("$name") ;; # drop, or a value this entrypoint sets itself
+    esac
   done <"$VG_ENVIRON_FILE"
+  _vg_env_check_requested
   return 0
+}
+
+# _vg_env_pass_ok NAME VALUE TYPE ROW — the type check of a `pass` row; records a problem and fails when the
+# value is not one that may pass.
+_vg_env_pass_ok() {
+  local name=$1 val=$2 type=$3 row=$4
+  case $type in
+    warnings)
+      # action:message:category:module:lineno, comma-separated; a dotted category is imported
+      local f cat
+      local -a filters=()
+      IFS=, read -r -a filters <<<"$val"
+      for f in "${filters[@]}"; do
+        IFS=: read -r _ _ cat _ <<<"$f"
+        if [[ $cat == *.* ]]; then
+          vg_problem "$name" "has a dotted warning category, which makes every Python process import that module (value not shown)" "${VG_E_FIX[$row]}"
+          return 1
+        fi
+      done
+      ;;
+    bashenv)
+      if [[ -n $val && $val != "${VG_E_ALLOWED[$row]}" ]]; then
+        vg_problem "$name" "names a file every bash of the launch would run first; only the image's own ${VG_E_ALLOWED[$row]} passes (value not shown)" "${VG_E_FIX[$row]}"
+        return 1
+      fi
+      ;;
+    rayjob) VG_RAY_JOB_CONFIG=$val ;; # parsed as JSON by vg_check_ray_job_config
+  esac
+  return 0
+}
+
+# _vg_env_check_requested — every name in VLGRPO_PASS_ENV must be one a launch may pass.
+_vg_env_check_requested() {
+  local n kind
+  local -a names=()
+  [[ -n ${VG_VAL[PASS_ENV]-} ]] || return 0
+  IFS=, read -r -a names <<<"${VG_VAL[PASS_ENV]}"
+  for n in "${names[@]}"; do
+    if [[ $n == VLGRPO_* ]]; then
+      vg_problem VLGRPO_PASS_ENV "names $n: settings are not passed this way (the patch switches reach the children by themselves)" \
+        "remove $n from VLGRPO_PASS_ENV"
+      continue
+    fi
+    vg_env_row "$n"
+    kind=${REPLY:+${VG_E_KIND[$REPLY]}}
+    case $kind in
+      refused) vg_problem VLGRPO_PASS_ENV "names $n, which is refused: ${VG_E_MEANING[$REPLY]}" "remove $n from VLGRPO_PASS_ENV and unset it" ;;
+      drop) vg_problem VLGRPO_PASS_ENV "names $n, which is never passed: ${VG_E_MEANING[$REPLY]}" "remove $n from VLGRPO_PASS_ENV" ;;
+      set) vg_problem VLGRPO_PASS_ENV "names $n, which this entrypoint sets itself: ${VG_E_MEANING[$REPLY]}" "remove $n from VLGRPO_PASS_ENV" ;;
+    esac
+    if [[ -z ${!n+x} ]]; then VG_ENV_UNSET_NAMED+=("$n"); fi
+  done
+  return 0
+}
+
+# vg_environment_apply — make this shell's exported variables the children's environment: every inherited
+# variable not passed is un-exported (its value stays readable here), then the `set` rows with a fixed value
+# are exported. Values the code computes (RAY_ADDRESS, WANDB_API_KEY from its file, ray-node.sh's) are
+# exported where they are computed.
+vg_environment_apply() {
+  local n keep=" ${VG_ENV_PASSED[*]} "
+  while IFS= read -r n; do
+    [[ $keep == *" $n "* ]] && continue
+    export -n -- "${n?}" 2>/dev/null || true
+  done < <(compgen -e)
+  for n in "${VG_SET_NAMES[@]}"; do
+    [[ ${VG_SET[$n]} == - ]] && continue
+    export "${n?}=${VG_SET[$n]}"
+  done
+  return 0
+}
+
+# vg_check_ray_job_config — RAY_JOB_CONFIG_JSON_ENV_VAR (Ray's job supervisor sets it for `ray job submit`):
+# parsed with Python's json by vlgrpo.environment (so "p\u0069p" is pip) and refused unless every key is
+# allowlisted (runtime_env with env_vars and config only, metadata) and every env_vars name may pass. Runs
+# the image's python3 in the built environment (after vg_environment_apply); problems are recorded.
+vg_check_ray_job_config() {
+  local out rc name why fix
+  [[ -n $VG_RAY_JOB_CONFIG ]] || return 0
+  rc=0
+  vg_child_prefix
+  out=$("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo.environment check-ray-job-config "--owner=$VG_OWNER" \
+    "--pass-env=${VG_VAL[PASS_ENV]-}" <<<"$VG_RAY_JOB_CONFIG" 2>&1) || rc=$?
+  case $rc in
+    0) return 0 ;;
+    2)
+      while IFS=$'\t' read -r name why fix; do
+        [[ -n $name ]] && vg_problem "$name" "$why (value not shown)" "$fix"
+      done <<<"$out"
+      ;;
+    *) vg_problem RAY_JOB_CONFIG_JSON_ENV_VAR "could not be checked (python3 -m vlgrpo.environment exit $rc)" \
+      "run the launch in the image (its python3 has the vlgrpo package), or submit the job without a runtime_env" ;;
+  esac
+  return 0
+}
+
+# vg_child_prefix — VG_CHILD_PREFIX: what goes in front of a child's argv so that it runs in the built
+# environment: `env -u NAME ... --` for the inherited names bash cannot hold (everything else was un-exported
+# by vg_environment_apply), else nothing.
+VG_CHILD_PREFIX=()
+vg_child_prefix() {
+  local n
+  VG_CHILD_PREFIX=()
+  ((${#VG_ENV_ODD[@]})) || return 0
+  VG_CHILD_PREFIX=(env)
+  for n in "${VG_ENV_ODD[@]}"; do VG_CHILD_PREFIX+=(-u "$n"); done
+  VG_CHILD_PREFIX+=(--)
+}
+
+
+# vg_env_plan PREFIX CHILDREN — the plan's environment lines: the names every child (CHILDREN, in words) gets
+# (values not shown, the fixed values this entrypoint sets shown), the names VLGRPO_PASS_ENV let through and
+# the names dropped.
+vg_env_plan() {
+  local p=$1 who=$2 n got="" fixed=""
+  while IFS= read -r n; do [[ $n == _ ]] || got+=" $n"; done < <(compgen -e | LC_ALL=C sort)
+  for n in "${VG_SET_NAMES[@]}"; do
+    [[ -n ${!n+x} ]] || continue
+    if [[ $n == WANDB_API_KEY ]]; then fixed+=" $n=(not shown)"; else fixed+=" $n=${!n}"; fi
+  done
+  printf '%schild environment (%s; %d names, values not shown):%s\n' "$p" "$who" "$(wc -w <<<"$got")" "$got"
+  if [[ -n $fixed ]]; then printf '%sset by the entrypoint:%s\n' "$p" "$fixed"; fi
+  if ((${#VG_ENV_REQUESTED[@]})); then printf '%spassed because VLGRPO_PASS_ENV names them: %s\n' "$p" "$(_vg_sorted VG_ENV_REQUESTED)"; fi
+  if ((${#VG_ENV_UNSET_NAMED[@]})); then printf '%snamed in VLGRPO_PASS_ENV but not set: %s\n' "$p" "$(_vg_sorted VG_ENV_UNSET_NAMED)"; fi
+  printf '%sdropped from the environment (%d names, values not shown): %s\n' "$p" "${#VG_ENV_DROPPED[@]}" "$(_vg_sorted VG_ENV_DROPPED)"
+}
+
+# _vg_sorted ARRAY_NAME — the array's words, sorted (C locale), on one line
+_vg_sorted() {
+  local -n _words=$1
+  ((${#_words[@]})) || return 0
+  printf '%s\n' "${_words[@]}" | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//'
 }

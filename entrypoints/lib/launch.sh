@@ -8,7 +8,6 @@
 #   VG_TEMPLATE    the Hydra overrides, one element each; "{NAME}" is replaced by the validated value of
 #                  setting NAME, "{name}" (lower case) by an internal value the recipe derived and
 #                  declared with vg_derived. An element whose placeholder value is empty is left out.
-#   VG_EXPORTS     environment the recipe sets for verl (NAME=value, fixed strings)
 #   <recipe>_check a function that adds cross-field problems (vg_problem) and derives internal values
 #   VG_RECIPE_CHECK the name of that function
 # and calls vg_entry with its command-line words (see the bottom of a recipe file).
@@ -133,8 +132,9 @@ vg_secrets() {
 
 VG_NOTES=()
 
-# vg_cluster — cluster mode (VLGRPO_RAY_ADDRESS): bounded wait for the nodes, then the visibility probe,
-# then RAY_ADDRESS for verl. Exit 2 when the cluster is not ready, 1 when the check itself failed.
+# vg_cluster — cluster mode (VLGRPO_RAY_ADDRESS): bounded wait for the nodes, then the visibility probe (both
+# print their progress on stderr: stdout carries only the plan). RAY_ADDRESS is already that address (vg_entry).
+# Exit 2 when the cluster is not ready, 1 when the check itself failed.
 vg_cluster() {
   local addr=${VG_VAL[RAY_ADDRESS]-} res rc
   [[ -n $addr ]] || return 0
@@ -142,30 +142,34 @@ vg_cluster() {
   printf '%s: cluster %s: waiting for %s node(s) with %s %s each (timeout %ss)\n' \
     "$VG_PROG" "$addr" "$VG_CLUSTER_NODES" "$VG_CLUSTER_PER_NODE" "$res" "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2
   rc=0
-  python3 -m vlgrpo cluster wait --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}" || rc=$?
+  vg_child_prefix
+  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster wait --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2 || rc=$?
   if ((rc != 0)); then
     printf '%s: cluster %s is not ready (vlgrpo cluster wait exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
-  python3 -m vlgrpo cluster probe --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" || rc=$?
+  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster probe --address "$addr" --resource "$res" \
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" >&2 || rc=$?
   if ((rc != 0)); then
     printf '%s: device probe on cluster %s failed (vlgrpo cluster probe exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
-  export RAY_ADDRESS=$addr
 }
 
-# vg_preflight — `python3 -m vlgrpo preflight --purpose launch|plan [--devices-per-node N] --argv-file FILE`
-# on the final argv (one element per line; plan in a dry run: too little checkpoint space is then a
-# warning, not an error).
-# Exit 0 clean; 2 findings -> exit 2 (VLGRPO_PREFLIGHT=warn: report and continue); anything else is a
-# failure of the check itself -> exit 1.
+# vg_preflight — `python3 -P -s -m vlgrpo preflight --purpose launch|plan [--devices-per-node N] --argv-file FILE`
+# on the final argv (one element per line; plan in a dry run: too little checkpoint space is then a warning, not an
+# error). Exit 0 clean; 2 findings -> exit 2; anything else is a failure of the check itself -> exit 1. With
+# VLGRPO_PREFLIGHT=warn the preflight gets --waive: it exits 3 when no finding is about code the launch would run
+# (the launch goes on, the findings are reported) and still 2 when one is (auto_map or Python files in the model
+# folder, remote-code or code-loading keys, or a code-loading check that could not run): no switch waives a
+# refusal of code loading.
 VG_PREFLIGHT_RESULT="not run"
 vg_preflight() {
-  local f rc
-  local -a count=()
+  local f rc warn=0 purpose=launch
+  local -a waive=() count=()
+  if [[ ${VG_VAL[PREFLIGHT]} == warn ]]; then warn=1 waive=(--waive); fi
+  if ((VG_DRY_RUN)); then purpose=plan; fi
   if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX" 2>/dev/null); then
     printf '%s: cannot create the preflight argv file in %s (set TMPDIR to a writable folder); nothing was started\n' \
       "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
@@ -180,19 +184,23 @@ vg_preflight() {
   # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
   if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
   rc=0
-  python3 -m vlgrpo preflight --purpose "$( ((VG_DRY_RUN)) && echo plan || echo launch)" "${count[@]}" --argv-file "$f" >&2 || rc=$?
+  vg_child_prefix
+  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo preflight --purpose "$purpose" "${count[@]}" --argv-file "$f" "${waive[@]}" >&2 || rc=$?
   rm -f -- "$f"
   trap - EXIT INT TERM
-  case $rc in
-    0) VG_PREFLIGHT_RESULT="clean" ;;
-    2)
-      if [[ ${VG_VAL[PREFLIGHT]} == warn ]]; then
-        VG_PREFLIGHT_RESULT="findings (VLGRPO_PREFLIGHT=warn: continuing)"
-        printf '%s: warning: preflight reported findings; continuing because VLGRPO_PREFLIGHT=warn\n' "$VG_PROG" >&2
-      else
-        printf '%s: preflight found problems in the configuration (above); nothing was started\n' "$VG_PROG" >&2
-        exit "$VG_EXIT_CONFIG"
-      fi
+  case $rc:$warn in
+    0:*) VG_PREFLIGHT_RESULT="clean" ;;
+    3:1)
+      VG_PREFLIGHT_RESULT="findings (VLGRPO_PREFLIGHT=warn: continuing; none of them is about code the launch would run)"
+      printf '%s: warning: preflight reported findings; continuing because VLGRPO_PREFLIGHT=warn\n' "$VG_PROG" >&2
+      ;;
+    2:1)
+      printf '%s: preflight found problems that VLGRPO_PREFLIGHT=warn cannot waive: code the launch would run (above); nothing was started\n' "$VG_PROG" >&2
+      exit "$VG_EXIT_CONFIG"
+      ;;
+    2:0)
+      printf '%s: preflight found problems in the configuration (above); nothing was started\n' "$VG_PROG" >&2
+      exit "$VG_EXIT_CONFIG"
       ;;
     *)
       printf '%s: preflight could not run (python3 -m vlgrpo preflight exit %s); nothing was started\n' "$VG_PROG" "$rc" >&2
@@ -224,33 +232,32 @@ vg_help() {
     done
   fi
   printf '\nFixed for every launch (no variable reaches them): %s\n' "$VG_FIXED_NOTE"
-  printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed);
-'
-  printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch.'
-  local exports=""
-  for d in "${VG_EXPORTS[@]}"; do exports+="${exports:+, }\`$d\`"; done
-  if [[ -n $exports ]]; then printf ' Exported for verl: %s.' "$exports"; fi
-  printf '\n'
-  printf '\nEnvironment (lib/environment.sh): the entrypoint runs as `#!/bin/bash -p`, so `BASH_ENV`, `SHELLOPTS`,\n'
-  printf '`BASHOPTS` and exported functions do not act on it; a launch is refused while any of these is set, since\n'
-  printf 'they make a child bash or Python run code they name: `BASH_FUNC_*` (exported functions), `BASH_ENV` (except\n'
-  printf 'the image'"'"'s `%s`), `ENV`, `SHELLOPTS`, `BASHOPTS`, `PYTHONSTARTUP`, `PYTHONINSPECT`,\n' "$VG_IMAGE_BASH_ENV"
-  printf '`PYTHONWARNINGS` with a dotted category, `LD_PRELOAD`, `LD_AUDIT`, `RAY_*_HOOK`, `RAY_RUNTIME_ENV_PLUGINS*`,\n'
-  printf '`RAY_RUNTIME_ENV`, `RAY_JOB_CONFIG_JSON_ENV_VAR` with a runtime_env that installs or loads code (pip,\n'
-  printf 'py_modules, working_dir, worker_process_setup_hook, ...), `VERL_FILE_LOGGER_PATH` (verl truncates the file it names);\n'
-  printf 'so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS` (verl would join a cluster nobody checked).\n'
-  printf '`PATH`, `PYTHONPATH`, `LD_LIBRARY_PATH`, `NCCL_*`, `HCCL_*`, `ASCEND_*` and `CUDA_*` pass (the images set them).\n'
+  printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed);\n'
+  printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch.\n'
+  local set="" n
+  for n in "${VG_SET_NAMES[@]}"; do
+    if [[ ${VG_SET[$n]} == - ]]; then set+="${set:+, }\`$n\`"; else set+="${set:+, }\`$n=${VG_SET[$n]}\`"; fi
+  done
+  printf '\nEnvironment (the rules of every variable: docs/settings.md): the entrypoint runs as `#!/bin/bash -p` and\n'
+  printf 'builds the environment of every child (preflight, cluster tool, verl) instead of passing its own: it sets\n'
+  printf '%s (`RAY_ADDRESS`: `VLGRPO_RAY_ADDRESS` after the checks, else `local`), the working directory is the\n' "$set"
+  printf 'checkpoint folder, and of the inherited variables only these pass: %s; ' "$(vg_env_names pass)"
+  printf 'these only when named in `VLGRPO_PASS_ENV` (as any unlisted variable may be): %s. ' "$(vg_env_names pass-on-request)"
+  printf 'Never passed: %s. Everything else is dropped (the dry-run plan lists the names). ' "$(vg_env_names drop)"
+  printf 'A launch is refused (exit 2) while any of these is set, since they make a process import or run what they\n'
+  printf 'name: %s; so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS`.\n' "$(vg_env_names refused)"
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
 # element per line.
 vg_plan() {
-  local n e
+  local n
   printf '# %s dry run: configuration valid, nothing started\n' "$VG_PROG"
   printf '# platform: %s; devices per node on this node: %s (%s)\n' "$VG_PLATFORM" "$VG_NODE_DEVICES" "$VG_NODE_DEVICES_FROM"
   printf '# topology: %s\n' "$VG_TOPOLOGY"
   if [[ -n ${VG_VAL[RAY_ADDRESS]-} ]]; then printf '# cluster: %s ready and probed\n' "${VG_VAL[RAY_ADDRESS]}"; fi
-  for e in "${VG_EXPORTS[@]}"; do printf '# environment: %s\n' "$e"; done
+  printf '# working directory of the children: %s\n' "$PWD"
+  vg_env_plan '# ' 'every child: preflight, cluster tool, verl'
   if [[ -n ${WANDB_API_KEY-} ]]; then printf '# environment: WANDB_API_KEY (set, not shown)\n'; fi
   for n in "${VG_NOTES[@]}"; do printf '# %s\n' "$n"; done
   printf '# preflight: %s\n' "$VG_PREFLIGHT_RESULT"
@@ -280,12 +287,16 @@ vg_entry() {
     vg_help
     exit 0
   fi
-  vg_check_environment
   vg_read_settings
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
   vg_check_unknown_vars
   vg_check_ray_address
+  vg_environment_check
+  vg_environment_apply
+  vg_check_ray_job_config
   vg_flush_problems
+  vg_image_env
+  export RAY_ADDRESS=${VG_VAL[RAY_ADDRESS]:-local}
 
   vg_detect_node
   vg_flush_problems
@@ -305,8 +316,10 @@ vg_entry() {
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
   vg_flush_problems
 
+  # the children run in the checkpoint folder: Ray puts the driver's working directory first on every worker's
+  # sys.path (Ray 2.48.0 _private/worker.py connect: code_paths), so it must be a folder the launch controls
+  cd -- "${VG_VAL[CHECKPOINT_DIR]}" || vg_die_internal "cannot enter ${VG_VAL[CHECKPOINT_DIR]}"
   vg_cluster
-  for e in "${VG_EXPORTS[@]}"; do export "${e?}"; done
   vg_preflight
 
   if ((VG_DRY_RUN)); then
@@ -314,5 +327,6 @@ vg_entry() {
     exit 0
   fi
   printf '%s: launching %s (%s; preflight %s)\n' "$VG_PROG" "${VG_PROGRAM[2]}" "$VG_TOPOLOGY" "$VG_PREFLIGHT_RESULT" >&2
-  exec "${VG_ARGV[@]}"
+  vg_child_prefix
+  exec "${VG_CHILD_PREFIX[@]}" "${VG_ARGV[@]}"
 }

@@ -28,11 +28,13 @@ declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
 # cannot run.
 vg_count_devices() {
   local out line key rc=0
-  local -a args=(-m vlgrpo devices --format shell --dev-dir "$VG_DEV_DIR")
+  local -a args=(-P -s -m vlgrpo devices --format shell --dev-dir "$VG_DEV_DIR")
   if [[ -n ${1-} ]]; then args+=(--platform "$1"); fi
   if [[ ${2-} == --driver ]]; then args+=(--driver --root "$VG_DRIVER_ROOT"); fi
   VG_DEV=()
-  out=$(python3 "${args[@]}") || rc=$?
+  # isolated (-P -s) and in the environment built for the children (lib/environment.sh), like every child
+  vg_child_prefix
+  out=$("${VG_CHILD_PREFIX[@]}" python3 "${args[@]}") || rc=$?
   while IFS= read -r line; do
     key=${line%%=*}
     if [[ $key =~ ^[a-z_]{1,32}$ ]]; then VG_DEV[$key]=${line#*=}; fi

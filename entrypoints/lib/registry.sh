@@ -92,3 +92,27 @@ vg_env_row() {
   REPLY=""
 }
 
+# vg_env_names KIND — the registry names (exact names and patterns) of KIND in this entrypoint's view, as one
+# Markdown list (`A`, `B*`, ...), in file order.
+vg_env_names() {
+  local name own kind rest out=""
+  while IFS=$'\t' read -r name own kind rest; do
+    [[ $kind == "$1" && -n ${VG_E_KIND[$name]+x} && ${VG_E_KIND[$name]} == "$1" ]] || continue
+    [[ " $out " == *" \`$name\`, "* ]] && continue
+    out+="\`$name\`, "
+  done <"$VG_REGISTRY"
+  printf '%s' "${out%, }"
+}
+
+# vg_env_table — every row of the registry that is not a setting, as a Markdown table (docs/settings.md).
+vg_env_table() {
+  local name own kind type allowed def hydra meaning fix
+  # shellcheck disable=SC2016 # Markdown backticks
+  printf '| Variable | Kind | Read or set by | Check | Meaning | Fix |\n|---|---|---|---|---|---|\n'
+  while IFS=$'\t' read -r name own kind type allowed def hydra meaning fix; do
+    [[ -z $name || $name == '#'* || $name == name || $kind == setting ]] && continue
+    [[ $kind == set && $def != - ]] && meaning="\`$name=$def\`: $meaning"
+    # shellcheck disable=SC2016 # Markdown backticks
+    printf '| `%s` | %s | %s | %s | %s | %s |\n' "${name//|/\\|}" "$kind" "$own" "${type#-}" "${meaning//|/\\|}" "${fix#-}"
+  done <"$VG_REGISTRY"
+}

@@ -18,6 +18,7 @@
 #   name   ""                                        [A-Za-z][A-Za-z0-9._-]*, not a Hydra keyword
 #   addr   ""                                        HOST:PORT (hostname or IPv4, port 1-65535)
 #   ids    ""                                        comma-separated identifiers [a-z0-9_.-]
+#   envnames ""                                      comma-separated variable names (VLGRPO_PASS_ENV)
 # DEFAULT: a literal (formatted like a value), "" for "unset" (the template lines that use it are left
 # out), or "@function:description" for a value the recipe derives after all settings are read.
 
@@ -108,6 +109,7 @@ vg_allowed_text() {
     name) printf 'letters, digits, . _ - (not a number)' ;;
     addr) printf 'HOST:PORT' ;;
     ids) printf 'comma list of ids' ;;
+    envnames) printf 'comma list of variable names' ;;
     ipv4) printf 'IPv4 address' ;;
   esac
 }
@@ -236,6 +238,24 @@ vg_validate() {
         VG_VAL[$name]=$raw
       else
         vg_problem "$var" "$(vg_show "$raw") is not a comma list of ids" "use ids of lower-case letters, digits, '_', '.', '-' separated by commas"
+      fi
+      ;;
+    envnames)
+      local -a vars=()
+      local one dup=""
+      local -A have=()
+      if [[ $raw =~ ^[A-Za-z_][A-Za-z0-9_]{0,127}(,[A-Za-z_][A-Za-z0-9_]{0,127}){0,63}$ ]]; then
+        IFS=, read -r -a vars <<<"$raw"
+        for one in "${vars[@]}"; do
+          [[ -n ${have[$one]+x} ]] && dup=$one
+          have[$one]=1
+        done
+      fi
+      if ((${#vars[@]})) && [[ -z $dup ]]; then
+        VG_VAL[$name]=$raw
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not a comma list of distinct variable names" \
+          "list names such as NCCL_NET_PLUGIN,PYTHONPATH (letters, digits, '_'; at most 64)"
       fi
       ;;
     ipv4)

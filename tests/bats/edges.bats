@@ -139,7 +139,7 @@ refused() {
   # the device counter (stdlib only) runs with the system interpreter: uid 65534 cannot run the venv's under /root
   py=$(PATH=/usr/bin:/bin command -v python3) || skip "no system python3 for uid 65534"
   run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$d/bin:$PATH" STUB_LOG="$d/calls" \
-    STUB_PYTHON="$py" PYTHONPATH="$REPO_ROOT/python/src" \
+    STUB_PYTHON="$py" PYTHONPATH="$REPO_ROOT/python/src" VLGRPO_PASS_ENV="$STUB_PASS,PYTHONPATH" \
     TEST_DEV_DIR="$d/dev" VLGRPO_MODEL_PATH="$d/model" VLGRPO_TRAIN_FILE="$d/data/train.parquet" \
     VLGRPO_VAL_FILE="$d/data/test.parquet" VLGRPO_CHECKPOINT_DIR="$d/ckpt" "$HARNESS" "$FA"
   rm -rf "$d"

@@ -13,7 +13,7 @@ setup() {
   [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
   # call 1: the preflight, with a file holding the final argv one element per line
   run call_argv 1
-  assert_output "$(printf '%s\n' -m vlgrpo preflight --purpose launch --devices-per-node 16 --argv-file "${output##*$'\n'}")"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo preflight --purpose launch --devices-per-node 16 --argv-file "${output##*$'\n'}")"
   diff <(expected_defaults fa) "$STUB_LOG/0001.python3.argv-file"
   # call 2: the exec'd program (python3 records its argv without the program name)
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0002.python3"
@@ -67,11 +67,22 @@ setup() {
   [[ $stderr == *"preflight could not run"* ]]
 }
 
-@test "VLGRPO_PREFLIGHT=warn reports findings and launches anyway; the preflight still runs" {
-  VLGRPO_PREFLIGHT=warn STUB_PREFLIGHT_RC=2 entry fa
+@test "VLGRPO_PREFLIGHT=warn: the preflight runs with --waive; waivable findings (exit 3) launch, code-loading ones (2) never" {
+  VLGRPO_PREFLIGHT=warn STUB_PREFLIGHT_RC=3 entry fa
   assert_success
   assert_equal "$(calls | grep -c python3)" 2
+  [[ $(call_argv 1) == *$'\n--waive' ]] || fail "no --waive: $(call_argv 1)"
   [[ $stderr == *"continuing because VLGRPO_PREFLIGHT=warn"* ]]
+  # Why 2: findings the preflight will not waive (auto_map, Python files: exit 2 even with --waive) stop it
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_PREFLIGHT=warn STUB_PREFLIGHT_RC=2 entry fa
+  assert_failure 2
+  assert_equal "$(calls | grep -c python3)" 1
+  [[ $stderr == *"preflight found problems that VLGRPO_PREFLIGHT=warn cannot waive: code the launch would run"* ]] || fail "$stderr"
+  # exit 3 without warn is not a contract the entrypoint knows: a failure
+  rm -rf "${STUB_LOG:?}"/*
+  STUB_PREFLIGHT_RC=3 entry fa
+  assert_failure 1
 }
 
 @test "cluster mode: wait then probe with nodes = trainer + rollout nodes, then preflight, then exec with RAY_ADDRESS" {
@@ -79,11 +90,11 @@ setup() {
   assert_success
   [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3\n0003.python3\n0004.python3' ]] || fail "calls: $(calls)"
   run call_argv 1
-  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --timeout 120)"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --timeout 120)"
   run call_argv 2
-  assert_output "$(printf '%s\n' -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16)"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16)"
   run call_argv 3
-  assert_line --index 2 preflight
+  assert_line --index 4 preflight
   assert_file_contains "$STUB_LOG/0004.python3.env" '^RAY_ADDRESS=10.0.0.1:6379$'
 }
 
@@ -94,7 +105,7 @@ setup() {
   # nvidia-smi -L (the device count), nvidia-smi (the driver version), then as on Ascend
   [[ $(calls) == $'0000.nvidia-smi\n0001.nvidia-smi\n0002.python3\n0003.python3\n0004.python3\n0005.python3' ]] || fail "calls: $(calls)"
   run call_argv 2
-  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address head.example:6379 --resource GPU --nodes 2 --per-node 8 --timeout 600)"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address head.example:6379 --resource GPU --nodes 2 --per-node 8 --timeout 600)"
 }
 
 @test "cluster not ready: wait exit 2 -> exit 2, wait exit 1 -> exit 1, probe exit 2 -> exit 2; nothing launched" {
@@ -182,6 +193,6 @@ setup() {
   VLGRPO_RAY_ADDRESS=10.0.0.1:6379 VLGRPO_TRAINER_DEVICES_PER_NODE=16 VLGRPO_ROLLOUT_DEVICES_PER_NODE=16 entry fa
   assert_success
   run call_argv 0
-  assert_output "$(printf '%s\n' -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 4 --per-node 16 --timeout 600)"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 4 --per-node 16 --timeout 600)"
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0003.python3"
 }

@@ -14,6 +14,8 @@ setup() {
   RN=$REPO_ROOT/entrypoints/ray-node.sh
   FIX=$REPO_ROOT/tests/bats/fixtures/ray-node
   export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 VLGRPO_RAY_NODE_IP=10.1.2.3
+  # the scripted stubs below read these; ray-node.sh passes them to its children only when named
+  pass_env T_DIR,NPU_SMI_INFO,NPU_SMI_INFO_LATER,NPU_SMI_RC,RAY_IGNORE_TERM
   CANARY=$T/canary
 }
 

@@ -15,7 +15,7 @@ setup() {
 
 # rows RECIPE — the table rows of one recipe, @T@ replaced.
 rows() {
-  grep "^$1|" "$REPO_ROOT/tests/bats/fixtures/settings-values.txt" | sed "s#@T@#$T#g"
+  grep "^$1|" "$REPO_ROOT/tests/bats/fixtures/settings-values.txt" | sed "s#@T@#$T#g; s#@STUB@#$STUB_PASS#g"
 }
 
 @test "every declared setting of both recipes has an accepted and a refused value in the table" {

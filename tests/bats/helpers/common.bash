@@ -36,6 +36,12 @@ common_setup() {
   export VLGRPO_MODEL_PATH=$T/model VLGRPO_TRAIN_FILE=$T/data/train.parquet VLGRPO_VAL_FILE=$T/data/test.parquet
   export VLGRPO_CHECKPOINT_DIR=$T/ckpt VLGRPO_PLATFORM=npu
   export STUB_NPU_COUNT=16 STUB_GPU_COUNT=16 WANDB_MODE=offline
+  # the stubs read their STUB_* settings from the environment they get, which the entrypoints build from the
+  # registry: the tests name them the way a user names a variable the launch must pass
+  STUB_PASS=STUB_LOG,STUB_PYTHON,STUB_PREFLIGHT_RC,STUB_CLUSTER_WAIT_RC,STUB_CLUSTER_PROBE_RC,STUB_PYTHON3_RC,STUB_NPU_COUNT,STUB_NPU_CHIPS,STUB_GPU_COUNT
+  export VLGRPO_PASS_ENV=$STUB_PASS
+  # the interpreter the python3 stub hands `-m vlgrpo.environment` (the Ray job config check) to
+  printf '%s\n' "$REPO_ROOT/.venv/bin/python" >"$T/real-python"
   CANARY=$T/canary
 }
 
@@ -61,9 +67,32 @@ recipe_path() {
   esac
 }
 
-# calls — the recorded stub calls, in order (file names NNNN.<stub>).
+# calls — the recorded stub calls, in order (file names NNNN.<stub>); the Ray job config check the python3 stub
+# hands to the real interpreter (NNNN.python3-helper) is not one.
 calls() {
-  find "$STUB_LOG" -maxdepth 1 -type f -name '[0-9][0-9][0-9][0-9].*' ! -name '*.*.*' -printf '%f\n' | sort
+  find "$STUB_LOG" -maxdepth 1 -type f -name '[0-9][0-9][0-9][0-9].*' ! -name '*.*.*' ! -name '*.python3-helper' -printf '%f\n' | sort
+}
+
+# call_environ N — the environment the N-th recorded call got, one NAME=VALUE per line (values with newlines
+# are shown with $'...' quoting of the whole entry).
+call_environ() {
+  local f
+  f=$(calls | sed -n "$(($1 + 1))p")
+  [[ -n $f ]] || fail "no recorded call number $1"
+  tr '\0' '\n' <"$STUB_LOG/$f.environ"
+}
+
+# call_env_names N — the sorted variable names the N-th recorded call got, without the tests' own STUB_* names.
+call_env_names() {
+  local f
+  f=$(calls | sed -n "$(($1 + 1))p")
+  [[ -n $f ]] || fail "no recorded call number $1"
+  tr '\0' '\n' <"$STUB_LOG/$f.environ" | sed -n 's/^\([^=]*\)=.*/\1/p' | grep -v '^STUB_' | LC_ALL=C sort
+}
+
+# pass_env NAME,... — VLGRPO_PASS_ENV with these names as well as the stubs' own.
+pass_env() {
+  export VLGRPO_PASS_ENV=$STUB_PASS${1:+,$1}
 }
 
 # call_argv N — argv of the N-th recorded call (0-based).

@@ -17,7 +17,8 @@ VG_DRIVER_ROOT=${TEST_DRIVER_ROOT:-$VG_DEV_DIR/..}
 VG_MOUNTINFO=${TEST_MOUNTINFO:-/proc/self/mountinfo}
 VG_CONTAINER_MARKERS=()
 if [[ -n ${TEST_CONTAINER_MARKER-} ]]; then VG_CONTAINER_MARKERS=("$TEST_CONTAINER_MARKER"); fi
-trap 'vg_die_internal "status $? at ${BASH_SOURCE[0]##*/} line $LINENO"' ERR
+# shellcheck disable=SC2064 # the fixed trap text of lib/environment.sh
+trap "$VG_ERR_TRAP" ERR
 for word; do vg_cli "$word"; done
 vg_flush_problems
 vg_entry

@@ -79,6 +79,8 @@ CASES = [
     ("name", "", ["proj", "a.b-c_D9", "1e5", "1.5", "123", "true", "Null", "NaN", "inf", "-x", ".x", "x" * 128, "x" * 129]),
     ("addr", "", ["10.0.0.1:6379", "head:6379", "head.local:1", "h:65535", "h:65536", "h:0", "h:06379", "-h:1", ".h:1",
                   "h", ":1", "h:1:2"]),
+    ("envnames", "", ["A", "NCCL_NET_PLUGIN,PYTHONPATH", "A,A", "A,B,A", "A-B", ",A", "A,", "_X", "1A", "a" * 128,
+                      "a" * 129, ",".join(f"V{i}" for i in range(64)), ",".join(f"V{i}" for i in range(65))]),
     ("ipv4", "", ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "10.0.0.01", "1.2.3.256", "00.1.2.3", "10.1",
                   "167772161", "0x0a.0.0.1"]),
 ]
@@ -175,3 +177,36 @@ def test_read_setting_ids_and_bool():
     assert value is None and "true or false" in why
     with pytest.raises(KeyError):
         environment.read_setting("VLGRPO_LR")  # a recipe setting, not read by the patch package
+
+
+# ---- the Ray job config: JSON and an allowlist, not a regex over the text ---------------------------------
+
+@pytest.mark.parametrize("doc, fragment", [
+    ('{"runtime_env": {"p\\u0069p": ["x"]}}', "'pip'"),
+    ('{"runtime_env": {"working\\u005fdir": "https://x/y.zip"}}', "'working_dir'"),
+    ('{"runtime_env": {"\\u0070y_executable": "python3 -c x"}}', "'py_executable'"),
+    ('{"runtime_env": {"mpi": {"args": []}}}', "'mpi'"),
+    ('{"runtime_env": {"nsight": "default"}}', "'nsight'"),
+    ('{"runtime_env": {"image_uri": "x"}}', "'image_uri'"),
+    ('{"runtime_env": {"some_future_plugin": {}}}', "'some_future_plugin'"),
+    ('{"py_driver_sys_path": ["/tmp"]}', "'py_driver_sys_path'"),
+    ('{"code_search_path": ["/tmp"]}', "'code_search_path'"),
+    ('{"runtime_env": {"env_vars": {"__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR": "os.getcwd"}}}', "imports and calls"),
+    ('{"runtime_env": {"env_vars": {"MASTER_ADDR": "x"}}}', "never passed"),
+    ('{"runtime_env": {"env_vars": {"PYTHONPATH": "/tmp"}}}', "only when named in VLGRPO_PASS_ENV"),
+    ('{"runtime_env": {"env_vars": {"SOMETHING_ELSE": "1"}}}', "not a variable the launch passes"),
+    ('{"runtime_env": ', "is not JSON"),
+    ('["runtime_env"]', "not an object"),
+])
+def test_ray_job_config_refusals(doc, fragment):
+    problems = environment.check_ray_job_config(doc)
+    assert problems and all(p[0] == "RAY_JOB_CONFIG_JSON_ENV_VAR" for p in problems)
+    assert any(fragment in p[1] for p in problems), problems
+
+
+def test_ray_job_config_the_kuberay_submission_passes():
+    doc = ('{"runtime_env": {"env_vars": {"VLGRPO_TRAINER_NNODES": "1", "NCCL_DEBUG": "WARN", "HCCL_IF_IP": "10.0.0.2"},'
+           ' "config": {"setup_timeout_seconds": 600}}, "metadata": {"job_submission_id": "raysubmit_1"}}')
+    assert environment.check_ray_job_config(doc) == []
+    assert environment.check_ray_job_config('{"runtime_env": {"env_vars": {"PYTHONPATH": "/x"}}}',
+                                            pass_env=("PYTHONPATH",)) == []

@@ -169,6 +169,8 @@ class Cluster:
             GLOO_SOCKET_IFNAME="lo",
             STANDIN_PHYSICAL_NPUS=str(physical),
             PYTHONPATH=str(self.shim_dir),
+            # ray-node.sh builds ray start's environment from the registry: these two are named to pass
+            VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS",
         )
         env.update(extra)
         return env

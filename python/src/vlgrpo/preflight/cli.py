@@ -13,7 +13,10 @@ Hydra argument). Without ``--argv-file`` the overrides after ``--`` are checked 
 
 Output: one line per finding (``SEVERITY [code] where: what -- why: ... -- fix: ...``) and a short summary;
 ``--json`` prints the report as one JSON document instead. Exit status: 0 clean (warnings allowed),
-2 findings or invalid input, 1 internal error.
+2 findings or invalid input, 1 internal error. With ``--waive`` (the entrypoints pass it for
+``VLGRPO_PREFLIGHT=warn``): 3 when every error finding is one that cannot run code (reported, waived), 2 when one
+is about code the launch would run (its code is declared ``runs_code``, or not declared at all) or when a check
+that looks for such code did not run; no switch waives those.
 
 ``codes`` prints the checks in the order they run (inputs, what each checks) and every finding code with its
 severity, what it means and the checks that can give it; nothing is checked.
@@ -53,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--purpose", choices=PURPOSES, default="launch",
                    help="launch (default: the argv is exec'd next) or plan (a dry run): less free space than one "
                         "checkpoint is an error for a launch, a warning for a plan")
+    p.add_argument("--waive", action="store_true",
+                   help="exit 3 instead of 2 when no error finding is about code the launch would run")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)")
     p.add_argument("--vllm-rules", choices=("mirror", "vllm"), default="mirror",
@@ -118,7 +123,28 @@ def main(argv: list[str] | None = None) -> int:
         print(report.to_text())
         if report.internal_error:
             print(report.internal_error, file=sys.stderr)
+    if args.waive and report.exit_code == 2:
+        keep = unwaivable(report)
+        for why in keep:
+            print(f"preflight: not waivable: {why}", file=sys.stderr)
+        return 2 if keep else 3
     return report.exit_code
+
+
+def unwaivable(report) -> list[str]:
+    """Why the error findings of ``report`` cannot be waived (empty when they can): each error whose code is
+    declared ``runs_code`` (or is not declared, so nothing says it cannot run code), and each skipped or crashed
+    check that can report a ``runs_code`` finding (it did not look)."""
+    from .checks import CHECKS, CODES
+
+    out = [f"[{f.code}] {f.what}" for f in report.errors if f.code not in CODES or CODES[f.code].runs_code]
+    by_name = {c.name: c for c in CHECKS}
+    for entry in report.summary.get("checks") or []:
+        check = by_name.get(entry.get("check"))
+        if entry.get("status") != "ran" and check and any(CODES[c].runs_code for c in check.codes if c in CODES):
+            out.append(f"the check {check.name} did not run ({entry.get('reason') or entry.get('status')}), so the "
+                       f"launch's code-loading settings or files were not checked")
+    return out
 
 
 if __name__ == "__main__":
