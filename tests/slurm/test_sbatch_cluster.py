@@ -88,6 +88,8 @@ class Setup:
             f"PYTHONPATH={r}/standin:{REPO}/tests/python/ray",
             # the nodes are slow to register on a loaded 2-core machine (Ray's default is 10 s)
             "RAY_raylet_start_wait_time_s=120",
+            # ray-node.sh builds ray start's environment from the registry: these two pass only when named
+            "VLGRPO_PASS_ENV=PYTHONPATH,RAY_raylet_start_wait_time_s",
         )
         shutil.copytree(HERE / "standin", r / "standin")
         (r / "standin" / "torch_npu" / "physical").write_text("8\n")
