@@ -132,25 +132,86 @@ vg_secrets() {
 
 VG_NOTES=()
 
+# ---- signals during the checks -------------------------------------------------------------------------------
+# From the start of the checks to the exec of verl, SIGINT, SIGTERM and SIGHUP sent to the entrypoint (`docker
+# stop` sends SIGTERM to PID 1 alone; Ctrl-C or a closed terminal reach it too) end the launch at once with exit
+# 128+signal: bash runs a trap only after the foreground command has finished, so each long child of the checks
+# (the preflight, `vlgrpo cluster wait`/`probe`) runs in the background in a process group of its own
+# (vg_run_child), the entrypoint waits for it, and on a signal sends that signal to the whole group, gives the
+# child up to 1 s to exit, then SIGKILLs what is left of the group (a grandchild that ignores the signal too) and
+# exits; nothing is exec'd. After the exec the signals are verl's (the traps do not survive exec; nothing here
+# ignores a signal).
+VG_CHILD_PID=""
+
+# vg_signals_on — install the traps (vg_entry, before the first check).
+vg_signals_on() {
+  trap '_vg_on_signal INT 2' INT
+  trap '_vg_on_signal TERM 15' TERM
+  trap '_vg_on_signal HUP 1' HUP
+}
+
+# _vg_alive PID — PID exists and is not a zombie
+_vg_alive() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  [[ -n $s && ${s%% *} != Z ]]
+}
+
+# _vg_on_signal NAME NUMBER — the trap: stop the running child's process group, report, exit 128+NUMBER.
+_vg_on_signal() {
+  local sig=$1 num=$2 pid=$VG_CHILD_PID i
+  trap '' INT TERM HUP # a second signal does not restart the stop
+  if [[ -n $pid ]]; then
+    kill -s "$sig" -- "-$pid" 2>/dev/null || true
+    for ((i = 0; i < 20; i++)); do
+      _vg_alive "$pid" || break
+      sleep 0.05
+    done
+    kill -s KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  printf '%s: stopped by SIG%s during the checks; nothing was started\n' "${VG_PROG:-vlgrpo}" "$sig" >&2
+  exit $((128 + num))
+}
+
+# vg_run_child ARRAY_NAME — run the argv in that array, a child of the checks in the background, in its own process group (set -m: its
+# SIGINT is not ignored, and a signal can reach everything it started), stdin from /dev/null, and wait for it.
+# Returns its exit status; a signal to the entrypoint meanwhile ends the launch (_vg_on_signal).
+vg_run_child() {
+  local -n _argv=$1
+  local rc=0
+  set -m
+  "${_argv[@]}" </dev/null &
+  VG_CHILD_PID=$!
+  set +m
+  wait "$VG_CHILD_PID" || rc=$?
+  VG_CHILD_PID=""
+  return "$rc"
+}
+
 # vg_cluster — cluster mode (VLGRPO_RAY_ADDRESS): bounded wait for the nodes, then the visibility probe (both
 # print their progress on stderr: stdout carries only the plan). RAY_ADDRESS is already that address (vg_entry).
 # Exit 2 when the cluster is not ready, 1 when the check itself failed.
 vg_cluster() {
   local addr=${VG_VAL[RAY_ADDRESS]-} res rc
+  local -a cmd=()
   [[ -n $addr ]] || return 0
   res=${VG_PLATFORM^^}
   printf '%s: cluster %s: waiting for %s node(s) with %s %s each (timeout %ss)\n' \
     "$VG_PROG" "$addr" "$VG_CLUSTER_NODES" "$VG_CLUSTER_PER_NODE" "$res" "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2
   rc=0
   vg_child_prefix
-  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster wait --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}" >&2 || rc=$?
+  cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster wait --address "$addr" --resource "$res"
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --timeout "${VG_VAL[RAY_WAIT_TIMEOUT]}")
+  vg_run_child cmd >&2 || rc=$?
   if ((rc != 0)); then
     printf '%s: cluster %s is not ready (vlgrpo cluster wait exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
-  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster probe --address "$addr" --resource "$res" \
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" >&2 || rc=$?
+  cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster probe --address "$addr" --resource "$res"
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE")
+  vg_run_child cmd >&2 || rc=$?
   if ((rc != 0)); then
     printf '%s: device probe on cluster %s failed (vlgrpo cluster probe exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
@@ -167,7 +228,7 @@ vg_cluster() {
 VG_PREFLIGHT_RESULT="not run"
 vg_preflight() {
   local f rc warn=0 purpose=launch
-  local -a waive=() count=()
+  local -a waive=() count=() cmd=()
   if [[ ${VG_VAL[PREFLIGHT]} == warn ]]; then warn=1 waive=(--waive); fi
   if ((VG_DRY_RUN)); then purpose=plan; fi
   if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-argv.XXXXXX" 2>/dev/null); then
@@ -178,16 +239,15 @@ vg_preflight() {
   # the argv file goes whatever ends this step (a signal too); the report goes to stderr so stdout
   # carries only the plan and the command
   trap 'rm -f -- "$f"' EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
   # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
   if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
   rc=0
   vg_child_prefix
-  "${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo preflight --purpose "$purpose" "${count[@]}" --argv-file "$f" "${waive[@]}" >&2 || rc=$?
+  cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo preflight --purpose "$purpose" "${count[@]}" --argv-file "$f" "${waive[@]}")
+  vg_run_child cmd >&2 || rc=$?
   rm -f -- "$f"
-  trap - EXIT INT TERM
+  trap - EXIT
   case $rc:$warn in
     0:*) VG_PREFLIGHT_RESULT="clean" ;;
     3:1)
@@ -287,6 +347,7 @@ vg_entry() {
     vg_help
     exit 0
   fi
+  vg_signals_on
   vg_read_settings
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
   vg_check_unknown_vars
@@ -328,5 +389,6 @@ vg_entry() {
   fi
   printf '%s: launching %s (%s; preflight %s)\n' "$VG_PROG" "${VG_PROGRAM[2]}" "$VG_TOPOLOGY" "$VG_PREFLIGHT_RESULT" >&2
   vg_child_prefix
+  trap - INT TERM HUP
   exec "${VG_CHILD_PREFIX[@]}" "${VG_ARGV[@]}"
 }
