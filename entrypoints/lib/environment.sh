@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2153 # (VG_OWNER and VG_OWNERS are set by lib/registry.sh)
 # vlgrpo entrypoint mechanics: the environment of every child, built from the registry, not inherited.
 #
 # The entrypoints run as `#!/bin/bash -p`: privileged mode makes this bash ignore BASH_ENV, ENV, SHELLOPTS,
@@ -38,6 +38,7 @@ VG_ENV_REQUESTED=()  # of those, the ones only VLGRPO_PASS_ENV let through
 VG_ENV_DROPPED=()    # inherited names dropped (settings read here are not listed)
 VG_ENV_ODD=()        # dropped names that are not shell identifiers (removed with env -u)
 VG_ENV_UNSET_NAMED=() # names VLGRPO_PASS_ENV lists that are not set
+VG_ENV_NONASCII=()   # inherited names with non-ASCII characters (vg_check_lookalikes)
 VG_RAY_JOB_CONFIG="" # RAY_JOB_CONFIG_JSON_ENV_VAR, checked by vg_check_ray_job_config
 
 # The ERR trap of the entrypoints (set by the recipes and ray-node.sh): an unexpected failing command is a bug.
@@ -69,7 +70,7 @@ _vg_env_in() { [[ ,$1, == *,"$2",* ]]; }
 # vg_registry_load loaded. Records a problem for each refused variable (value not shown) and for each name
 # VLGRPO_PASS_ENV may not pass; fills VG_ENV_PASSED / VG_ENV_DROPPED / VG_ENV_ODD. Call after vg_read_settings.
 vg_environment_check() {
-  local e name val kind type short requested=${VG_VAL[PASS_ENV]-} n
+  local e name val kind type short requested=${VG_VAL[PASS_ENV]-} n LC_ALL=C # names are bytes
   local -A seen=()
   if [[ ! -r $VG_ENVIRON_FILE ]]; then
     vg_problem environment "$VG_ENVIRON_FILE is unreadable, so the inherited environment cannot be checked" \
@@ -80,15 +81,23 @@ vg_environment_check() {
     name=${e%%=*} val=${e#*=}
     [[ -n ${seen[$name]+x} ]] && continue # a duplicate entry: the first one is what getenv() sees
     seen[$name]=1
+    if [[ $name == *[![:ascii:]]* ]]; then
+      # a look-alike of a setting (Greek or Cyrillic letters, fullwidth forms) is checked by vg_check_lookalikes
+      VG_ENV_NONASCII+=("$name")
+    elif [[ $name != VLGRPO_* && ${name^^} == VLGRPO_* ]]; then
+      # vlgrpo_lr=5 would be ignored without a word
+      _vg_near_miss "$name" "${name^^}" "only by case"
+    fi
     if [[ $name == VLGRPO_* ]]; then
       if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
         # invisible to vg_check_unknown_vars (compgen -e), yet passed on by bash
-        vg_problem "$(vg_show "$name")" "not a setting (not even a valid variable name)" "unset it (--help lists the settings)"
+        [[ $name == *[![:ascii:]]* ]] ||
+          vg_problem "$(vg_show "$name")" "not a setting (not even a valid variable name)" "unset it (--help lists the settings)"
         continue
       fi
       short=${name#VLGRPO_}
       # a setting of this entrypoint that a Python reader owns (the patch switches) reaches the children
-      if [[ -n ${VG_TYPE[$short]+x} && ${VG_READERS[$short]} == *patches* ]]; then VG_ENV_PASSED+=("$name"); fi
+      if [[ -n $short && -n ${VG_TYPE[$short]+x} && ${VG_READERS[$short]} == *patches* ]]; then VG_ENV_PASSED+=("$name"); fi
       continue
     fi
     if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
@@ -126,6 +135,53 @@ vg_environment_check() {
   done <"$VG_ENVIRON_FILE"
   _vg_env_check_requested
   return 0
+}
+
+# _vg_near_miss SHOWN CANONICAL HOW — the inherited name SHOWN (made safe to print) reads as CANONICAL (VLGRPO_*)
+# once HOW ("only by case", "by a look-alike character ...") is undone: a setting there is named, else any
+# VLGRPO_-looking name is refused as one.
+_vg_near_miss() {
+  local shown=$1 canon=$2 how=$3 short=${2#VLGRPO_}
+  if [[ -n $short && -n ${VG_OWNERS[$short]+x} ]]; then
+    vg_problem "$shown" "differs from the setting $canon $how, so it would be ignored" "rename it $canon"
+  else
+    vg_problem "$shown" "looks like a VLGRPO_ variable (it differs $how from $canon) but is no setting" \
+      "rename or unset it (--help lists the settings)"
+  fi
+}
+
+# vg_check_lookalikes — each inherited name with non-ASCII characters (VG_ENV_NONASCII) is reduced to its
+# skeleton by vlgrpo.environment (Unicode NFKC, upper case, Greek/Cyrillic/Cherokee letters that look Latin mapped
+# to those letters); a skeleton that is a declared setting (or any VLGRPO_* name) is refused naming the setting:
+# VLGRΡO_LR (Greek Rho) would otherwise be ignored without a word. Runs the image's python3 in the built
+# environment (after vg_environment_apply), only when such a name is set; problems are recorded.
+vg_check_lookalikes() {
+  local out rc i skel
+  local -a skels=()
+  ((${#VG_ENV_NONASCII[@]})) || return 0
+  rc=0
+  vg_child_prefix
+  out=$("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo.environment skeleton "${VG_ENV_NONASCII[@]}" 2>&1) || rc=$?
+  mapfile -t skels <<<"$out"
+  if ((rc != 0 || ${#skels[@]} != ${#VG_ENV_NONASCII[@]})); then
+    vg_problem environment "the names with non-ASCII characters ($(_vg_sorted_shown VG_ENV_NONASCII)) could not be checked for look-alikes of a setting (python3 -m vlgrpo.environment exit $rc)" \
+      "unset them, or run the launch in the image (its python3 has the vlgrpo package)"
+    return 0
+  fi
+  for ((i = 0; i < ${#skels[@]}; i++)); do
+    skel=${skels[i]}
+    [[ $skel == VLGRPO_* ]] || continue
+    _vg_near_miss "$(vg_show "${VG_ENV_NONASCII[i]}")" "$skel" "by a look-alike character (a non-ASCII letter)"
+  done
+  return 0
+}
+
+# _vg_sorted_shown ARRAY_NAME — the array's words made safe to print (vg_show), space-separated
+_vg_sorted_shown() {
+  local -n _shown=$1
+  local w out=""
+  for w in "${_shown[@]}"; do out+="${out:+ }$(vg_show "$w")"; done
+  printf '%s' "$out"
 }
 
 # _vg_env_pass_ok NAME VALUE TYPE ROW — the type check of a `pass` row; records a problem and fails when the

@@ -111,7 +111,20 @@ vg_secrets() {
       vg_problem WANDB_API_KEY_FILE "$(vg_show "$f") is not a readable file" "mount the secret file and point WANDB_API_KEY_FILE at it"
       return 0
     fi
-    key=$(head -c 4096 -- "$f" | tr -d '\r\n')
+    # read as bytes (a NUL becomes a line break, the x keeps trailing line breaks); a file that passes -r but
+    # cannot be read (/proc/PID/mem, a file of another user's process) is a configuration error, not a crash
+    if ! key=$( { head -c 4097 -- "$f" && printf x; } 2>/dev/null | tr '\0' '\n'); then
+      vg_problem WANDB_API_KEY_FILE "$(vg_show "$f") cannot be read" "point WANDB_API_KEY_FILE at a readable file that holds only the key"
+      return 0
+    fi
+    key=${key%x}
+    key=${key%$'\n'}
+    key=${key%$'\r'}
+    if [[ $key == *[$'\n\r']* ]]; then
+      vg_problem WANDB_API_KEY_FILE "the file holds more than one line (contents not shown); a W&B API key is one line" \
+        "put only the key in the file, on one line"
+      return 0
+    fi
     if ! [[ $key =~ ^[A-Za-z0-9_.-]{20,400}$ ]]; then
       vg_problem WANDB_API_KEY_FILE "the file does not hold one W&B API key (contents not shown)" \
         "put only the key in the file (one line)"
@@ -306,6 +319,9 @@ vg_help() {
   printf 'Never passed: %s. Everything else is dropped (the dry-run plan lists the names). ' "$(vg_env_names drop)"
   printf 'A launch is refused (exit 2) while any of these is set, since they make a process import or run what they\n'
   printf 'name: %s; so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS`.\n' "$(vg_env_names refused)"
+  printf '\nSignals: SIGINT, SIGTERM or SIGHUP sent to the entrypoint during the checks (`docker stop` sends SIGTERM to\n'
+  printf 'PID 1) stop the running check with everything it started and end the launch with exit 128+signal, nothing\n'
+  printf 'started; once verl runs (exec, same PID) the signals are verl'"'"'s.\n'
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
@@ -355,6 +371,7 @@ vg_entry() {
   vg_environment_check
   vg_environment_apply
   vg_check_ray_job_config
+  vg_check_lookalikes
   vg_flush_problems
   vg_image_env
   export RAY_ADDRESS=${VG_VAL[RAY_ADDRESS]:-local}

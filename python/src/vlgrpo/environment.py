@@ -13,7 +13,8 @@ them; ``re`` is imported only by the validators of types the patch switches do n
 
 Command line (``python3 -m vlgrpo.environment``): ``check-ray-job-config`` reads a Ray job config JSON
 (``RAY_JOB_CONFIG_JSON_ENV_VAR``) on stdin and prints one problem per line (``NAME<TAB>why<TAB>fix``), exit 2
-when there are any; ``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view.
+when there are any; ``skeleton NAME...`` prints each name's look-alike skeleton (:func:`skeleton`), one a line;
+``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view.
 """
 
 import os
@@ -233,13 +234,21 @@ def _validate_re(t, a, raw, cwd):
                 "true", "false", "null", "nan", "inf"):
             return raw
         raise ValueError(f"{raw!r} is not a plain name")
+    o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
     if t == "addr":
-        m = re.fullmatch(r"([A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?):([1-9][0-9]{0,4})", raw)
-        if m and int(m.group(3)) <= 65535:
-            return raw
-        raise ValueError(f"{raw!r} is not HOST:PORT")
+        # settings.sh _vg_host: a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
+        # and is not a hex number (what inet_aton would read as an address: 010.0.0.1, 0x0a.0.0.1, 167772161, 10.1)
+        m = re.fullmatch(r"([^:]{1,253}):([1-9][0-9]{0,4})", raw)
+        label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+        if m and int(m.group(2)) <= 65535:
+            host = m.group(1)
+            last = host.rsplit(".", 1)[-1]
+            if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", host) or (
+                    re.fullmatch(rf"({label}\.)*{label}", host) and re.search("[A-Za-z]", last)
+                    and not re.fullmatch(r"0[xX][0-9A-Fa-f]*", last)):
+                return raw
+        raise ValueError(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
     if t == "ipv4":
-        o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
         if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", raw):
             return raw
         raise ValueError(f"{raw!r} is not an IPv4 address")
@@ -296,6 +305,29 @@ def _hint(row):
     if t in ("int", "float"):
         return f"set a number in {a.replace('|', ' or ')}"
     return "set a valid value (entrypoints/<recipe>.sh --help lists the settings)"
+
+
+# ---- look-alike names --------------------------------------------------------------------------------------
+
+#: Letters of other scripts that look like a Latin capital letter, by that letter: the Greek, Cyrillic and Cherokee
+#: capitals Unicode's confusables.txt (UTS #39) lists as confusable with A-Z (small letters reach them through
+#: str.upper(); fullwidth and mathematical letters, Roman numerals and the fullwidth low line through NFKC).
+_LOOKALIKES = {
+    "A": "ΑАᎪ", "B": "ΒВᏴ", "C": "ϹСᏟ", "D": "Ꭰ", "E": "ΕЕᎬ", "F": "Ϝ", "G": "ԌᏀ", "H": "ΗНҺᎻ", "I": "ΙІӀ",
+    "J": "ЈͿᎫ", "K": "ΚКᏦ", "L": "Ꮮ", "M": "ΜМᎷ", "N": "Ν", "O": "ΟОՕ", "P": "ΡРᏢ", "Q": "Ԛ", "R": "ᎡᏒ", "S": "ЅᏚ",
+    "T": "ΤТᎢ", "V": "ѴᏙ", "W": "ԜᎳ", "X": "ΧХ", "Y": "ΥУҮ", "Z": "ΖᏃ",
+}
+_SKELETON = {ord(c): latin for latin, chars in _LOOKALIKES.items() for c in chars}
+
+
+def skeleton(name):
+    """The ASCII upper-case form a reader would take ``name`` for: Unicode NFKC (fullwidth and mathematical letters
+    become Latin), upper case, and the Greek/Cyrillic/Cherokee look-alikes of :data:`_LOOKALIKES` replaced by their
+    Latin letter. A character with no such form stays as it is (so the result is not ASCII). ``VLGRΡO_LR`` (Greek
+    Rho) and ``vlgrpo_mаx`` (Cyrillic a) give ``VLGRPO_LR`` and ``VLGRPO_MAX``."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", name).upper().translate(_SKELETON).upper()
 
 
 # ---- the Ray job config (RAY_JOB_CONFIG_JSON_ENV_VAR) ------------------------------------------------------
@@ -375,6 +407,14 @@ def main(argv=None):
         for name, why, fix in problems:
             print(f"{name}\t{why}\t{fix}")
         return 2 if problems else 0
+    if args[:1] == ["skeleton"]:
+        # one line per name, in order (lib/environment.sh vg_check_lookalikes); a line break in a skeleton is shown
+        # as '?' so that the lines stay one per name
+        for name in args[1:]:
+            line = skeleton(name).replace("\n", "?").replace("\r", "?") + "\n"
+            sys.stdout.buffer.write(line.encode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
+        return 0
     if args[:1] == ["classify"]:
         for name in args[1:]:
             row = env_row(name)

@@ -62,6 +62,12 @@ def test_every_entrypoint_has_its_settings_and_the_patch_switches():
 HOSTILE = ["$(touch x)", "`id`", ";id", "a b", "'q'", '"q"', "k=v", ",x", "x,y=1", "${HOME}", "${oc.env:X}", "+a=1",
            "~a", "x\ny", "\tx", "x\r", "\x1b[31m", "x\x7f", "modèle", "模型", "a" * 1100, "-rf", "*", "[a,b]", "#c",
            "%s", "", " ", "1 ", " 1"]
+# hosts of addr settings (with a port): what glibc's inet_aton reads as another address, and real host names
+ADDR_HOSTS = [h + ":6379" for h in (
+    "010.0.0.1", "0x0a.0.0.1", "167772161", "10.1", "10.0.0.01", "1.2.3.0x4", "0", "1.2.3.4.5", "10.0.0.256",
+    "0x7f000001", "0x", "a..b", "head-", "head-.x", "a.-b", "a_b", "x" * 64, ("a" * 63 + ".") * 4 + "com",
+    "192.168.1.20", "0.0.0.0", "255.255.255.255", "ray-head-0.ray.default.svc.cluster.local", "node01", "h1",
+    "ip-10-0-0-1.ec2.internal", "x" * 63, "a.b1", "1a", "4gpu-node", "a.1", "a.0xff", "a.0xg")]
 CASES = [
     ("int", "1..512", ["1", "512", "513", "0", "08", "010", "00", "0x10", "+1", "-0", "1e3", "1.0", "1_000", "9999999999"]),
     ("int", "-1|1..1000000", ["-1", "-2", "0", "5", "05", "-01", "1000000", "1000001"]),
@@ -78,7 +84,7 @@ CASES = [
                  ",".join(["a"] * 33)]),
     ("name", "", ["proj", "a.b-c_D9", "1e5", "1.5", "123", "true", "Null", "NaN", "inf", "-x", ".x", "x" * 128, "x" * 129]),
     ("addr", "", ["10.0.0.1:6379", "head:6379", "head.local:1", "h:65535", "h:65536", "h:0", "h:06379", "-h:1", ".h:1",
-                  "h", ":1", "h:1:2"]),
+                  "h", ":1", "h:1:2"] + ADDR_HOSTS),
     ("envnames", "", ["A", "NCCL_NET_PLUGIN,PYTHONPATH", "A,A", "A,B,A", "A-B", ",A", "A,", "_X", "1A", "a" * 128,
                       "a" * 129, ",".join(f"V{i}" for i in range(64)), ",".join(f"V{i}" for i in range(65))]),
     ("ipv4", "", ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "10.0.0.01", "1.2.3.256", "00.1.2.3", "10.1",
@@ -124,6 +130,49 @@ def test_python_validates_every_value_as_bash_does(tmp_path):
     for t in {c[0] for c in cases}:
         outs = {b.split()[0] for (ct, _, _), b in zip(cases, bash) if ct == t}
         assert outs == {"ok", "refused"}, (t, outs)
+
+
+def _reference_addr_ok(value):
+    """An independent rule for an addr value: a port 1-65535 and a host that is a strict dotted quad (the stdlib's
+    ipaddress, which refuses leading zeros), or that inet_aton does not read as an address at all and is an RFC 1123
+    hostname (labels of 1-63 letters, digits, '-', no '-' at either end, at most 253 characters) whose last label
+    is not numeric (RFC 3696 section 2: a top-level label is not all-numeric)."""
+    import ipaddress
+    import re
+    import socket
+
+    host, sep, port = value.rpartition(":")
+    if not sep or not re.fullmatch(r"[1-9][0-9]{0,4}", port) or int(port) > 65535:
+        return False
+    try:
+        ipaddress.IPv4Address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.inet_aton(host)
+        return False  # glibc reads it as some address, not as the name written
+    except OSError:
+        pass
+    labels = host.split(".")
+    return (len(host) <= 253 and all(re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", x) for x in labels)
+            and not re.fullmatch(r"[0-9]+|0[xX][0-9A-Fa-f]*", labels[-1]) and bool(re.search("[A-Za-z]", labels[-1])))
+
+
+@pytest.mark.parametrize("value", ADDR_HOSTS)
+def test_addr_takes_a_dotted_quad_or_a_hostname_only(value):
+    row = environment.Row(["VLGRPO_RAY_ADDRESS", "fa", "setting", "addr", "-", "-", "-", "case", "-"])
+    try:
+        environment.validate(row, value)
+        ours = True
+    except ValueError:
+        ours = False
+    assert ours == _reference_addr_ok(value), value
+
+
+def test_addr_cases_cover_both_outcomes():
+    outcomes = [_reference_addr_ok(v) for v in ADDR_HOSTS]
+    assert 10 <= sum(outcomes) <= len(outcomes) - 10
 
 
 # ---- names: Python and bash pick the same row -------------------------------------------------------------

@@ -32,7 +32,8 @@ What the upstream method (transformers 4.57.x-5.5.x, field case B01) gets wrong,
 
 Settings (environment): ``VLGRPO_POS_EMBED_CACHE_MB`` (index cache bound per process, default 64 MiB, 0 = off;
 not used by the Triton path),
-``VLGRPO_POS_EMBED_TRITON=0`` (use ``F.embedding_bag`` on CUDA).
+``VLGRPO_POS_EMBED_TRITON=false`` (or ``0``: use ``F.embedding_bag`` on CUDA); both are rows of the launch registry
+(``vlgrpo/environment.tsv``), read with :func:`vlgrpo.environment.read_setting` by the entrypoints' rules.
 
 The patch's record and detectors: :mod:`vlgrpo.patches.fixes.qwen3_vl_vision_pos_embed`. Imported only when a
 target module is imported (it imports torch).
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import types
 from collections import OrderedDict
@@ -50,6 +50,8 @@ from collections import OrderedDict
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from vlgrpo import environment
 
 __all__ = [
     "fast_pos_embed_interpolate",
@@ -147,14 +149,10 @@ class _Cache:
 
 
 def _env_cache_bytes() -> int:
-    raw = os.environ.get("VLGRPO_POS_EMBED_CACHE_MB", "64")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"VLGRPO_POS_EMBED_CACHE_MB={raw!r} is not a number; set it to the cache size in MiB "
-                         f"(default 64, 0 disables the cache)") from None
-    if value < 0:
-        raise ValueError(f"VLGRPO_POS_EMBED_CACHE_MB={raw!r} is negative; use 0 to disable the cache")
+    # the registry's rule (python/src/vlgrpo/environment.tsv: float 0..65536, default 64), as the entrypoints check it
+    value, problem = environment.read_setting("VLGRPO_POS_EMBED_CACHE_MB")
+    if problem:
+        raise ValueError(problem)
     return int(value * (1 << 20))
 
 
@@ -273,7 +271,10 @@ def _triton(device: torch.device | None = None, hidden: int = 5, dtype: torch.dt
     falls back to ``F.embedding_bag`` (logged once)."""
     global _TRITON
     if _TRITON is None:
-        if os.environ.get("VLGRPO_POS_EMBED_TRITON", "1") == "0":
+        on, problem = environment.read_setting("VLGRPO_POS_EMBED_TRITON")  # registry bool, default true
+        if problem:
+            _warn_once(f"{problem}; the Triton path stays on")
+        if not on:
             _TRITON = False
             return _TRITON
         try:
