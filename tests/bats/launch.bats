@@ -46,13 +46,13 @@ setup() {
   assert_line '# topology: trainer 2 node(s) x 16 + rollout 2 node(s) x 16 = 64 npu devices'
   [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
   # a dry run plans: the preflight is told so (too little checkpoint space is a warning there, not an error)
-  [[ $(sed -n 4,5p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
+  [[ $(sed -n 6,7p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
   rm -rf "${STUB_LOG:?}"/*
   entry vo --dry-run
   assert_success
   diff <(expected_defaults vo) <(plan_argv)
   [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
-  [[ $(sed -n 4,5p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
+  [[ $(sed -n 6,7p "$STUB_LOG/0001.python3") == $'--purpose\nplan' ]] || fail "preflight: $(cat "$STUB_LOG/0001.python3")"
 }
 
 @test "preflight findings (exit 2) stop the launch with exit 2; a broken preflight (exit 1) with exit 1" {
