@@ -64,11 +64,17 @@ def is_manifest(name: str) -> bool:
     return name.startswith(PREFIX) and name.endswith(SUFFIX)
 
 
+def is_step_number(text: str) -> bool:
+    """True for the ``N`` verl writes in ``global_step_N``: 1-18 ASCII digits (``str.isdigit`` alone also takes
+    superscripts, Arabic-Indic and fullwidth digits, which ``int`` then refuses or reads as another number)."""
+    return 1 <= len(text) <= 18 and text.isascii() and text.isdigit()
+
+
 def step_of(step_dir) -> int:
     """``N`` of a ``.../global_step_N`` folder. Raises :class:`CheckpointRefused` for another name."""
     base = os.path.basename(os.path.normpath(os.fspath(step_dir)))
     digits = base[len("global_step_"):]
-    if not base.startswith("global_step_") or not digits.isdigit():
+    if not base.startswith("global_step_") or not is_step_number(digits):
         raise CheckpointRefused(step_dir, "is not a global_step_N folder", "point at .../global_step_N")
     return int(digits)
 
@@ -168,7 +174,7 @@ def _load_part(path, step, uid):
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the stack
         raise CheckpointRefused(path, f"manifest is unreadable ({type(exc).__name__}: {exc})",
                                 f"check the folder, remove the manifest and run `{TRUST_COMMAND}`") from None
     files = doc.get("files") if isinstance(doc, dict) else None

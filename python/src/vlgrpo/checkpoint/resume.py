@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
-from vlgrpo.checkpoint.manifest import CheckpointRefused, check_owned, inventory
+from vlgrpo.checkpoint.manifest import CheckpointRefused, check_owned, inventory, is_step_number
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -48,7 +48,7 @@ def read_tracker(root, uid: int | None = None):
     check_owned(tracker, st, uid, "tracker")
     with open(tracker, "rb") as fh:
         text = fh.read(64).decode("ascii", "replace").strip()
-    if not text.isdigit():
+    if not is_step_number(text):
         raise CheckpointRefused(tracker, f"tracker holds {text!r}, not a step number",
                                 f"write the step of the checkpoint to resume (e.g. `echo 5 > {tracker}`)")
     folder = os.path.join(_abs(root), f"global_step_{int(text)}")

@@ -189,7 +189,8 @@ def step_dir_of(path):
     path = os.path.abspath(os.fspath(path))
     while True:
         base = os.path.basename(path)
-        if base.startswith("global_step_") and base[len("global_step_"):].isdigit():
+        digits = base[len("global_step_"):]
+        if base.startswith("global_step_") and digits.isascii() and digits.isdigit():
             return path
         parent = os.path.dirname(path)
         if parent == path:
