@@ -39,7 +39,7 @@ VG_ENV_DROPPED=()    # inherited names dropped (settings read here are not liste
 VG_ENV_ODD=()        # dropped names that are not shell identifiers (removed with env -u)
 VG_ENV_UNSET_NAMED=() # names VLGRPO_PASS_ENV lists that are not set
 VG_ENV_NONASCII=()   # inherited names with non-ASCII characters (vg_check_lookalikes)
-VG_RAY_JOB_CONFIG="" # RAY_JOB_CONFIG_JSON_ENV_VAR, checked by vg_check_ray_job_config
+VG_ENV_TYPED=()      # passed names whose registry row has a type (checked by vg_check_values)
 
 # The ERR trap of the entrypoints (set by the recipes and ray-node.sh): an unexpected failing command is a bug.
 # shellcheck disable=SC2016 # expanded when the trap runs
@@ -70,7 +70,7 @@ _vg_env_in() { [[ ,$1, == *,"$2",* ]]; }
 # vg_registry_load loaded. Records a problem for each refused variable (value not shown) and for each name
 # VLGRPO_PASS_ENV may not pass; fills VG_ENV_PASSED / VG_ENV_DROPPED / VG_ENV_ODD. Call after vg_read_settings.
 vg_environment_check() {
-  local e name val kind type short requested=${VG_VAL[PASS_ENV]-} n LC_ALL=C # names are bytes
+  local e name val envval kind type short requested=${VG_VAL[PASS_ENV]-} n LC_ALL=C # names are bytes
   local -A seen=()
   if [[ ! -r $VG_ENVIRON_FILE ]]; then
     vg_problem environment "$VG_ENVIRON_FILE is unreadable, so the inherited environment cannot be checked" \
@@ -79,8 +79,22 @@ vg_environment_check() {
   fi
   while IFS= read -r -d '' e || [[ -n $e ]]; do
     name=${e%%=*} val=${e#*=}
-    [[ -n ${seen[$name]+x} ]] && continue # a duplicate entry: the first one is what getenv() sees
+    if [[ -n ${seen[$name]+x} ]]; then
+      # a name twice in the environment (execve allows it; an env file or template can produce it): getenv() in
+      # the C and Python readers sees the first copy, bash exports the last, so no check can speak for both
+      if ((seen[$name] == 1)); then
+        seen[$name]=2
+        vg_problem "$(vg_show "$name")" "set more than once in the environment (the copies may differ: C and Python programs read the first, bash passes on the last; values not shown)" \
+          "set it once (look for a repeated line in the env file, job template or runtime_env)"
+      fi
+      continue
+    fi
     seen[$name]=1
+    # what this bash holds is what the children get: the type checks classify that value (the same as the only
+    # copy, unless the entrypoint changed it, as bash does for PWD, SHLVL and _); a refused row is refused by the
+    # inherited value (bash fills BASHOPTS and SHELLOPTS itself: they are dropped)
+    envval=$val
+    if [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ && -n ${!name+x} ]]; then val=${!name}; fi
     if [[ $name == *[![:ascii:]]* ]]; then
       # a look-alike of a setting (Greek or Cyrillic letters, fullwidth forms) is checked by vg_check_lookalikes
       VG_ENV_NONASCII+=("$name")
@@ -114,18 +128,20 @@ vg_environment_check() {
     kind=${REPLY:+${VG_E_KIND[$REPLY]}} type=${REPLY:+${VG_E_TYPE[$REPLY]}}
     case $kind in
       refused)
-        if [[ -n $val ]]; then
+        if [[ -n $envval ]]; then
           vg_problem "$name" "${VG_E_MEANING[$REPLY]} (value not shown)" "${VG_E_FIX[$REPLY]:-unset it for the launch}"
         else
           VG_ENV_DROPPED+=("$name")
         fi
         ;;
       pass)
-        if _vg_env_pass_ok "$name" "$val" "$type" "$REPLY"; then VG_ENV_PASSED+=("$name"); fi
+        VG_ENV_PASSED+=("$name")
+        if [[ -n $type ]]; then VG_ENV_TYPED+=("$name"); fi
         ;;
       pass-on-request | "")
         if _vg_env_in "$requested" "$name"; then
           VG_ENV_PASSED+=("$name") VG_ENV_REQUESTED+=("$name")
+          if [[ -n $type ]]; then VG_ENV_TYPED+=("$name"); fi
         else
           VG_ENV_DROPPED+=("$name")
         fi
@@ -160,8 +176,8 @@ vg_check_lookalikes() {
   local -a skels=()
   ((${#VG_ENV_NONASCII[@]})) || return 0
   rc=0
-  vg_child_prefix
-  out=$("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo.environment skeleton "${VG_ENV_NONASCII[@]}" 2>&1) || rc=$?
+  vg_helper_prefix
+  out=$("${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment skeleton "${VG_ENV_NONASCII[@]}" 2>&1) || rc=$?
   mapfile -t skels <<<"$out"
   if ((rc != 0 || ${#skels[@]} != ${#VG_ENV_NONASCII[@]})); then
     vg_problem environment "the names with non-ASCII characters ($(_vg_sorted_shown VG_ENV_NONASCII)) could not be checked for look-alikes of a setting (python3 -m vlgrpo.environment exit $rc)" \
@@ -182,35 +198,6 @@ _vg_sorted_shown() {
   local w out=""
   for w in "${_shown[@]}"; do out+="${out:+ }$(vg_show "$w")"; done
   printf '%s' "$out"
-}
-
-# _vg_env_pass_ok NAME VALUE TYPE ROW — the type check of a `pass` row; records a problem and fails when the
-# value is not one that may pass.
-_vg_env_pass_ok() {
-  local name=$1 val=$2 type=$3 row=$4
-  case $type in
-    warnings)
-      # action:message:category:module:lineno, comma-separated; a dotted category is imported
-      local f cat
-      local -a filters=()
-      IFS=, read -r -a filters <<<"$val"
-      for f in "${filters[@]}"; do
-        IFS=: read -r _ _ cat _ <<<"$f"
-        if [[ $cat == *.* ]]; then
-          vg_problem "$name" "has a dotted warning category, which makes every Python process import that module (value not shown)" "${VG_E_FIX[$row]}"
-          return 1
-        fi
-      done
-      ;;
-    bashenv)
-      if [[ -n $val && $val != "${VG_E_ALLOWED[$row]}" ]]; then
-        vg_problem "$name" "names a file every bash of the launch would run first; only the image's own ${VG_E_ALLOWED[$row]} passes (value not shown)" "${VG_E_FIX[$row]}"
-        return 1
-      fi
-      ;;
-    rayjob) VG_RAY_JOB_CONFIG=$val ;; # parsed as JSON by vg_check_ray_job_config
-  esac
-  return 0
 }
 
 # _vg_env_check_requested — every name in VLGRPO_PASS_ENV must be one a launch may pass.
@@ -238,33 +225,56 @@ _vg_env_check_requested() {
 }
 
 # vg_environment_apply — make this shell's exported variables the children's environment: every inherited
-# variable not passed is un-exported (its value stays readable here), then the `set` rows with a fixed value
-# are exported. Values the code computes (RAY_ADDRESS, WANDB_API_KEY from its file, ray-node.sh's) are
-# exported where they are computed.
+# variable not passed is unset (not only un-exported: the image's CANN file, sourced later by vg_image_env, runs
+# `export PYTHONPATH=...:$PYTHONPATH` and the like, which would bring a dropped value back), then the `set` rows
+# with a fixed value are exported. Kept as unexported shell variables: the few the entrypoints read themselves
+# (VG_KEEP_LOCAL), this entrypoint's `set` rows (ray-node.sh checks an inherited TP_SOCKET_IFNAME before it sets it)
+# and bash's own dynamic variables (SECONDS, RANDOM, ...: unset, they lose their meaning). Values
+# the code computes (RAY_ADDRESS, WANDB_API_KEY from its file, ray-node.sh's) are exported where they are computed.
+readonly VG_KEEP_LOCAL=" WANDB_API_KEY_FILE SLURM_STEP_ID "
 vg_environment_apply() {
-  local n keep=" ${VG_ENV_PASSED[*]} "
-  while IFS= read -r n; do
-    [[ $keep == *" $n "* ]] && continue
-    export -n -- "${n?}" 2>/dev/null || true
+  local _vg_n _vg_keep=" ${VG_ENV_PASSED[*]} "
+  while IFS= read -r _vg_n; do
+    [[ $_vg_keep == *" $_vg_n "* ]] && continue
+    if [[ $VG_KEEP_LOCAL == *" $_vg_n "* || -n ${VG_SET[$_vg_n]+x} || $_vg_n =~ ^(BASH.*|SECONDS|RANDOM|SRANDOM|LINENO|EPOCHSECONDS|EPOCHREALTIME|HISTCMD|GROUPS|DIRSTACK|FUNCNAME|OPTIND|OPTERR|IFS|PS[0-4]|COLUMNS|LINES|UID|EUID|PPID|SHELLOPTS|HOSTTYPE|OSTYPE|MACHTYPE)$ ]]; then
+      export -n -- "${_vg_n?}" 2>/dev/null || true
+    else
+      unset -v -- "${_vg_n?}" 2>/dev/null || export -n -- "${_vg_n?}" 2>/dev/null || true
+    fi
   done < <(compgen -e)
-  for n in "${VG_SET_NAMES[@]}"; do
-    [[ ${VG_SET[$n]} == - ]] && continue
-    export "${n?}=${VG_SET[$n]}"
+  for _vg_n in "${VG_SET_NAMES[@]}"; do
+    [[ ${VG_SET[$_vg_n]} == - ]] && continue
+    export "${_vg_n?}=${VG_SET[$_vg_n]}"
   done
   return 0
 }
 
-# vg_check_ray_job_config — RAY_JOB_CONFIG_JSON_ENV_VAR (Ray's job supervisor sets it for `ray job submit`):
-# parsed with Python's json by vlgrpo.environment (so "p\u0069p" is pip) and refused unless every key is
-# allowlisted (runtime_env with env_vars and config only, metadata) and every env_vars name may pass. Runs
-# the image's python3 in the built environment (after vg_environment_apply); problems are recorded.
-vg_check_ray_job_config() {
-  local out rc name why fix
-  [[ -n $VG_RAY_JOB_CONFIG ]] || return 0
+# vg_check_values — the type checks of the passed variables whose registry row has one (VG_ENV_TYPED:
+# PYTHONWARNINGS, BASH_ENV, RAY_JOB_CONFIG_JSON_ENV_VAR, TMPDIR, HOME, a requested PYTHONPATH, ...), by the one
+# implementation of those rules, vlgrpo.environment check_value (the same that checks a Ray job's runtime_env
+# env_vars): the values bash exports go NUL-separated on stdin, and the checker runs with those variables removed
+# from its own environment (a dotted PYTHONWARNINGS category would otherwise be imported by the checker itself).
+# The checkpoint folder (and, in a container, the volume it is mounted from) is protected: folders there are
+# refused for TMPDIR, HOME, caches and PYTHONPATH. Runs the image's python3 in the built environment (after
+# vg_environment_apply); problems are recorded.
+vg_check_values() {
+  local out rc name why fix n ck mp
+  local -a protect=()
+  ((${#VG_ENV_TYPED[@]})) || return 0
+  ck=${VG_VAL[CHECKPOINT_DIR]-}
+  if [[ -n $ck ]] && ck=$(realpath -e -- "$ck" 2>/dev/null); then
+    protect+=("--protect=$ck")
+    if vg_in_container && [[ -r $VG_MOUNTINFO ]]; then
+      mp=$(vg_mount_of "$ck")
+      mp=${mp%$'\t'*}
+      if [[ -n $mp && $mp != / ]]; then protect+=("--protect=$mp"); fi
+    fi
+  fi
   rc=0
-  vg_child_prefix
-  out=$("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo.environment check-ray-job-config "--owner=$VG_OWNER" \
-    "--pass-env=${VG_VAL[PASS_ENV]-}" <<<"$VG_RAY_JOB_CONFIG" 2>&1) || rc=$?
+  vg_helper_prefix
+  out=$(for n in "${VG_ENV_TYPED[@]}"; do printf '%s=%s\0' "$n" "${!n-}"; done |
+    "${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment check-values "--owner=$VG_OWNER" \
+      "--pass-env=${VG_VAL[PASS_ENV]-}" "${protect[@]}" 2>&1) || rc=$?
   case $rc in
     0) return 0 ;;
     2)
@@ -272,10 +282,20 @@ vg_check_ray_job_config() {
         [[ -n $name ]] && vg_problem "$name" "$why (value not shown)" "$fix"
       done <<<"$out"
       ;;
-    *) vg_problem RAY_JOB_CONFIG_JSON_ENV_VAR "could not be checked (python3 -m vlgrpo.environment exit $rc)" \
-      "run the launch in the image (its python3 has the vlgrpo package), or submit the job without a runtime_env" ;;
+    *) vg_problem "$(_vg_sorted VG_ENV_TYPED)" "could not be checked (python3 -m vlgrpo.environment check-values exit $rc)" \
+      "run the launch in the image (its python3 has the vlgrpo package), or unset them" ;;
   esac
   return 0
+}
+
+# vg_helper_prefix — VG_HELPER_PREFIX: vg_child_prefix, and the typed names (VG_ENV_TYPED) removed as well, for the
+# entrypoint's own short Python helpers that run before those values were checked.
+VG_HELPER_PREFIX=()
+vg_helper_prefix() {
+  local n
+  VG_HELPER_PREFIX=(env)
+  for n in "${VG_ENV_ODD[@]}" "${VG_ENV_TYPED[@]}"; do VG_HELPER_PREFIX+=(-u "$n"); done
+  VG_HELPER_PREFIX+=(--)
 }
 
 # vg_child_prefix — VG_CHILD_PREFIX: what goes in front of a child's argv so that it runs in the built

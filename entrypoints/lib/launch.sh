@@ -249,9 +249,9 @@ vg_preflight() {
       "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
     exit "$VG_EXIT_FAILURE"
   fi
-  # the argv file goes whatever ends this step (a signal too); the report goes to stderr so stdout
+  # the argv file goes whatever ends this step (a signal too: _vg_cleanup); the report goes to stderr so stdout
   # carries only the plan and the command
-  trap 'rm -f -- "$f"' EXIT
+  VG_ARGV_FILE=$f
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
   # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
   if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
@@ -260,7 +260,7 @@ vg_preflight() {
   cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo preflight --purpose "$purpose" "${count[@]}" --argv-file "$f" "${waive[@]}")
   vg_run_child cmd >&2 || rc=$?
   rm -f -- "$f"
-  trap - EXIT
+  VG_ARGV_FILE=""
   case $rc:$warn in
     0:*) VG_PREFLIGHT_RESULT="clean" ;;
     3:1)
@@ -313,8 +313,9 @@ vg_help() {
   done
   printf '\nEnvironment (the rules of every variable: docs/settings.md): the entrypoint runs as `#!/bin/bash -p` and\n'
   printf 'builds the environment of every child (preflight, cluster tool, verl) instead of passing its own: it sets\n'
-  printf '%s (`RAY_ADDRESS`: `VLGRPO_RAY_ADDRESS` after the checks, else `local`), the working directory is the\n' "$set"
-  printf 'checkpoint folder, and of the inherited variables only these pass: %s; ' "$(vg_env_names pass)"
+  printf '%s (`RAY_ADDRESS`: `VLGRPO_RAY_ADDRESS` after the checks, else `local`), the working directory is a\n' "$set"
+  printf 'fresh private folder (mktemp -d under TMPDIR, mode 0700; never the checkpoint folder, which Ray would put on\n'
+  printf 'every worker'"'"'s sys.path), and of the inherited variables only these pass (typed ones checked): %s; ' "$(vg_env_names pass)"
   printf 'these only when named in `VLGRPO_PASS_ENV` (as any unlisted variable may be): %s. ' "$(vg_env_names pass-on-request)"
   printf 'Never passed: %s. Everything else is dropped (the dry-run plan lists the names). ' "$(vg_env_names drop)"
   printf 'A launch is refused (exit 2) while any of these is set, since they make a process import or run what they\n'
@@ -339,6 +340,35 @@ vg_plan() {
   printf '# preflight: %s\n' "$VG_PREFLIGHT_RESULT"
   printf '# command (%d arguments, one per line):\n' "${#VG_ARGV[@]}"
   printf '%s\n' "${VG_ARGV[@]}"
+}
+
+# vg_enter_workdir — the children's working directory: a fresh empty folder of this user, mode 0700, made by
+# `mktemp -d` under TMPDIR (checked by vg_check_values: an existing folder of this user, off the checkpoint folder
+# and its volume, not writable by others), never the checkpoint folder: Ray 2.48.0 puts the driver's working
+# directory first on every worker's sys.path (_private/worker.py connect: the job config's code search path), so a
+# folder others can write there (a planted omegaconf/ or verl/) would be imported by every worker, whatever -P and
+# PYTHONSAFEPATH do for the driver. verl's outputs that default to the working directory (the file logger without
+# VERL_FILE_LOGGER_ROOT, tensorboard_log/, wandb/) land there. Removed at exit unless verl is exec'd in it.
+VG_WORKDIR=""
+VG_ARGV_FILE=""
+vg_enter_workdir() {
+  local d
+  if ! d=$(mktemp -d "${TMPDIR:-/tmp}/vlgrpo-run.XXXXXX" 2>/dev/null) || ! cd -- "$d"; then
+    vg_problem TMPDIR "no private working directory could be made in $(vg_show "${TMPDIR:-/tmp}") (mktemp -d failed)" \
+      "point TMPDIR at an existing folder this user can write (or unset it for /tmp)"
+    vg_flush_problems
+  fi
+  VG_WORKDIR=$d
+  trap _vg_cleanup EXIT
+}
+
+# _vg_cleanup — the EXIT trap from vg_enter_workdir on: the preflight's argv file and the working directory go.
+_vg_cleanup() {
+  if [[ -n $VG_ARGV_FILE ]]; then rm -f -- "$VG_ARGV_FILE"; fi
+  if [[ -n $VG_WORKDIR ]]; then
+    cd / && rm -rf -- "$VG_WORKDIR"
+  fi
+  return 0
 }
 
 # vg_check_ray_address — verl's ray.init() joins the cluster named by RAY_ADDRESS: one set without
@@ -370,7 +400,7 @@ vg_entry() {
   vg_check_ray_address
   vg_environment_check
   vg_environment_apply
-  vg_check_ray_job_config
+  vg_check_values
   vg_check_lookalikes
   vg_flush_problems
   vg_image_env
@@ -394,18 +424,16 @@ vg_entry() {
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
   vg_flush_problems
 
-  # the children run in the checkpoint folder: Ray puts the driver's working directory first on every worker's
-  # sys.path (Ray 2.48.0 _private/worker.py connect: code_paths), so it must be a folder the launch controls
-  cd -- "${VG_VAL[CHECKPOINT_DIR]}" || vg_die_internal "cannot enter ${VG_VAL[CHECKPOINT_DIR]}"
+  vg_enter_workdir
   vg_cluster
   vg_preflight
 
   if ((VG_DRY_RUN)); then
     vg_plan
-    exit 0
+    exit 0 # the EXIT trap removes the working directory
   fi
   printf '%s: launching %s (%s; preflight %s)\n' "$VG_PROG" "${VG_PROGRAM[2]}" "$VG_TOPOLOGY" "$VG_PREFLIGHT_RESULT" >&2
   vg_child_prefix
-  trap - INT TERM HUP
+  trap - INT TERM HUP EXIT # the working directory stays: it is verl's
   exec "${VG_CHILD_PREFIX[@]}" "${VG_ARGV[@]}"
 }

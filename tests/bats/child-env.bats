@@ -49,9 +49,11 @@ assert_child_env() {
     call_environ "$i" | grep -qx VLLM_USE_V1=1 || fail "call $i: no VLLM_USE_V1=1"
     call_environ "$i" | grep -qx "PATH=$PATH" || fail "call $i: PATH changed"
   done
-  # the preflight runs isolated (-P -s) and every child runs in the checkpoint folder
+  # the preflight runs isolated (-P -s) and every child runs in one private folder, not the checkpoint folder
+  # (harden.bats has the details)
   assert_equal "$(call_argv 1 | head -n 5 | tr '\n' ' ')" "-P -s -m vlgrpo preflight "
-  assert_equal "$(cat "$STUB_LOG/0002.python3.cwd")" "$T/ckpt"
+  assert_equal "$(cat "$STUB_LOG/0002.python3.cwd")" "$(cat "$STUB_LOG/0001.python3.cwd")"
+  [[ $(cat "$STUB_LOG/0002.python3.cwd") != "$T/ckpt" ]] || fail "the children run in the checkpoint folder"
 }
 
 @test "the dry-run plan lists the names every child gets and the names dropped; values are never shown" {

@@ -129,6 +129,7 @@ refused() {
   chmod 755 "$d"
   mkdir -p "$d/bin" "$d/model" "$d/data" "$d/ckpt" "$d/dev" "$d/calls"
   chmod 777 "$d/calls"
+  mkdir -p "$d/tmp" && chmod 1777 "$d/tmp" # a TMPDIR uid 65534 can write (the tests' own is root's)
   cp "$T/bin/python3" "$T/bin/npu-smi" "$d/bin/"
   : >"$d/data/train.parquet"
   : >"$d/data/test.parquet"
@@ -138,9 +139,14 @@ refused() {
   fi
   # the device counter (stdlib only) runs with the system interpreter: uid 65534 cannot run the venv's under /root
   py=$(PATH=/usr/bin:/bin command -v python3) || skip "no system python3 for uid 65534"
+  # the entrypoint's own checks of typed variables (python3 -m vlgrpo.environment) run without PYTHONPATH (it is one
+  # of them): the stub hands them to this interpreter, which finds the checkout's package by itself
+  printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$REPO_ROOT/python/src" "$py" >"$d/py-helper"
+  chmod 755 "$d/py-helper"
+  printf '%s\n' "$d/py-helper" >"$d/real-python"
   run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$d/bin:$PATH" STUB_LOG="$d/calls" \
     STUB_PYTHON="$py" PYTHONPATH="$REPO_ROOT/python/src" VLGRPO_PASS_ENV="$STUB_PASS,PYTHONPATH" \
-    TEST_DEV_DIR="$d/dev" VLGRPO_MODEL_PATH="$d/model" VLGRPO_TRAIN_FILE="$d/data/train.parquet" \
+    TMPDIR="$d/tmp" TEST_DEV_DIR="$d/dev" VLGRPO_MODEL_PATH="$d/model" VLGRPO_TRAIN_FILE="$d/data/train.parquet" \
     VLGRPO_VAL_FILE="$d/data/test.parquet" VLGRPO_CHECKPOINT_DIR="$d/ckpt" "$HARNESS" "$FA"
   rm -rf "$d"
   assert_failure 2

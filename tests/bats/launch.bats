@@ -176,10 +176,10 @@ setup() {
   assert_line "trainer.default_local_dir=$T/ckpt"
 }
 
-@test "a failure that is not configuration exits 1 (unwritable TMPDIR for the preflight argv file), nothing runs" {
+@test "a TMPDIR that does not exist is a configuration error naming it (checked up front), nothing runs" {
   TMPDIR=$T/no-such-dir entry fa
-  assert_failure 1
-  [[ $stderr == *"cannot create the preflight argv file"* ]] || fail "$stderr"
+  assert_failure 2
+  [[ $stderr == *"error: TMPDIR: is not an existing folder"* ]] || fail "$stderr"
   assert_no_python
 }
 

@@ -11,9 +11,10 @@ Standard library only, and nothing beyond ``os`` at import time: :func:`read_set
 start (the patch switches, from :mod:`vlgrpo.patches`), so it scans the file for the rows it needs and caches
 them; ``re`` is imported only by the validators of types the patch switches do not use.
 
-Command line (``python3 -m vlgrpo.environment``): ``check-ray-job-config`` reads a Ray job config JSON
-(``RAY_JOB_CONFIG_JSON_ENV_VAR``) on stdin and prints one problem per line (``NAME<TAB>why<TAB>fix``), exit 2
-when there are any; ``skeleton NAME...`` prints each name's look-alike skeleton (:func:`skeleton`), one a line;
+Command line (``python3 -m vlgrpo.environment``): ``check-values [--owner=O] [--pass-env=A,B] [--protect=DIR]...``
+reads NUL-separated ``NAME=VALUE`` records on stdin (the typed variables an entrypoint passes) and
+``check-ray-job-config`` a Ray job config JSON (``RAY_JOB_CONFIG_JSON_ENV_VAR``); both print one problem per line
+(``NAME<TAB>why<TAB>fix``), exit 2 when there are any; ``skeleton NAME...`` prints each name's look-alike skeleton (:func:`skeleton`), one a line;
 ``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view.
 """
 
@@ -342,11 +343,13 @@ JOB_CONFIG_KEYS = ("runtime_env", "metadata")
 RUNTIME_ENV_KEYS = ("env_vars", "config")
 
 
-def check_ray_job_config(text, owner="fa", pass_env=()):
+def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
     """Problems of a Ray job config JSON (the value of ``RAY_JOB_CONFIG_JSON_ENV_VAR``) for entrypoint ``owner``:
     a list of ``(name, why, fix)``, empty when it passes. Parsed with :mod:`json` (so ``"p\\u0069p"`` is ``pip``);
     keys are refused unless allowlisted (:data:`JOB_CONFIG_KEYS`, :data:`RUNTIME_ENV_KEYS`); each ``env_vars``
-    name must be one a launch passes (Ray sets them in every worker, past the entrypoint's environment)."""
+    name must be one a launch passes (Ray sets them in every worker, past the entrypoint's environment) and its
+    value must pass that row's type check (:func:`check_value`, the same rule the entrypoints apply to the
+    inherited environment: a dotted ``PYTHONWARNINGS`` category or a ``BASH_ENV`` file is refused here too)."""
     import json
 
     var = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -355,6 +358,8 @@ def check_ray_job_config(text, owner="fa", pass_env=()):
         doc = json.loads(text)
     except ValueError as exc:
         return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]
+    except RecursionError:
+        return [(var, "is JSON nested too deeply to check", fix)]
     if not isinstance(doc, dict):
         return [(var, f"is a JSON {type(doc).__name__}, not an object", fix)]
     out = []
@@ -372,6 +377,16 @@ def check_ray_job_config(text, owner="fa", pass_env=()):
         return out + [(var, "has runtime_env env_vars that are not an object", fix)]
     for name in sorted(env_vars):
         why = _job_env_var_problem(name, owner, pass_env)
+        value = env_vars[name]
+        if not why and not isinstance(value, str):
+            why = f"its value is a JSON {type(value).__name__}, not a string"
+        if not why:
+            row = env_row(name, owner)
+            if row is not None and row.type and row.kind in ("pass", "pass-on-request"):
+                if row.type == "rayjob" and _depth >= 2:
+                    why = "a Ray job config inside a Ray job config"
+                else:
+                    why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1)
         if why:
             out.append((var, f"runtime_env env_vars sets {name}: {why}", "remove it from the job's env_vars"))
     return out
@@ -392,20 +407,135 @@ def _job_env_var_problem(name, owner, pass_env):
     return ""
 
 
+# ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
+
+#: pass-row types (the registry's type column of kinds pass / pass-on-request); see :func:`check_value`
+PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs")
+
+
+def _control(value):
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+def _under(path, roots):
+    """The root of ``roots`` (real paths) that ``path`` lies in or equals, after resolving symlinks, else ''."""
+    real = os.path.realpath(path)
+    for root in roots:
+        if root and (real == root or real.startswith(root.rstrip("/") + "/")):
+            return root
+    return ""
+
+
+def _dir_problem(path, protect, must_exist):
+    """Why folder ``path`` is not one the launch may hand a reader that loads or runs what it finds there
+    (caches, a home, a temp folder): inside a protected root (the checkpoint folder or its volume, which others
+    may write, symlinks resolved) or writable by every user without the sticky bit. (Not its owner: an OpenShift
+    home belongs to another uid than the one the pod runs as.)"""
+    import stat
+
+    if not path.startswith("/"):
+        return "is not an absolute path"
+    root = _under(path, protect)
+    if root:
+        return f"lies in {root} (the checkpoint folder or its volume), which whoever can write checkpoints can fill"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "is not an existing folder" if must_exist else ""
+    except OSError as exc:
+        return f"cannot be looked at by this user ({exc.strerror})" if must_exist else ""
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return "is a folder every user can write (and not sticky)"
+    if must_exist and not os.access(path, os.W_OK | os.X_OK):
+        return "is a folder this user cannot write"
+    return ""
+
+
+def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0):
+    """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
+
+    The one implementation of the registry's pass types, used by the entrypoints for the inherited environment
+    (``check-values``, lib/environment.sh) and by :func:`check_ray_job_config` for a job's ``env_vars``:
+    every typed value: no control characters (a line break or CR is read one way by bash and another by Python);
+    ``warnings`` (``PYTHONWARNINGS``): no dotted category (CPython 3.11 Lib/warnings.py ``_getcategory`` imports
+    the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does);
+    ``bashenv``: empty or the row's allowed file; ``rayjob``: :func:`check_ray_job_config`; ``tmpdir``: an
+    existing folder this user can write, see :func:`_dir_problem`; ``dir``: the same when it exists; ``dirs``: a
+    ':' list of ``dir`` (an empty entry is the working directory). ``protect`` are real paths (the checkpoint
+    folder and its volume's mount point)."""
+    t = row.type
+    if not t or (not value and t in ("tmpdir", "dir", "dirs")):
+        return ""
+    if _control(value):
+        return "has a control character (a line break, carriage return, tab, ...), which bash and Python split differently"
+    if t == "warnings":
+        for f in value.split(","):
+            parts = f.split(":")
+            if len(parts) > 2 and "." in parts[2].strip():
+                return "has a dotted warning category, which makes every Python process import that module"
+        return ""
+    if t == "bashenv":
+        if value and value != row.allowed:
+            return f"names a file every bash of the launch would run first; only the image's own {row.allowed} passes"
+        return ""
+    if t == "rayjob":
+        probs = check_ray_job_config(value, owner, pass_env, protect, _depth)
+        return "; ".join(p[1] for p in probs)
+    if t in ("tmpdir", "dir"):
+        if t == "dir" and not value:
+            return ""
+        return _dir_problem(value, protect, must_exist=(t == "tmpdir"))
+    if t == "dirs":
+        for entry in value.split(":"):
+            if not entry:
+                return "has an empty entry, which Python reads as the working directory"
+            why = _dir_problem(entry, protect, must_exist=False)
+            if why:
+                return f"has an entry that {why}"
+        return ""
+    raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
+
+
+def check_values(records, owner="fa", pass_env=(), protect=()):
+    """Problems ``(name, why, fix)`` of ``records`` (``NAME=VALUE`` strings: the typed variables the entrypoint
+    passes, as bash exports them) under their registry rows (:func:`check_value`)."""
+    out = []
+    for rec in records:
+        name, _, value = rec.partition("=")
+        row = env_row(name, owner)
+        if row is None or not row.type:
+            continue
+        why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect)
+        if why:
+            out.append((name, why, row.fix or "unset it for the launch"))
+    return out
+
+
 def main(argv=None):
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["check-ray-job-config"]:
-        owner, pass_env = "fa", ()
+    if args[:1] in (["check-ray-job-config"], ["check-values"]):
+        owner, pass_env, protect = "fa", (), []
         for a in args[1:]:
             if a.startswith("--owner="):
                 owner = a.split("=", 1)[1]
             elif a.startswith("--pass-env="):
                 pass_env = tuple(x for x in a.split("=", 1)[1].split(",") if x)
-        problems = check_ray_job_config(sys.stdin.read(), owner, pass_env)
+            elif a.startswith("--protect="):
+                protect.append(a.split("=", 1)[1])
+        if args[0] == "check-values":
+            # NUL-separated NAME=VALUE records on stdin (bytes: a value that is not UTF-8 is kept as it is)
+            data = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+            problems = check_values([r for r in data.split("\0") if r], owner, pass_env, tuple(protect))
+        else:
+            problems = check_ray_job_config(sys.stdin.read(), owner, pass_env, tuple(protect))
         for name, why, fix in problems:
-            print(f"{name}\t{why}\t{fix}")
+            line = f"{name}\t{why}\t{fix}".replace("\n", " ").replace("\r", " ")
+            sys.stdout.buffer.write((line + "\n").encode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
         return 2 if problems else 0
     if args[:1] == ["skeleton"]:
         # one line per name, in order (lib/environment.sh vg_check_lookalikes); a line break in a skeleton is shown

@@ -26,6 +26,10 @@ common_setup() {
   while IFS= read -r v; do export -fn "${v##* }"; done < <(declare -Fx)
   T=$BATS_TEST_TMPDIR
   mkdir -p "$T/bin" "$T/model" "$T/data" "$T/ckpt" "$T/dev" "$T/calls"
+  # the launch's private working directory (mktemp -d under TMPDIR) stays after an exec'd stub verl: keep it in
+  # bats' folder of this file (removed by bats), not under $T, which some tests mount as the checkpoint volume
+  mkdir -p "$BATS_FILE_TMPDIR/tmp"
+  export TMPDIR=$BATS_FILE_TMPDIR/tmp
   # Copies, not symlinks: a test that writes its own scripted stub over $T/bin/NAME must not write
   # through a link into the repository.
   for s in "${stubs[@]}"; do cp "$REPO_ROOT/tests/bats/stubs/recorder" "$T/bin/$s"; done
@@ -68,7 +72,7 @@ recipe_path() {
 }
 
 # calls — the recorded stub calls, in order (file names NNNN.<stub>); the Ray job config check the python3 stub
-# hands to the real interpreter (NNNN.python3-helper) is not one.
+# hands to the real interpreter (helper-NNNN.python3) is not one.
 calls() {
   find "$STUB_LOG" -maxdepth 1 -type f -name '[0-9][0-9][0-9][0-9].*' ! -name '*.*.*' ! -name '*.python3-helper' -printf '%f\n' | sort
 }

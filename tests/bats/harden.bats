@@ -1,0 +1,184 @@
+#!/usr/bin/env bats
+# The attack review of the env branch (issue 12 / 14 threat model: whoever sets the launch's environment or writes
+# into the checkpoint volume): each finding as a test of what the children really get (the recording stubs keep
+# each child's environment and working directory).
+
+setup() {
+  load helpers/common
+  common_setup
+  DUP=("$REPO_ROOT/.venv/bin/python" "$REPO_ROOT/tests/bats/helpers/dup-env.py")
+}
+
+# assert_refused VAR TEXT — exit 2, an error line for VAR that says TEXT and names a fix, no canary value shown,
+# nothing of the launch ran
+assert_refused() {
+  ((status == 2)) || fail "exit $status, expected 2; stderr: $stderr"
+  grep -F -- "error: $1: " <<<"$stderr" | grep -qF -- "$2" || fail "no '$1: ... $2' error: $stderr"
+  grep -F -- "error: $1: " <<<"$stderr" | grep -q '; fix: ' || fail "no fix named: $stderr"
+  [[ $stderr != *canary* ]] || fail "a value was shown: $stderr"
+  [[ $stderr != *"internal error"* && $stderr != *Traceback* ]] || fail "crash: $stderr"
+  assert_no_python
+}
+
+# cwd_of N — the working directory of the N-th recorded python3 call (1: the preflight, 2: verl)
+cwd_of() {
+  local f
+  f=$(calls | grep 'python3$' | sed -n "$1p")
+  [[ -n $f ]] || fail "no python3 call $1: $(calls)"
+  cat "$STUB_LOG/$f.cwd"
+}
+
+# ---- finding 1: the children's working directory -------------------------------------------------------------
+
+@test "finding 1: the children run in a fresh private folder (0700, empty, this user's), never in the checkpoint folder" {
+  local d1 d2
+  mkdir -p "$T/ckpt/omegaconf"
+  printf 'open(%q, "w").write("ran")\n' "$CANARY" >"$T/ckpt/omegaconf/__init__.py"
+  entry fa
+  assert_success
+  d1=$(cwd_of 1) d2=$(cwd_of 2)
+  assert_equal "$d1" "$d2"
+  [[ $d1 != "$T/ckpt" && $d1 != "$T/ckpt/"* ]] || fail "the children run in the checkpoint folder: $d1"
+  # verl was exec'd in it, so it stays; nothing but verl writes there
+  assert_equal "$(stat -c '%a %u' "$d1")" "700 $(id -u)"
+  assert_equal "$(find "$d1" -mindepth 1 | wc -l)" 0
+  [[ $(realpath "$d1") == "$(realpath "${TMPDIR:-/tmp}")"/vlgrpo-run.* ]] || fail "not under TMPDIR: $d1"
+  rm -rf -- "$d1"
+  # each launch gets its own; a dry run removes it at exit
+  rm -rf "${STUB_LOG:?}"/*
+  entry vo --dry-run
+  assert_success
+  d2=$(cwd_of 1)
+  [[ $d2 != "$d1" && $d2 != "$T/ckpt"* ]] || fail "$d2"
+  assert_line "# working directory of the children: $d2"
+  assert_file_not_exists "$d2"
+  assert_file_not_exists "$CANARY"
+}
+
+# ---- finding 2: a name twice in the environment --------------------------------------------------------------
+
+@test "finding 2: a variable present twice in the environment is refused naming it, whichever copy is hostile" {
+  local pair
+  for pair in 'PYTHONWARNINGS=ignore|PYTHONWARNINGS=ignore::this.X' \
+    'RAY_JOB_CONFIG_JSON_ENV_VAR={}|RAY_JOB_CONFIG_JSON_ENV_VAR={"runtime_env":{"pip":["canary"]}}' \
+    'BASH_ENV=/opt/vlgrpo/image/cann-env.sh|BASH_ENV=/tmp/canary.sh' 'MY_TOOL=canary1|MY_TOOL=canary2'; do
+    run --separate-stderr "${DUP[@]}" "${pair%%|*}" "${pair#*|}" -- "$HARNESS" "$FA" --dry-run
+    assert_refused "${pair%%=*}" "set more than once in the environment"
+  done
+  # an inherited name given once more (the launch template adds a line the env file already has)
+  export NCCL_DEBUG=WARN
+  run --separate-stderr "${DUP[@]}" NCCL_DEBUG=canary -- "$HARNESS" "$VO" --dry-run
+  assert_refused NCCL_DEBUG "set more than once"
+  # and once is fine
+  run --separate-stderr "${DUP[@]}" -- "$HARNESS" "$VO" --dry-run
+  assert_success
+}
+
+# ---- findings 3 and 4: one rule for bash and Python, for the environment and a Ray job's env_vars ------------
+
+@test "finding 3: a checked value with a control character is refused (bash reads one line, Python splits on commas)" {
+  local v
+  for v in PYTHONWARNINGS=$'ignore\n,ignore::this.X' PYTHONWARNINGS=$'ignore\r' \
+    BASH_ENV=$'/opt/vlgrpo/image/cann-env.sh\n' RAY_JOB_CONFIG_JSON_ENV_VAR=$'{}\n' TMPDIR=$'/tmp\n'; do
+    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
+    assert_refused "${v%%=*}" "control character"
+  done
+  # a dotted category after a stripped space is still one (warnings._setoption strips each field)
+  PYTHONWARNINGS='ignore:: this.X' entry vo --dry-run
+  assert_refused PYTHONWARNINGS "dotted warning category"
+}
+
+@test "finding 4: a Ray job's env_vars get each row's type check, as the inherited environment does" {
+  local j
+  mkdir -p "$T/ckpt/tmp"
+  for j in '{"runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::this.X"}}}' \
+    "{\"runtime_env\": {\"env_vars\": {\"BASH_ENV\": \"$T/ckpt/evil.sh\"}}}" \
+    "{\"runtime_env\": {\"env_vars\": {\"TMPDIR\": \"$T/ckpt/tmp\"}}}" \
+    '{"runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore\n,ignore::this.X"}}}' \
+    '{"runtime_env": {"env_vars": {"NCCL_DEBUG": 1}}}' \
+    '{"runtime_env": {"env_vars": {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{\"runtime_env\": {\"pip\": [\"x\"]}}"}}}'; do
+    RAY_JOB_CONFIG_JSON_ENV_VAR=$j entry fa --dry-run
+    assert_refused RAY_JOB_CONFIG_JSON_ENV_VAR "runtime_env env_vars sets"
+  done
+  RAY_JOB_CONFIG_JSON_ENV_VAR='{"runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning", "BASH_ENV": "/opt/vlgrpo/image/cann-env.sh"}}}' entry fa --dry-run
+  assert_success
+}
+
+# ---- finding 8: a dropped name does not come back through the image's CANN file -------------------------------
+
+@test "finding 8: a dropped variable is unset, so CANN's export PYTHONPATH=...:\$PYTHONPATH cannot bring it back" {
+  # the CANN file is sourced from a fixed image path (readonly); its effect is reproduced after the same steps
+  printf 'export PYTHONPATH=/usr/local/Ascend/python/site-packages:$PYTHONPATH\nexport LD_LIBRARY_PATH=/usr/local/Ascend/lib64:$LD_LIBRARY_PATH\nexport ASCEND_OPP_PATH=/opp\n' >"$T/set_env.sh"
+  PYTHONPATH=$T/canary MY_LIB=canary run --separate-stderr bash -c '
+    source "$1/entrypoints/lib/common.sh"; vg_registry_load fa; vg_read_settings
+    vg_environment_check; vg_environment_apply; source "$2"; env' _ "$REPO_ROOT" "$T/set_env.sh"
+  assert_success
+  assert_line PYTHONPATH=/usr/local/Ascend/python/site-packages:
+  assert_line ASCEND_OPP_PATH=/opp
+  [[ $output != *canary* ]] || fail "a dropped value came back: $(grep canary <<<"$output")"
+}
+
+# ---- finding 7: CPython variables that point the import system at a folder -----------------------------------
+
+@test "finding 7: PYTHONPYCACHEPREFIX and PYTHONPLATLIBDIR are refused; no other PYTHON* name passes, even on request" {
+  local v
+  for v in PYTHONPYCACHEPREFIX PYTHONPLATLIBDIR; do
+    run --separate-stderr env "$v=$T/ckpt/canary" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "value not shown"
+  done
+  pass_env PYTHONEXECUTABLE
+  PYTHONEXECUTABLE=/canary entry vo --dry-run
+  assert_refused VLGRPO_PASS_ENV "names PYTHONEXECUTABLE, which is never passed"
+}
+
+@test "finding 7: a requested PYTHONPATH, TRITON_HOME or cache folder in the checkpoint folder is refused" {
+  local v
+  mkdir -p "$T/ckpt/canary" "$T/own"
+  for v in PYTHONPATH TRITON_HOME TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR VERL_FILE_LOGGER_ROOT; do
+    pass_env "$v"
+    run --separate-stderr env "$v=$T/ckpt/canary" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "the checkpoint folder"
+    run --separate-stderr env "$v=$T/own" "$HARNESS" "$FA" --dry-run
+    assert_success
+    rm -rf "${STUB_LOG:?}"/*
+  done
+  pass_env PYTHONPATH
+  for v in "$T/own:" ":$T/own" "$T/own::/usr/lib" "$T/own:$T/ckpt/canary"; do
+    PYTHONPATH=$v entry fa --dry-run
+    ((status == 2)) && [[ $stderr == *"error: PYTHONPATH: has "* ]] || fail "$v: $status $stderr"
+  done
+}
+
+# ---- findings 5 and 12: TMPDIR and HOME, checked up front -----------------------------------------------------
+
+@test "finding 12: a TMPDIR that does not exist or cannot be written is exit 2 naming it, before the cluster wait" {
+  local d
+  mkdir -p "$T/ro" && chmod 555 "$T/ro"
+  : >"$T/afile"
+  for d in "/nonexistent|is not an existing folder" "$T/afile|is not a folder" "$T/ro|this user cannot write" \
+    "relative/tmp|is not an absolute path"; do
+    [[ $d == "$T/ro|"* && $(id -u) == 0 ]] && continue # root writes anywhere
+    TMPDIR=${d%%|*} VLGRPO_RAY_ADDRESS=10.0.0.1:6379 entry fa --dry-run
+    assert_refused TMPDIR "${d#*|}"
+  done
+}
+
+@test "finding 5: TMPDIR or HOME in the checkpoint folder, or writable by every user, is refused" {
+  mkdir -p "$T/ckpt/home" "$T/ckpt/tmp" "$T/open" "$T/sticky"
+  chmod 777 "$T/open"
+  chmod 1777 "$T/sticky"
+  TMPDIR=$T/ckpt/tmp entry fa --dry-run
+  assert_refused TMPDIR "the checkpoint folder"
+  HOME=$T/ckpt/home entry fa --dry-run
+  assert_refused HOME "the checkpoint folder"
+  ln -s "$T/ckpt/home" "$T/link"
+  HOME=$T/link entry vo --dry-run
+  assert_refused HOME "the checkpoint folder"
+  TMPDIR=$T/open entry vo --dry-run
+  assert_refused TMPDIR "every user can write"
+  HOME=$T/open entry vo --dry-run
+  assert_refused HOME "every user can write"
+  # a sticky shared folder like /tmp, a home that does not exist (HOME=/nonexistent for a system user) pass
+  TMPDIR=$T/sticky HOME=/nonexistent entry fa --dry-run
+  assert_success
+}

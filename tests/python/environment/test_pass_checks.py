@@ -1,0 +1,131 @@
+"""The registry's pass types (PYTHONWARNINGS, BASH_ENV, RAY_JOB_CONFIG_JSON_ENV_VAR, TMPDIR, HOME, PYTHONPATH, cache
+folders): one implementation, vlgrpo.environment.check_value, for the inherited environment (the entrypoints'
+``check-values``) and for a Ray job's runtime_env env_vars (attack review findings 3, 4, 5, 7)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vlgrpo import environment
+
+
+def _row(name):
+    row = environment.env_row(name, "fa")
+    assert row is not None and row.type, name
+    return row
+
+
+
+
+@pytest.mark.parametrize("value", ["ignore::this.X", "all:0:antigravity.x:0:0", "ignore:: this.X",
+                                   "default,ignore::os.X", "ignore\n,ignore::this.X", "ignore:x:a.b:c:1"])
+def test_warnings_refuses_what_cpython_would_import(value, tmp_path):
+    assert environment.check_value(_row("PYTHONWARNINGS"), value)
+
+
+@pytest.mark.parametrize("value", ["ignore::DeprecationWarning", "default::UserWarning,ignore", "error", "",
+                                   "ignore:some.text.with.dots"])
+def test_warnings_passes_builtin_categories(value):
+    assert environment.check_value(_row("PYTHONWARNINGS"), value) == ""
+
+
+def test_warnings_rule_matches_the_interpreter(tmp_path):
+    """Independent reference: run CPython with each value and a canary module on its path; the check refuses
+    exactly the values for which the interpreter imported it."""
+    (tmp_path / "vgcanary.py").write_text("import os\nopen(os.environ['CANARY'], 'a').write('x')\nclass W(Warning): pass\n")
+    for value in ["ignore::vgcanary.W", "ignore:: vgcanary.W ", "ignore,ignore::vgcanary.W", "ignore::UserWarning",
+                  "ignore:vgcanary.W", "ignore::W:vgcanary"]:
+        canary = tmp_path / "ran"
+        if canary.exists():
+            canary.unlink()
+        env = dict(os.environ, PYTHONWARNINGS=value, PYTHONPATH=str(tmp_path), CANARY=str(canary))
+        subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, check=True)
+        assert bool(environment.check_value(_row("PYTHONWARNINGS"), value)) == canary.exists(), value
+
+
+@pytest.mark.parametrize("name, value", [("PYTHONWARNINGS", "ignore\r"), ("BASH_ENV", "/opt/vlgrpo/image/cann-env.sh\n"),
+                                         ("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}\n"), ("TMPDIR", "/tmp\t"),
+                                         ("HOME", "/root\x7f"), ("PYTHONPATH", "/usr/lib\n")])
+def test_control_characters_refused_in_every_checked_value(name, value):
+    assert "control character" in environment.check_value(_row(name), value)
+
+
+def test_bash_env_only_the_image_file():
+    row = _row("BASH_ENV")
+    assert environment.check_value(row, "/opt/vlgrpo/image/cann-env.sh") == ""
+    assert "names a file every bash" in environment.check_value(row, "/ckpt/evil.sh")
+
+
+def test_folders_in_the_checkpoint_folder_or_writable_by_all_are_refused(tmp_path):
+    ck = tmp_path / "ckpt"
+    (ck / "tmp").mkdir(parents=True)
+    (tmp_path / "own").mkdir()
+    (tmp_path / "open").mkdir(mode=0o777)
+    os.chmod(tmp_path / "open", 0o777)
+    (tmp_path / "sticky").mkdir()
+    os.chmod(tmp_path / "sticky", 0o1777)
+    os.symlink(ck / "tmp", tmp_path / "link")
+    protect = (os.path.realpath(ck),)
+    for name in ("TMPDIR", "HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_HOME", "VERL_FILE_LOGGER_ROOT"):
+        row = _row(name)
+        check = lambda v, r=row: environment.check_value(r, v, protect=protect)  # noqa: E731
+        assert "checkpoint folder" in check(str(ck / "tmp")), name
+        assert "checkpoint folder" in check(str(tmp_path / "link")), name
+        assert "checkpoint folder" in check(str(ck)), name
+        assert "every user can write" in check(str(tmp_path / "open")), name
+        assert check(str(tmp_path / "own")) == "", name
+        assert check(str(tmp_path / "sticky")) == "", name
+    assert "not an existing folder" in environment.check_value(_row("TMPDIR"), "/nonexistent")
+    assert environment.check_value(_row("HOME"), "/nonexistent") == ""  # HOME of a system user
+    path = _row("PYTHONPATH")
+    assert environment.check_value(path, f"{tmp_path / 'own'}:/usr/lib", protect=protect) == ""
+    for bad in (f"{tmp_path / 'own'}:", f":{tmp_path / 'own'}", f"{tmp_path / 'own'}::/usr/lib"):
+        assert "empty entry" in environment.check_value(path, bad, protect=protect), bad
+    assert "checkpoint folder" in environment.check_value(path, f"/usr/lib:{ck}/x", protect=protect)
+
+
+@pytest.mark.parametrize("env_vars, fragment", [
+    ({"PYTHONWARNINGS": "ignore::this.X"}, "dotted warning category"),
+    ({"BASH_ENV": "/ckpt/evil.sh"}, "names a file every bash"),
+    ({"PYTHONWARNINGS": "ignore\n,ignore::this.X"}, "control character"),
+    ({"NCCL_DEBUG": 1}, "not a string"),
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {"pip": ["x"]}})}, "'pip'"),
+    ({"HOME": "@CKPT@/home"}, "checkpoint folder"),
+])
+def test_ray_job_env_vars_get_the_row_type_checks(env_vars, fragment, tmp_path):
+    ck = os.path.realpath(tmp_path)
+    env_vars = {k: v.replace("@CKPT@", ck) if isinstance(v, str) else v for k, v in env_vars.items()}
+    problems = environment.check_ray_job_config(json.dumps({"runtime_env": {"env_vars": env_vars}}), protect=(ck,))
+    assert problems and any(fragment in p[1] for p in problems), problems
+
+
+def test_check_values_cli_reads_nul_records_and_names_each_variable(tmp_path):
+    records = b"PYTHONWARNINGS=ignore::this.X\0TMPDIR=/nonexistent\0NCCL_DEBUG=WARN\0BASH_ENV=/opt/vlgrpo/image/cann-env.sh\0"
+    proc = subprocess.run([sys.executable, "-m", "vlgrpo.environment", "check-values", "--owner=fa"], input=records,
+                          capture_output=True)
+    assert proc.returncode == 2, proc.stderr
+    names = [line.split(b"\t")[0] for line in proc.stdout.splitlines()]
+    assert names == [b"PYTHONWARNINGS", b"TMPDIR"]
+    ok = subprocess.run([sys.executable, "-m", "vlgrpo.environment", "check-values"], input=b"PYTHONWARNINGS=error\0",
+                        capture_output=True)
+    assert ok.returncode == 0 and ok.stdout == b""
+
+
+def test_every_pass_type_in_the_registry_is_one_check_value_knows():
+    for row in environment.rows():
+        if row.kind in ("pass", "pass-on-request") and row.type:
+            assert row.type in environment.PASS_TYPES, row
+            environment.check_value(row, "")  # raises for an unknown type
+
+
+def test_cpython_variables_that_move_the_import_system_are_refused_or_dropped():
+    """CPython 3.11's documented PYTHON* variables (Doc/using/cmdline.rst) that point the import system, its .pyc
+    files or its paths at a folder: refused; and any PYTHON* name without a row is dropped, not passable."""
+    for name in ("PYTHONHOME", "PYTHONUSERBASE", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR", "PYTHONSTARTUP"):
+        assert environment.env_row(name, "fa").kind == "refused", name
+    for name in ("PYTHONEXECUTABLE", "PYTHONCASEOK", "PYTHONSOMETHINGNEW"):
+        assert environment.env_row(name, "fa").kind == "drop", name
+    assert environment.env_row("PYTHONPATH", "fa").kind == "pass-on-request"
