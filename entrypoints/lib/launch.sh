@@ -155,12 +155,16 @@ VG_NOTES=()
 # exits; nothing is exec'd. After the exec the signals are verl's (the traps do not survive exec; nothing here
 # ignores a signal).
 VG_CHILD_PID=""
+VG_SIGNALS=0 # 1 once vg_signals_on installed the traps (vg_run_child's callers may rely on them)
 
-# vg_signals_on — install the traps (vg_entry, before the first check).
+# vg_signals_on — install the traps (vg_entry, before the first check), and the EXIT trap that removes the
+# launch's own temporary files (_vg_cleanup).
 vg_signals_on() {
   trap '_vg_on_signal INT 2' INT
   trap '_vg_on_signal TERM 15' TERM
   trap '_vg_on_signal HUP 1' HUP
+  trap _vg_cleanup EXIT
+  VG_SIGNALS=1
 }
 
 # _vg_alive PID — PID exists and is not a zombie
@@ -359,12 +363,13 @@ vg_enter_workdir() {
     vg_flush_problems
   fi
   VG_WORKDIR=$d
-  trap _vg_cleanup EXIT
 }
 
-# _vg_cleanup — the EXIT trap from vg_enter_workdir on: the preflight's argv file and the working directory go.
+# _vg_cleanup — the EXIT trap (vg_signals_on): the device counter's answer file, the preflight's argv file and
+# the working directory go.
 _vg_cleanup() {
   if [[ -n $VG_ARGV_FILE ]]; then rm -f -- "$VG_ARGV_FILE"; fi
+  if [[ -n $VG_DEV_FILE ]]; then rm -f -- "$VG_DEV_FILE"; fi
   if [[ -n $VG_WORKDIR ]]; then
     cd / && rm -rf -- "$VG_WORKDIR"
   fi

@@ -16,6 +16,7 @@ VG_NODE_DEVICES=0       # accelerators this node offers (or the planning overrid
 VG_NODE_DEVICES_FROM="" # how VG_NODE_DEVICES was found, for messages and the plan
 
 declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
+VG_DEV_FILE=""        # while the counter runs in the background: the file its answer goes to
 
 # vg_count_devices PLATFORM [--driver] — the node's accelerators, from the one device counter
 # (`python3 -m vlgrpo devices`, python/src/vlgrpo/devices.py: /dev/davinci<N>, else `npu-smi info -l`;
@@ -34,7 +35,24 @@ vg_count_devices() {
   VG_DEV=()
   # isolated (-P -s) and in the environment built for the children (lib/environment.sh), like every child
   vg_child_prefix
-  out=$("${VG_CHILD_PREFIX[@]}" python3 "${args[@]}") || rc=$?
+  if ((${VG_SIGNALS:-0})); then
+    # a recipe: in the background like the preflight (vg_run_child), so that SIGINT/SIGTERM/SIGHUP end the launch
+    # at once even while npu-smi or nvidia-smi hangs; its answer goes through a file (TMPDIR was checked)
+    # shellcheck disable=SC2034 # read by vg_run_child through a nameref
+    local -a cmd=("${VG_CHILD_PREFIX[@]}" python3 "${args[@]}")
+    if ! VG_DEV_FILE=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-devices.XXXXXX" 2>/dev/null); then
+      vg_problem TMPDIR "the device counter's answer file cannot be made in $(vg_show "${TMPDIR:-/tmp}")" \
+        "point TMPDIR at an existing folder this user can write (or unset it for /tmp)"
+      return 1
+    fi
+    vg_run_child cmd >"$VG_DEV_FILE" || rc=$?
+    out=$(<"$VG_DEV_FILE")
+    rm -f -- "$VG_DEV_FILE"
+    VG_DEV_FILE=""
+  else
+    # ray-node.sh: no traps during its checks, so a signal ends it (and this foreground child) at once
+    out=$("${VG_CHILD_PREFIX[@]}" python3 "${args[@]}") || rc=$?
+  fi
   while IFS= read -r line; do
     key=${line%%=*}
     if [[ $key =~ ^[a-z_]{1,32}$ ]]; then VG_DEV[$key]=${line#*=}; fi

@@ -24,14 +24,16 @@ teardown() {
   return 0
 }
 
-# slow_step preflight|wait — python3 hangs in that step (`vlgrpo preflight` or `vlgrpo cluster wait`)
+# slow_step preflight|wait|devices — python3 hangs in that step (`vlgrpo preflight`, `vlgrpo cluster wait`, or the
+# device counter `vlgrpo devices`, as it does while npu-smi hangs)
 slow_step() {
   cat >"$T/bin/python3" <<EOF
 #!/usr/bin/env bash
 args=("\$@") i=0
 while [[ \${args[i]-} == -P || \${args[i]-} == -s ]]; do i=\$((i + 1)); done
 step="\${args[i]-} \${args[i + 1]-} \${args[i + 2]-} \${args[i + 3]-}"
-if [[ \$step == "-m vlgrpo preflight "* && $1 == preflight || \$step == "-m vlgrpo cluster wait" && $1 == wait ]]; then
+if [[ \$step == "-m vlgrpo preflight "* && $1 == preflight || \$step == "-m vlgrpo cluster wait" && $1 == wait ||
+  \$step == "-m vlgrpo devices "* && $1 == devices ]]; then
   sleep 60 &
   echo \$! >"$SIG/grandchild.pid"
   echo \$\$ >"$SIG/child.pid"
@@ -118,6 +120,21 @@ assert_stopped() {
 @test "SIGHUP to the entrypoint during vlgrpo cluster wait: exit 129 within 2 s, no child left, nothing exec'd" {
   export VLGRPO_RAY_ADDRESS=10.0.0.1:6379
   signal_during wait HUP vo
+  assert_stopped HUP 1
+}
+
+@test "SIGTERM to the entrypoint while the device counter hangs (npu-smi): exit 143 within 2 s, no child left" {
+  signal_during devices TERM fa
+  assert_stopped TERM 15
+}
+
+@test "SIGINT to the entrypoint while the device counter hangs: exit 130 within 2 s, no child left" {
+  signal_during devices INT vo
+  assert_stopped INT 2
+}
+
+@test "SIGHUP to the entrypoint while the device counter hangs: exit 129 within 2 s, no child left" {
+  signal_during devices HUP fa
   assert_stopped HUP 1
 }
 
