@@ -92,6 +92,7 @@ scripted_nvidia_smi() {
   mkdir -p "$T/usr/local/cuda"
   printf '{"cuda": {"name": "CUDA SDK", "version": "12.9.1"}}\n' >"$T/usr/local/cuda/version.json"
   export VLGRPO_PLATFORM=gpu VLGRPO_TRAINER_DEVICES_PER_NODE=1 VLGRPO_ROLLOUT_TP=1
+  pass_env SMI,SMI_LIST  # the stub's fixtures reach the children, whose environment is built
 }
 
 # the cuda-compat-12-9 libcuda in the image, and the linker cache of an image whose Dockerfile ran
