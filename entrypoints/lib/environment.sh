@@ -65,6 +65,15 @@ vg_image_env() {
 # _vg_env_in LIST NAME — NAME is one of the comma-separated LIST
 _vg_env_in() { [[ ,$1, == *,"$2",* ]]; }
 
+# _vg_env_own_value ROW VALUE: true when VALUE is one of the refused ROW's allowed values (exact words; '-' = none)
+_vg_env_own_value() {
+  local w
+  for w in ${VG_E_ALLOWED[$1]-}; do
+    [[ $w != - && $w == "$2" ]] && return 0
+  done
+  return 1
+}
+
 # vg_environment_check — classify every variable of this process's environment as it was at exec
 # (VG_ENVIRON_FILE, names bash cannot hold included) under the registry, for the entrypoint whose view
 # vg_registry_load loaded. Records a problem for each refused variable (value not shown) and for each name
@@ -128,7 +137,9 @@ vg_environment_check() {
     kind=${REPLY:+${VG_E_KIND[$REPLY]}} type=${REPLY:+${VG_E_TYPE[$REPLY]}}
     case $kind in
       refused)
-        if [[ -n $envval ]]; then
+        # the row's allowed values are what a program sets itself (Ray 2.48.0's job driver and workers set
+        # PYTHONBREAKPOINT to its debugger, ray/_private/worker.py): dropped, not refused; any other value is refused
+        if [[ -n $envval ]] && ! _vg_env_own_value "$REPLY" "$envval"; then
           vg_problem "$name" "${VG_E_MEANING[$REPLY]} (value not shown)" "${VG_E_FIX[$REPLY]:-unset it for the launch}"
         else
           VG_ENV_DROPPED+=("$name")

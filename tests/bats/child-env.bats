@@ -210,3 +210,18 @@ assert_child_env() {
   call_environ "$i" | grep -qx TP_SOCKET_IFNAME=lo || fail "no TP_SOCKET_IFNAME"
   call_environ "$i" | grep -qx RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 || fail "no NOSET on Ascend"
 }
+
+@test "PYTHONBREAKPOINT: Ray's own debugger values (a ray job's driver has one) are dropped; any other is refused" {
+  # Ray 2.48.0 sets these in its job drivers and workers (ray/_private/worker.py), so the entrypoint started by
+  # `ray job submit` or a RayJob inherits one; it must not reach the children and must not stop the launch
+  local v
+  for v in ray.util.rpdb._driver_set_trace ray.util.rpdb.set_trace; do
+    PYTHONBREAKPOINT=$v entry fa
+    assert_success
+    call_environ 1 | grep -q '^PYTHONBREAKPOINT=' && fail "$v reached a child"
+  done
+  rm -rf "${STUB_LOG:?}"/*
+  run --separate-stderr env PYTHONBREAKPOINT=antigravity.geohash "$HARNESS" "$FA" --dry-run
+  [[ $status -eq 2 && $stderr == *"error: PYTHONBREAKPOINT: "*"(value not shown)"* ]] || fail "$status $stderr"
+  assert_no_python
+}

@@ -200,7 +200,7 @@ def entrypoint_job(plain, tmp_path, **settings: str) -> list[str]:
     env = {"VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu", "VLGRPO_RAY_ADDRESS": plain.address,
            "VLGRPO_MODEL_PATH": str(MODEL_30B), "VLGRPO_TRAIN_FILE": str(train), "VLGRPO_VAL_FILE": str(val),
            "VLGRPO_CHECKPOINT_DIR": str(ckpt), "VLGRPO_LOGGER": "console", "VLGRPO_TRAINER_NNODES": "1",
-           "VLGRPO_RAY_WAIT_TIMEOUT": "60", **settings}
+           "VLGRPO_RAY_WAIT_TIMEOUT": "60", "VLGRPO_PASS_ENV": "PYTHONPATH,STANDIN_PHYSICAL_NPUS", **settings}
     return ["env", *(f"{k}={v}" for k, v in env.items()), str(REPO / "entrypoints" / "veomni-grpo.sh")]
 
 

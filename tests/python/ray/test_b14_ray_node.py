@@ -43,7 +43,10 @@ def test_the_entrypoint_as_a_submitted_job_passes_the_node_check_the_probe_and_t
     settings = {"VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu", "VLGRPO_RAY_ADDRESS": node.address,
                 "VLGRPO_MODEL_PATH": str(MODEL_30B), "VLGRPO_TRAIN_FILE": str(train), "VLGRPO_VAL_FILE": str(val),
                 "VLGRPO_CHECKPOINT_DIR": str(ckpt), "VLGRPO_LOGGER": "console", "VLGRPO_TRAINER_NNODES": "1",
-                "VLGRPO_TRAINER_DEVICES_PER_NODE": "4", "VLGRPO_RAY_WAIT_TIMEOUT": "120"}
+                "VLGRPO_TRAINER_DEVICES_PER_NODE": "4", "VLGRPO_RAY_WAIT_TIMEOUT": "120",
+                # the stand-in torch_npu reaches the job driver through the node's PYTHONPATH; the entrypoint
+                # builds its children's environment, so the test names it (an image has torch_npu installed)
+                "VLGRPO_PASS_ENV": "PYTHONPATH,STANDIN_PHYSICAL_NPUS"}
     # this machine is a container (/.dockerenv): the checkpoint folder must be a mount of its own, so the job
     # binds it onto itself in a private mount namespace, as tests/slurm does for its steps
     # (a script file: `ray job submit` hands the command to /bin/sh -c, which would expand "$1" in an argument)
