@@ -31,6 +31,15 @@ def _tracked_files() -> list[Path]:
     return [REPO / p for p in out.splitlines() if (REPO / p).is_file() and Path(p).suffix in SUFFIXES]
 
 
+def _tracked_texts():
+    """(path, text) of each tracked file :func:`_tracked_files` lists, skipping files that are not UTF-8."""
+    for path in _tracked_files():
+        try:
+            yield path, path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
 def _defined_codes() -> set[str]:
     # a code is defined by its section heading: "## B01 — ..."
     return set(re.findall(r"^## ([BC]\d\d) ", FIELD_CASES.read_text(encoding="utf-8"), flags=re.M))
@@ -39,11 +48,7 @@ def _defined_codes() -> set[str]:
 def test_every_field_case_code_used_is_defined_in_field_cases_md():
     defined = _defined_codes()
     used: dict[str, str] = {}
-    for path in _tracked_files():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
+    for path, text in _tracked_texts():
         for code in CODE.findall(text):
             used.setdefault(code, str(path.relative_to(REPO)))
     assert used, "no field-case code found at all: the search is broken"
@@ -160,11 +165,7 @@ def test_relative_links_in_the_docs_resolve():
 def test_docs_named_in_the_code_exist():
     """Error messages and comments send readers to docs/*.md: each page they name exists."""
     named: dict[str, str] = {}
-    for path in _tracked_files():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
+    for path, text in _tracked_texts():
         for page in re.findall(r"\bdocs/[\w.-]+\.md\b", text):
             named.setdefault(page, str(path.relative_to(REPO)))
     assert named, "no docs/ page named anywhere: the search is broken"
