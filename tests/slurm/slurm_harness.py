@@ -72,6 +72,9 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+_SIZES = {"G": 1 << 30, "T": 1 << 40}
+
+
 class Daemon:
     """One daemon below its reaper (``reaper.py LOG -- COMMAND``)."""
 
@@ -146,6 +149,7 @@ class SlurmCluster:
         self.socket = self.root / "run" / "munge.sock"
         self.ckpt = self.root / "ckpt"
         self.bind_ckpt = False
+        self.ckpt_volume = ""
 
     # ---- configuration --------------------------------------------------------------------------
     def write_task_prolog(self) -> Path:
@@ -240,11 +244,35 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
         # each slurmd in a mount namespace of its own, where the checkpoint folder is a mount (shared storage on a
         # real cluster; the recipe refuses a checkpoint folder on a container's own file system)
         self.bind_ckpt = subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+        self.ckpt_volume = self.mount_checkpoint_volume() if self.bind_ckpt else ""
         for n in self.node_ip:
             self.daemons[n] = Daemon(n, [str(DAEMONS["slurmd"]), "-D", "-N", n, "-f", str(self.conf)],
                                      r / "log" / f"slurmd-{n}.out", binds=[self.ckpt] if self.bind_ckpt else [],
                                      new_mount_ns=self.bind_ckpt)
         self._until(self._nodes_idle, timeout, "both nodes idle in sinfo")
+
+    def mount_checkpoint_volume(self, size: str = "1T") -> str:
+        """A volume of ``size`` at the checkpoint folder, shared by both nodes: a sparse ext4 image (about 16 MB on
+        disk) on a loop device, mounted here before the slurmds copy this mount namespace. The recipe's preflight
+        refuses a launch whose checkpoint volume holds less than one checkpoint (Qwen3-VL-30B-A3B: 373 GB) and its
+        mount check refuses tmpfs, so the launch job needs a real file system that large. Returns its device, or ""
+        where loop devices or mkfs.ext4 are missing (the folder is then bound onto itself, as before)."""
+        image = self.root / "ckpt.img"
+        try:
+            with open(image, "wb") as f:
+                f.truncate(_SIZES[size[-1]] * int(size[:-1]))
+            mkfs = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
+                                   "-E", "lazy_itable_init=1,nodiscard", str(image)], capture_output=True, timeout=60)
+            if mkfs.returncode != 0:
+                return ""
+            if subprocess.run(["mount", "-o", "loop", str(image), str(self.ckpt)], capture_output=True,
+                              timeout=60).returncode != 0:
+                return ""
+        except (OSError, subprocess.TimeoutExpired):
+            image.unlink(missing_ok=True)
+            return ""
+        self.ckpt.chmod(0o755)
+        return str(image)
 
     def _nodes_idle(self) -> bool:
         out = self.run(str(CLIENTS["sinfo"]), "-h", "-N", "-o", "%N %t", check=False)
@@ -334,5 +362,10 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
         for name in ("n2", "n1", "slurmctld", "munged"):
             if name in self.daemons:
                 problems += [f"{name}: {p}" for p in self.daemons[name].stop()]
+        if self.ckpt_volume:
+            out = subprocess.run(["umount", str(self.ckpt)], capture_output=True, text=True, timeout=60)
+            if out.returncode != 0:
+                problems.append(f"umount {self.ckpt}: {out.stderr.strip()}")
+                subprocess.run(["umount", "-l", str(self.ckpt)], capture_output=True, timeout=60)
         shutil.rmtree(self.root, ignore_errors=True)
         return problems
