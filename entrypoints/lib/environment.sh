@@ -300,12 +300,15 @@ vg_check_values() {
 }
 
 # vg_helper_prefix — VG_HELPER_PREFIX: vg_child_prefix, and the typed names (VG_ENV_TYPED) removed as well, for the
-# entrypoint's own short Python helpers that run before those values were checked.
+# entrypoint's own short Python helpers that run before those values were checked. PATH stays: the helper's
+# python3 is found through it, as every step of the launch is (its entries are checked all the same).
 VG_HELPER_PREFIX=()
 vg_helper_prefix() {
   local n
   VG_HELPER_PREFIX=(env)
-  for n in "${VG_ENV_ODD[@]}" "${VG_ENV_TYPED[@]}"; do VG_HELPER_PREFIX+=(-u "$n"); done
+  for n in "${VG_ENV_ODD[@]}" "${VG_ENV_TYPED[@]}"; do
+    if [[ $n != PATH ]]; then VG_HELPER_PREFIX+=(-u "$n"); fi
+  done
   VG_HELPER_PREFIX+=(--)
 }
 

@@ -182,3 +182,44 @@ cwd_of() {
   TMPDIR=$T/sticky HOME=/nonexistent entry fa --dry-run
   assert_success
 }
+
+# ---- finding 9: names under a pattern row (NCCL_*, HCCL_*, ASCEND_*, ...) that load code or name peers --------
+
+@test "finding 9: a plugin, library or peer named under NCCL_*/HCCL_*/ASCEND_* passes only on request; paths are checked" {
+  local v
+  for v in NCCL_ENV_PLUGIN NCCL_GIN_PLUGIN NCCL_RMA_PLUGIN NCCL_IBVERBS_LIB NCCL_COMM_ID NCCL_RAS_ADDR; do
+    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "passes only when VLGRPO_PASS_ENV names it"
+  done
+  # named, it reaches the children with its value
+  pass_env NCCL_ENV_PLUGIN
+  NCCL_ENV_PLUGIN=myenv entry fa --dry-run
+  assert_success
+  call_environ 0 | grep -qx NCCL_ENV_PLUGIN=myenv || fail "$(call_environ 0)"
+  rm -rf "${STUB_LOG:?}"/*
+  pass_env
+  # a CANN folder: an absolute folder not every user can write passes; a shared one, a relative one or one in
+  # the checkpoint folder is refused
+  mkdir -p "$T/opp" "$T/open" "$T/ckpt/canary"
+  chmod 777 "$T/open"
+  ASCEND_OPP_PATH=$T/opp NCCL_SOCKET_IFNAME=eth0 HCCL_IF_IP=10.0.0.2 entry vo --dry-run
+  assert_success
+  call_environ 0 | grep -qx "ASCEND_OPP_PATH=$T/opp" || fail "$(call_environ 0)"
+  rm -rf "${STUB_LOG:?}"/*
+  for v in "$T/open|every user can write" "opp|not an absolute path" "$T/ckpt/canary|the checkpoint folder"; do
+    ASCEND_CUSTOM_OPP_DIR=${v%%|*} entry vo --dry-run
+    assert_refused ASCEND_CUSTOM_OPP_DIR "${v#*|}"
+  done
+}
+
+@test "finding 6: an empty or shared entry of PATH or LD_LIBRARY_PATH is refused (the working directory, anyone's folder)" {
+  mkdir -p "$T/open" && chmod 777 "$T/open"
+  LD_LIBRARY_PATH=/usr/lib: entry fa --dry-run
+  assert_refused LD_LIBRARY_PATH "empty entry"
+  LD_LIBRARY_PATH=$T/open entry fa --dry-run
+  assert_refused LD_LIBRARY_PATH "every user can write"
+  run --separate-stderr env "PATH=$PATH:" "$HARNESS" "$FA" --dry-run
+  assert_refused PATH "empty entry"
+  run --separate-stderr env "PATH=$PATH:$T/open" "$HARNESS" "$FA" --dry-run
+  assert_refused PATH "every user can write"
+}

@@ -144,10 +144,15 @@ mountinfo() {
   mountinfo "702 612 8:1 /x $T/ck\\040pt rw - ext4 /dev/sda1 rw"
   entry vo
   assert_failure 2
-  # a parent folder mounted from the host covers the checkpoint folder
-  mountinfo "703 612 0:80 / $T rw,relatime - nfs4 server:/export rw"
-  entry vo
+  # a parent folder mounted from the host covers the checkpoint folder (the volume holds nothing else of the
+  # launch: a PATH entry on it is refused, as TMPDIR, HOME and PYTHONPATH there are)
+  mkdir -p "$T/vol/ckpt" "$T/vol/bin"
+  mountinfo "703 612 0:80 / $T/vol rw,relatime - nfs4 server:/export rw"
+  VLGRPO_CHECKPOINT_DIR=$T/vol/ckpt entry vo
   assert_success
+  VLGRPO_CHECKPOINT_DIR=$T/vol/ckpt run --separate-stderr env "PATH=$T/vol/bin:$PATH" "$HARNESS" "$(recipe_path vo)"
+  assert_failure 2
+  [[ $stderr == *"error: PATH: has an entry that lies in $T/vol (the checkpoint folder or its volume)"* ]] || fail "$stderr"
 }
 
 @test "a container without marker files (Kubernetes: containerd, CRI-O) is told by its overlay root; its layer is refused" {

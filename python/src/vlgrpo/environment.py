@@ -386,7 +386,8 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
                 if row.type == "rayjob" and _depth >= 2:
                     why = "a Ray job config inside a Ray job config"
                 else:
-                    why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1)
+                    why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1,
+                                      name=name)
         if why:
             out.append((var, f"runtime_env env_vars sets {name}: {why}", "remove it from the job's env_vars"))
     return out
@@ -410,7 +411,19 @@ def _job_env_var_problem(name, owner, pass_env):
 # ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
 
 #: pass-row types (the registry's type column of kinds pass / pass-on-request); see :func:`check_value`
-PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs")
+PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped")
+
+#: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
+#: '_'-separated words, since the libraries add names every release (NCCL 2.27: NCCL_ENV_PLUGIN, NCCL_GIN_PLUGIN,
+#: NCCL_RMA_PLUGIN; NCCL_IBVERBS_LIB; CANN: ASCEND_OPP_PATH, ASCEND_CUSTOM_OPP_PATH). A library or plugin the
+#: process loads, or a peer it connects to, passes only when named in VLGRPO_PASS_ENV; a path is checked as
+#: ``dirs`` entries are.
+#: Words chosen against the settings the libraries name in words like these that are not files or peers
+#: (NCCL_PROXY_*, NCCL_GRAPH_MIXING_SUPPORT, HCCL_HOST_SOCKET_PORT_RANGE, ASCEND_MODULE_LOG_LEVEL pass).
+SHAPE_LOADS = frozenset(("PLUGIN", "PLUGINS", "LIB", "LIBS", "LIBRARY", "SO", "DLL", "PRELOAD"))
+SHAPE_PEER = frozenset(("ADDR", "ADDRESS", "URL", "URI", "ENDPOINT"))
+SHAPE_PATH = frozenset(("PATH", "PATHS", "HOME", "DIR", "DIRS", "ROOT", "FILE", "FILES", "CONF", "CONFIG",
+                        "CACHE", "PREFIX"))
 
 
 def _control(value):
@@ -453,7 +466,36 @@ def _dir_problem(path, protect, must_exist):
     return ""
 
 
-def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0):
+def shape(name):
+    """What variable ``name`` does by its words (see :data:`SHAPE_LOADS`): ``"loads"``, ``"peer"``, ``"path"`` or
+    ``""``. ``NCCL_COMM_ID`` (the bootstrap root's ``host:port``) is a peer."""
+    words = set(name.upper().split("_"))
+    if words & SHAPE_LOADS:
+        return "loads"
+    if words & SHAPE_PEER or name.upper().endswith("_COMM_ID"):
+        return "peer"
+    if words & SHAPE_PATH:
+        return "path"
+    return ""
+
+
+def _path_entry_problem(entry, protect):
+    """``dirs``' rule for one entry of a path variable, which may name a file: the file (when it exists) and its
+    folder are checked."""
+    if os.path.isdir(entry) or not os.path.exists(entry):
+        return _dir_problem(entry, protect, must_exist=False)
+    import stat
+
+    why = _dir_problem(os.path.dirname(entry) or "/", protect, must_exist=False)
+    if why:
+        return f"is a file in a folder that {why}"
+    st = os.stat(entry)
+    if st.st_mode & stat.S_IWOTH:
+        return "is a file every user can write"
+    return ""
+
+
+def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=""):
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
     The one implementation of the registry's pass types, used by the entrypoints for the inherited environment
@@ -463,8 +505,10 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0):
     the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does);
     ``bashenv``: empty or the row's allowed file; ``rayjob``: :func:`check_ray_job_config`; ``tmpdir``: an
     existing folder this user can write, see :func:`_dir_problem`; ``dir``: the same when it exists; ``dirs``: a
-    ':' list of ``dir`` (an empty entry is the working directory). ``protect`` are real paths (the checkpoint
-    folder and its volume's mount point)."""
+    ':' list of ``dir`` (an empty entry is the working directory); ``shaped``: by the words of ``name``
+    (:func:`shape`), a library or a peer only when ``pass_env`` names it, a path as ``dirs`` entries are (a file
+    entry: the file and its folder). ``protect`` are real paths (the checkpoint folder and its volume's mount
+    point)."""
     t = row.type
     if not t or (not value and t in ("tmpdir", "dir", "dirs")):
         return ""
@@ -487,10 +531,26 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0):
         if t == "dir" and not value:
             return ""
         return _dir_problem(value, protect, must_exist=(t == "tmpdir"))
+    if t == "shaped":
+        kind = shape(name)
+        if kind in ("loads", "peer") and name not in pass_env:
+            what = "a library or plugin every child would load" if kind == "loads" else \
+                "a peer address every child would connect to or serve on"
+            return (f"names {what} (read from its name under the {row.name} row); it passes only when "
+                    "VLGRPO_PASS_ENV names it")
+        if kind == "path":
+            for entry in value.split(":"):
+                if not entry:
+                    return "has an empty entry, which is read as the working directory"
+                why = _path_entry_problem(entry, protect)
+                if why:
+                    return f"has an entry that {why}"
+        return ""
     if t == "dirs":
         for entry in value.split(":"):
             if not entry:
-                return "has an empty entry, which Python reads as the working directory"
+                return "has an empty entry, which is read as the working directory (Python's import path, the " \
+                    "dynamic loader's and the shell's search paths)"
             why = _dir_problem(entry, protect, must_exist=False)
             if why:
                 return f"has an entry that {why}"
@@ -507,9 +567,12 @@ def check_values(records, owner="fa", pass_env=(), protect=()):
         row = env_row(name, owner)
         if row is None or not row.type:
             continue
-        why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect)
+        why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, name=name)
         if why:
-            out.append((name, why, row.fix or "unset it for the launch"))
+            fix = row.fix or "unset it for the launch"
+            if row.type == "shaped" and "VLGRPO_PASS_ENV" in why:
+                fix = f"unset it, or name it in VLGRPO_PASS_ENV when the launch needs {name}"
+            out.append((name, why, fix))
     return out
 
 

@@ -129,3 +129,79 @@ def test_cpython_variables_that_move_the_import_system_are_refused_or_dropped():
     for name in ("PYTHONEXECUTABLE", "PYTHONCASEOK", "PYTHONSOMETHINGNEW"):
         assert environment.env_row(name, "fa").kind == "drop", name
     assert environment.env_row("PYTHONPATH", "fa").kind == "pass-on-request"
+
+
+# ---- the pattern rows (NCCL_*, HCCL_*, ASCEND_*, ...): what a name does, read from its words ------------------
+
+# names the attack review passed through a pattern row, and new ones of the same kind in the pinned libraries
+# (NCCL 2.27's plugin names, its verbs library, the bootstrap root, the RAS listener; CANN's operator folders)
+LOADS = ["NCCL_ENV_PLUGIN", "NCCL_GIN_PLUGIN", "NCCL_RMA_PLUGIN", "NCCL_IBVERBS_LIB", "NCCL_NET_SO",
+         "HCCL_PLUGIN_LIB", "TORCH_NCCL_PLUGIN", "VLLM_ASCEND_SOME_LIB", "NVIDIA_NCCL_PLUGIN"]
+PEERS = ["NCCL_COMM_ID", "NCCL_RAS_ADDR", "HCCL_SERVER_ADDR", "ASCEND_PROFILER_URL"]
+PATHS = ["ASCEND_OPP_PATH", "ASCEND_AICPU_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "HCCL_WHITELIST_FILE",
+         "NCCL_SOME_DIR", "ASCEND_CACHE_PATH"]
+# settings of the same libraries whose words could be mistaken for a file or a peer: they pass as given
+PLAIN = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO", "HCCL_IF_IP": "10.0.0.2",
+         "HCCL_CONNECT_TIMEOUT": "1800", "NCCL_PROXY_APPEND_BATCH_SIZE": "16", "NCCL_GRAPH_MIXING_SUPPORT": "0",
+         "HCCL_HOST_SOCKET_PORT_RANGE": "60000-60050", "ASCEND_MODULE_LOG_LEVEL": "SLOG=1",
+         "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3", "NVIDIA_VISIBLE_DEVICES": "all",
+         "NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+         "VLLM_ASCEND_ENABLE_NZ": "0", "NCCL_IB_DISABLE": "1"}
+
+
+@pytest.mark.parametrize("name", LOADS + PEERS)
+def test_a_library_or_peer_under_a_pattern_passes_only_when_named(name):
+    row = environment.env_row(name, "fa")
+    assert "*" in row.name and row.type == "shaped", row
+    why = environment.check_values([f"{name}=x"], owner="fa")
+    assert [n for n, _, _ in why] == [name]
+    assert "VLGRPO_PASS_ENV" in why[0][1] and "VLGRPO_PASS_ENV" in why[0][2]
+    assert environment.check_values([f"{name}=x"], owner="fa", pass_env=(name,)) == []
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_path_under_a_pattern_gets_the_folder_rules(name, tmp_path):
+    good = tmp_path / "opp"
+    good.mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    planted = good / "whitelist"
+    planted.write_text("x")
+    planted.chmod(0o666)
+    ok = environment.check_values([f"{name}={good}"], owner="fa", protect=(str(tmp_path / "ckpt"),))
+    assert ok == []
+    for value, words in [(str(shared), "every user can write"), ("opp", "not an absolute path"),
+                         (f":{good}", "working directory"), (str(tmp_path / "ckpt" / "x"), "checkpoint folder"),
+                         (str(planted), "a file every user can write")]:
+        why = environment.check_values([f"{name}={value}"], owner="fa", protect=(str(tmp_path / "ckpt"),))
+        assert len(why) == 1 and words in why[0][1], (value, why)
+
+
+@pytest.mark.parametrize("name, value", sorted(PLAIN.items()))
+def test_the_libraries_plain_settings_pass(name, value):
+    assert environment.check_values([f"{name}={value}"], owner="fa") == []
+
+
+def test_an_exact_row_wins_over_the_shape():
+    # NCCL_NET_PLUGIN has its own pass-on-request row (no value check once named)
+    row = environment.env_row("NCCL_NET_PLUGIN", "fa")
+    assert row.name == "NCCL_NET_PLUGIN" and row.kind == "pass-on-request"
+
+
+def test_an_empty_entry_is_the_working_directory_for_the_loader_and_the_shell(tmp_path):
+    """Independent reference for the ``dirs`` rule of LD_LIBRARY_PATH and PATH: glibc's loader tries a library
+    name relative to the working directory for an empty LD_LIBRARY_PATH entry, and sh runs a program of the
+    working directory for an empty PATH entry; the check refuses both values."""
+    out = subprocess.run(["/bin/true"], env={"LD_LIBRARY_PATH": "/nonexistent-vg:", "LD_DEBUG": "libs"},
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert "trying file=libc.so.6" in out.stderr  # relative: the working directory
+    assert environment.check_values(["LD_LIBRARY_PATH=/nonexistent-vg:"])
+    prog = tmp_path / "vgplanted"
+    prog.write_text("#!/bin/sh\necho planted\n")
+    prog.chmod(0o755)
+    out = subprocess.run(["/bin/sh", "-c", "vgplanted"], env={"PATH": "/usr/bin::/bin"}, capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert out.stdout.strip() == "planted"
+    assert environment.check_values(["PATH=/usr/bin::/bin"])
+    assert environment.check_values(["PATH=/usr/local/bin:/usr/bin:/bin", "LD_LIBRARY_PATH=/usr/lib"]) == []
