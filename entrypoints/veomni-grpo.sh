@@ -110,7 +110,6 @@ VG_TEMPLATE=(
 # ---- cross-checks (before anything starts) ------------------------------------------------------
 vo_check() {
   local p=${VG_VAL[MAX_PROMPT_LENGTH]} r=${VG_VAL[MAX_RESPONSE_LENGTH]} mml=${VG_VAL[MAX_MODEL_LEN]}
-  local nbt=${VG_VAL[MAX_NUM_BATCHED_TOKENS]}
   local tn=${VG_VAL[TRAINER_NNODES]} td=${VG_VAL[TRAINER_DEVICES_PER_NODE]}
   local sp=${VG_VAL[SP_SIZE]} fsdp=${VG_VAL[FSDP_SIZE]} ep=${VG_VAL[EP_SIZE]}
   local bs=${VG_VAL[TRAIN_BATCH_SIZE]} mini=${VG_VAL[PPO_MINI_BATCH_SIZE]} n=${VG_VAL[ROLLOUT_N]}
@@ -118,10 +117,9 @@ vo_check() {
 
   vg_check_per_node VLGRPO_TRAINER_DEVICES_PER_NODE "$td"
   vg_check_lengths "$p" "$r" "$mml"
-  if ((nbt < mml)); then
-    vg_problem VLGRPO_MAX_NUM_BATCHED_TOKENS "$nbt is below max_model_len $mml; with chunked prefill off vLLM refuses to start" \
-      "set it to at least $mml"
-  fi
+  # Field case B08: no budget rule here. The recipe passes enable_chunked_prefill=True, and vLLM 0.13.0
+  # (config/scheduler.py verify_max_model_len) refuses max_num_batched_tokens < max_model_len only with chunked
+  # prefill off; the preflight checks the engine arguments verl builds against vLLM's own rule.
   # Field case B19: fsdp_size x ulysses size must be the world size (upstream hard-wires 16).
   if ((world % sp != 0)); then
     vg_problem VLGRPO_SP_SIZE "$sp does not divide the world size $world ($tn x $td)" "choose a divisor of $world"
