@@ -1,6 +1,6 @@
 """Every module of ``vlgrpo.patches``, imported in a fresh interpreter in many orders, gives the same result.
 
-The package has 28 modules, so all 28! orders cannot run. An order-dependent import needs two modules whose top
+The package has about 30 modules, so all 30! orders cannot run. An order-dependent import needs two modules whose top
 levels reach each other (an import cycle) or read each other's state; it shows when one particular module of them
 is imported first, or when one comes before the other. So the orders are chosen to cover exactly those:
 
@@ -8,9 +8,10 @@ is imported first, or when one comes before the other. So the orders are chosen 
 - the sorted order and its reverse (together they put every module before and after every other one);
 - 4 seeded shuffles (orders no rule above produces).
 
-Four modules import torch (a few seconds of CPU per interpreter here): :data:`HEAVY` (kernels and replacements,
-which import nothing of ``vlgrpo`` at their top level). The rules run in full over the 24 other modules; the orders
-over all 28 are the sorted one, its reverse and each heavy module first.
+Four modules import torch at their top level (a few seconds of CPU per interpreter here): :data:`HEAVY` (kernels
+and replacements, which import nothing of ``vlgrpo`` at their top level; the first test checks the list against the
+files). The rules run in full over the other modules; the orders over all of them are the sorted one, its reverse
+and each heavy module first.
 
 "The same result" is, after the imports: every module's public names and the kind of each, the registry's ids and
 target modules, and which ``vlgrpo`` modules are loaded; every import must succeed. tests/python/test_import_graph.py
@@ -76,9 +77,34 @@ def _same_everywhere(orders: list, path=()) -> None:
         assert result == results[0], f"importing in the order {order} gives another result than {orders[0]}"
 
 
-def test_the_package_has_the_modules_this_test_counts():
+def _top_level_imports(path: Path) -> set:
+    import ast
+
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_modules_are_those_python_finds_and_heavy_is_those_importing_torch():
+    """Independent references for the module list and HEAVY: pkgutil's walk of the package (what the import system
+    finds), and each file's top-level imports (ast)."""
+    import pkgutil
+
+    import vlgrpo.patches
+
+    found = {"vlgrpo.patches"} | {m.name for m in pkgutil.walk_packages(vlgrpo.patches.__path__, "vlgrpo.patches.")}
     names = _modules()
-    assert len(names) == 30 and set(HEAVY) <= set(names), names
+    assert set(names) == found
+    torch_at_top = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "torch" in _top_level_imports(path):
+            parts = ["vlgrpo", "patches", *path.relative_to(PACKAGE).with_suffix("").parts]
+            torch_at_top.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    assert torch_at_top == set(HEAVY), torch_at_top
 
 
 def test_an_order_dependent_pair_is_caught(tmp_path):
