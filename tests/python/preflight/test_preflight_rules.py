@@ -243,3 +243,38 @@ def test_reward_migration_from_source_equals_verls_import():
     a = OmegaConf.to_container(real(copy.deepcopy(cfg)))
     b = OmegaConf.to_container(ours(copy.deepcopy(cfg)))
     assert a == b and a["reward"]["reward_manager"]["name"] == "dapo" and "reward_model" not in a
+
+
+# --- verl issue #6615: rollout DP > 1 on Ascend needs the weight-sync patch ----------------------------------------
+
+def test_rollout_dp_with_the_weight_sync_patch_off_is_refused_on_npu(fixed_argv, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from vlgrpo.patches.fixes import rollout_weight_sync_dp_rank as fix
+    from vlgrpo.preflight.launch import verl_package_dir
+    from vlgrpo.preflight.patch_checks import check_weight_sync_dp_rank
+    from vlgrpo.preflight.report import Report
+
+    # the installed verl 0.8.0 has the fault (its own source, read by the patch's detector)
+    utils = f"{verl_package_dir()}/workers/rollout/vllm_rollout/utils.py"
+    assert fix.is_faulty(None, module_source=open(utils).read())[0] is True
+    argv = set_override(fixed_argv, "actor_rollout_ref.rollout.data_parallel_size", "2")
+    # patch on (the default): nothing to say
+    report = run_preflight(argv, check_data=False)
+    assert _by_code(report, "rules.weight-sync-dp-rank") == []
+    assert report.summary["weight_sync_dp_rank"]["patch_active"] is True
+    monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", "rollout.weight_sync_dp_rank")
+    # this CPU machine sees no accelerator: a warning, naming the key, the patch and the fix
+    report = run_preflight(argv, check_data=False)
+    (f,) = _by_code(report, "rules.weight-sync-dp-rank")
+    assert f.severity == "warning" and f.where.key == "actor_rollout_ref.rollout.data_parallel_size"
+    assert "rollout.weight_sync_dp_rank" in f.what and "data_parallel_size to 1" in f.fix
+    work = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "data_parallel_size": 2}}})
+    for platform, expected in [("npu", ["error"]), ("gpu", []), ("", ["warning"])]:
+        r = Report()
+        check_weight_sync_dp_rank(work, r, platform=platform)
+        assert [x.severity for x in r.findings] == expected, platform
+    # DP 1: no shared socket, nothing to say
+    r = Report()
+    one = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "data_parallel_size": 1}}})
+    assert check_weight_sync_dp_rank(one, r, platform="npu")["rollout_dp"] == 1 and r.findings == []

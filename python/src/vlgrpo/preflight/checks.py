@@ -77,6 +77,8 @@ _CODE_LIST = [
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
     Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
+    Code("rules.weight-sync-dp-rank", EITHER, "rollout DP > 1 with patch rollout.weight_sync_dp_rank switched off "
+         "(error on an NPU node, warning where no accelerator is seen)"),
     # vLLM engine arguments (B08/B09): vLLM 0.13.0's rules on what verl builds from the argv
     Code("vllm.setting-dropped", ERROR, "a False that verl's command-line builder never passes to vLLM (vLLM's default, "
          "True, runs)"),
@@ -361,6 +363,12 @@ def _vision_token_mask(ctx: Context) -> None:
     ctx.summary.setdefault("vision_tokens", {}).update(check_vision_token_mask(ctx.report))
 
 
+def _weight_sync_dp_rank(ctx: Context) -> None:
+    from .patch_checks import check_weight_sync_dp_rank
+
+    ctx.summary["weight_sync_dp_rank"] = check_weight_sync_dp_rank(ctx["typed_work"], ctx.report)
+
+
 def _data(ctx: Context) -> None:
     from .dataset import check_data
 
@@ -460,6 +468,8 @@ CHECKS: tuple[Check, ...] = (
           "B05: verl (PR #7038) or the vlgrpo patch bans the vision placeholders in vLLM sampling"),
     Check("vision-token-mask", ("typed_work",), (), ("rules.vision-token-mask",), _vision_token_mask,
           "B05: verl or the vlgrpo patch masks a response that holds a vision placeholder"),
+    Check("weight-sync-dp-rank", ("typed_work",), (), ("rules.weight-sync-dp-rank",), _weight_sync_dp_rank,
+          "verl #6615: rollout DP > 1 on Ascend needs the vlgrpo patch rollout.weight_sync_dp_rank"),
     Check("data", ("typed_work", "loc", "check_data", "options"), (),
           tuple(c for c in CODES if c.startswith("data.")), _data,
           "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),

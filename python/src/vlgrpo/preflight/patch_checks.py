@@ -5,6 +5,7 @@ that patch switched on in this environment (``VLGRPO_PATCHES`` / ``VLGRPO_PATCHE
 - B05 (verl issue #5817): vision placeholder tokens banned in vLLM sampling (verl PR #7038, first in v0.9.0;
   patch ``rollout.vision_placeholder_ban``) and masked in the agent-loop postprocess (patch
   ``rollout.vision_placeholder_mask``).
+- verl issue #6615: rollout DP > 1 on Ascend shares a weight-sync socket (patch ``rollout.weight_sync_dp_rank``).
 
 The installed verl is read from source (``launch.verl_package_dir``); nothing here imports verl.
 """
@@ -15,7 +16,7 @@ import os
 from typing import Any
 
 from .launch import verl_package_dir
-from .report import WARNING, Finding, Report, Where
+from .report import ERROR, WARNING, Finding, Report, Where
 from .schema import verl_version
 
 _BAN_PATCH = "rollout.vision_placeholder_ban"
@@ -123,4 +124,56 @@ def check_vision_token_ban(work: Any, report: Report, tokenizer: Any = None) -> 
             "(verl issue #5817)",
             f"keep the vlgrpo patch {patch_id or '(vision placeholder ban)'} enabled, or use a verl with PR #7038"))
     info["covered_by_patch"] = patched
+    return info
+
+
+_DP_PATCH = "rollout.weight_sync_dp_rank"
+
+
+def check_weight_sync_dp_rank(work: Any, report: Report, platform: str | None = None) -> dict[str, Any]:
+    """verl issue #6615: with rollout data parallelism (``actor_rollout_ref.rollout.data_parallel_size`` > 1) the
+    installed verl's ``vLLMColocateWorkerExtension._get_zmq_handle`` (``verl/workers/rollout/vllm_rollout/
+    utils.py``, read from source by :func:`vlgrpo.patches.fixes.rollout_weight_sync_dp_rank.is_faulty`) names the
+    weight-sync socket from the worker's engine-local rank; on Ascend (vllm-ascend keeps that rank) two workers bind
+    one name and the first weight sync hangs. When the patch ``rollout.weight_sync_dp_rank`` is switched off:
+    ``rules.weight-sync-dp-rank``, an error on an NPU node, a warning where no accelerator is seen here (a CPU
+    head node), nothing on a GPU node (vLLM offsets the rank on CUDA).
+
+    ``platform``: "npu", "gpu" or "" (none seen); None: counted here by :func:`vlgrpo.devices.count`.
+    Returns ``{"rollout_dp": int, "verl_faulty": bool | None, "patch_active": bool}``."""
+    rollout = work.actor_rollout_ref.rollout
+    dp = int(rollout.get("data_parallel_size") or 1)
+    info: dict[str, Any] = {"rollout_dp": dp, "verl_faulty": None, "patch_active": False}
+    if dp <= 1 or rollout.name != "vllm":
+        return info
+    path = os.path.join(verl_package_dir(), "workers", "rollout", "vllm_rollout", "utils.py")
+    try:
+        from vlgrpo.patches.fixes import rollout_weight_sync_dp_rank as fix
+
+        with open(path, encoding="utf-8") as fh:
+            faulty, _ = fix.is_faulty(None, module_source=fh.read())
+    except Exception:  # noqa: BLE001 - no such file/function or no patch package: nothing to say
+        return info
+    info["verl_faulty"] = faulty
+    info["patch_active"] = _registered(_DP_PATCH) and not _patch_switched_off(_DP_PATCH)
+    if not faulty or info["patch_active"]:
+        return info
+    if platform is None:
+        from vlgrpo import devices
+
+        platform = devices.count().platform
+    info["platform"] = platform
+    if platform == "gpu":
+        return info
+    severity = ERROR if platform == "npu" else WARNING
+    where = "on this NPU node" if platform == "npu" else "if the rollout runs on Ascend NPUs (no accelerator seen here)"
+    report.add(Finding(
+        "rules.weight-sync-dp-rank", severity,
+        f"rollout data_parallel_size {dp}: verl {verl_version()} names each vLLM worker's weight-sync socket from "
+        f"its engine-local rank, and the vlgrpo patch {_DP_PATCH} that fixes it is switched off here "
+        f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED); {where} two workers bind one socket",
+        Where(key="actor_rollout_ref.rollout.data_parallel_size"),
+        "the first weight sync hangs or loads another rank's buckets (verl issue #6615; vllm-ascend keeps the "
+        "engine-local rank, CUDA vLLM offsets it)",
+        f"keep the vlgrpo patch {_DP_PATCH} enabled, or set the rollout's data_parallel_size to 1"))
     return info
