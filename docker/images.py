@@ -124,7 +124,7 @@ def versions_block() -> str:
     out = ["| component | NVIDIA image | Ascend image |", "|---|---|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     out += ["", "| hardware | image tag (`make image-…`) | base digest |", "|---|---|---|"]
-    hw = {"gpu": ("NVIDIA Hopper/Ampere (SM80+; quack kernels SM90+), driver R575+", "make image-gpu"),
+    hw = {"gpu": ("NVIDIA Hopper/Ampere (SM80+; quack kernels SM90+), driver R575+ (data-center GPUs: R525.60.13+ on the image's CUDA forward-compatibility libraries)", "make image-gpu"),
           "npu-a2": ("Ascend Atlas A2 (910B), 8 NPUs per node", "make image-npu NPU=a2"),
           "npu-a3": ("Ascend Atlas A3, 16 NPUs per node", "make image-npu NPU=a3")}
     for platform in PLATFORMS:
