@@ -152,7 +152,8 @@ vg_environment_check() {
       pass-on-request | "")
         if _vg_env_in "$requested" "$name"; then
           VG_ENV_PASSED+=("$name") VG_ENV_REQUESTED+=("$name")
-          if [[ -n $type ]]; then VG_ENV_TYPED+=("$name"); fi
+          # a name without a row is checked too (vlgrpo.environment UNLISTED: a path-shaped name gets the dirs rule)
+          if [[ -n $type || -z $kind ]]; then VG_ENV_TYPED+=("$name"); fi
         else
           VG_ENV_DROPPED+=("$name")
         fi

@@ -223,3 +223,13 @@ cwd_of() {
   run --separate-stderr env "PATH=$PATH:$T/open" "$HARNESS" "$FA" --dry-run
   assert_refused PATH "every user can write"
 }
+
+@test "finding 9: a requested variable without a registry row gets the path rule when its name says path" {
+  mkdir -p "$T/open" "$T/mine" && chmod 777 "$T/open"
+  pass_env MYTOOL_HOME
+  MYTOOL_HOME=$T/open entry fa --dry-run
+  assert_refused MYTOOL_HOME "every user can write"
+  MYTOOL_HOME=$T/mine entry fa --dry-run
+  assert_success
+  call_environ 0 | grep -qx "MYTOOL_HOME=$T/mine" || fail "$(call_environ 0)"
+}

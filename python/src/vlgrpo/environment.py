@@ -381,7 +381,7 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
         if not why and not isinstance(value, str):
             why = f"its value is a JSON {type(value).__name__}, not a string"
         if not why:
-            row = env_row(name, owner)
+            row = _checked_row(name, owner, pass_env)
             if row is not None and row.type and row.kind in ("pass", "pass-on-request"):
                 if row.type == "rayjob" and _depth >= 2:
                     why = "a Ray job config inside a Ray job config"
@@ -464,6 +464,11 @@ def _dir_problem(path, protect, must_exist):
     if must_exist and not os.access(path, os.W_OK | os.X_OK):
         return "is a folder this user cannot write"
     return ""
+
+
+#: the check of a variable without a registry row that VLGRPO_PASS_ENV names: ``shaped`` (its loads and peer
+#: shapes pass, being requested; a path-shaped name gets the ``dirs`` rule)
+UNLISTED = Row(["(no row)", "-", "pass-on-request", "shaped"] + ["-"] * (len(COLUMNS) - 4))
 
 
 def shape(name):
@@ -558,13 +563,23 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
 
 
+def _checked_row(name, owner, pass_env):
+    """The row whose pass check applies to ``name``: its registry row, or for a name without one that
+    ``VLGRPO_PASS_ENV`` names, :data:`UNLISTED` (its path-shaped names get the ``dirs`` rule)."""
+    row = env_row(name, owner)
+    if row is None and name in pass_env:
+        return UNLISTED
+    return row
+
+
 def check_values(records, owner="fa", pass_env=(), protect=()):
     """Problems ``(name, why, fix)`` of ``records`` (``NAME=VALUE`` strings: the typed variables the entrypoint
-    passes, as bash exports them) under their registry rows (:func:`check_value`)."""
+    passes, as bash exports them) under their registry rows (:func:`check_value`); a requested name without a
+    row is checked as :data:`UNLISTED`."""
     out = []
     for rec in records:
         name, _, value = rec.partition("=")
-        row = env_row(name, owner)
+        row = _checked_row(name, owner, pass_env)
         if row is None or not row.type:
             continue
         why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, name=name)
@@ -572,6 +587,9 @@ def check_values(records, owner="fa", pass_env=(), protect=()):
             fix = row.fix or "unset it for the launch"
             if row.type == "shaped" and "VLGRPO_PASS_ENV" in why:
                 fix = f"unset it, or name it in VLGRPO_PASS_ENV when the launch needs {name}"
+            elif row.type == "shaped":
+                fix = ("point it at absolute paths off the checkpoint volume that not every user can write, or "
+                       + ("remove it from VLGRPO_PASS_ENV" if row is UNLISTED else "unset it"))
             out.append((name, why, fix))
     return out
 

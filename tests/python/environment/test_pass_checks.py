@@ -205,3 +205,16 @@ def test_an_empty_entry_is_the_working_directory_for_the_loader_and_the_shell(tm
     assert out.stdout.strip() == "planted"
     assert environment.check_values(["PATH=/usr/bin::/bin"])
     assert environment.check_values(["PATH=/usr/local/bin:/usr/bin:/bin", "LD_LIBRARY_PATH=/usr/lib"]) == []
+
+
+def test_a_requested_name_without_a_row_gets_the_path_rule(tmp_path):
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)
+    assert environment.env_row("MYTOOL_HOME", "fa") is None
+    why = environment.check_values([f"MYTOOL_HOME={tmp_path / 'open'}"], pass_env=("MYTOOL_HOME",))
+    assert len(why) == 1 and "every user can write" in why[0][1] and "VLGRPO_PASS_ENV" in why[0][2]
+    assert environment.check_values([f"MYTOOL_HOME={tmp_path}"], pass_env=("MYTOOL_HOME",)) == []
+    # requested, a library or peer name passes (the request is the operator's choice); not requested, no row: dropped
+    assert environment.check_values(["MYTOOL_PLUGIN=x", "MYTOOL_ADDR=10.0.0.1:1"],
+                                    pass_env=("MYTOOL_PLUGIN", "MYTOOL_ADDR")) == []
+    assert environment.check_values([f"MYTOOL_HOME={tmp_path / 'open'}"]) == []
