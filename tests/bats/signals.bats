@@ -59,7 +59,10 @@ signal_during() {
   local step=$1 sig=$2 recipe=$3 pid i t0
   slow_step "$step"
   set -m
-  "$HARNESS" "$(recipe_path "$recipe")" >"$T/out" 2>"$T/err" &
+  # started as PID 1 of a container starts, with every disposition at its default, whatever this test run
+  # inherited (nohup ignores SIGHUP; a job started with & from a script ignores SIGINT; bash cannot trap a
+  # signal that was ignored when it started)
+  env --default-signal=HUP,INT,QUIT,TERM "$HARNESS" "$(recipe_path "$recipe")" >"$T/out" 2>"$T/err" &
   pid=$!
   set +m
   for ((i = 0; i < 300; i++)); do [[ -s $SIG/child.pid && -s $SIG/grandchild.pid ]] && break; sleep 0.1; done
@@ -147,7 +150,7 @@ exec "$T/rec/python3" "\$@"
 EOF
   chmod +x "$T/bin/python3"
   set -m
-  "$HARNESS" "$FA" >"$T/out" 2>"$T/err" &
+  env --default-signal=HUP,INT,QUIT,TERM "$HARNESS" "$FA" >"$T/out" 2>"$T/err" &
   local pid=$! ign
   set +m
   wait "$pid" || fail "launch failed: $(cat "$T/err")"
