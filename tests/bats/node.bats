@@ -254,14 +254,17 @@ mountinfo() {
 }
 
 @test "issue 14: a real ext4 loop mount is accepted in a container, the real /dev (devtmpfs) is refused" {
-  [[ $(id -u) == 0 ]] && command -v mkfs.ext4 >/dev/null || skip "needs root and mkfs.ext4 (CI runs as root)"
+  # mkfs.ext4 lives in /usr/sbin, which the CI's PATH (env -i: /usr/local/bin:/usr/bin:/bin) lacks
+  local mkfs
+  mkfs=$(PATH=$PATH:/usr/sbin:/sbin command -v mkfs.ext4) || mkfs=""
+  [[ $(id -u) == 0 && -n $mkfs ]] || skip "needs root and mkfs.ext4 (CI runs as root)"
   davinci 16
   unset VLGRPO_DRY_RUN
   : >"$T/.dockerenv"
   export TEST_CONTAINER_MARKER=$T/.dockerenv
   unset TEST_MOUNTINFO  # the real /proc/self/mountinfo
   truncate -s 16M "$T/ext4.img"
-  mkfs.ext4 -q -F "$T/ext4.img"
+  "$mkfs" -q -F "$T/ext4.img"
   mkdir -p "$T/vol"
   mount -o loop "$T/ext4.img" "$T/vol" || skip "loop mounts are not permitted here"
   VLGRPO_CHECKPOINT_DIR=$T/vol entry fa

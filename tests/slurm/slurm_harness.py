@@ -256,12 +256,13 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
         disk) on a loop device, mounted here before the slurmds copy this mount namespace. The recipe's preflight
         refuses a launch whose checkpoint volume holds less than one checkpoint (Qwen3-VL-30B-A3B: 373 GB) and its
         mount check refuses tmpfs, so the launch job needs a real file system that large. Returns its device, or ""
-        where loop devices or mkfs.ext4 are missing (the folder is then bound onto itself, as before)."""
+        where loop devices or mkfs.ext4 are missing (the folder is then bound onto itself, as before). mkfs.ext4 is
+        called in /usr/sbin, which the CI's PATH (env -i: /usr/local/bin:/usr/bin:/bin) lacks."""
         image = self.root / "ckpt.img"
         try:
             with open(image, "wb") as f:
                 f.truncate(_SIZES[size[-1]] * int(size[:-1]))
-            mkfs = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
+            mkfs = subprocess.run([str(SBIN / "mkfs.ext4"), "-q", "-F", "-m", "0", "-O", "^has_journal",
                                    "-E", "lazy_itable_init=1,nodiscard", str(image)], capture_output=True, timeout=60)
             if mkfs.returncode != 0:
                 return ""
