@@ -63,7 +63,10 @@ def test_patched_two_epochs_with_a_dataloader_worker(tmp_path, shim_dir):
     out = _run(tmp_path, shim_dir, rows=24, epochs=2, workers=1)
     assert collections.Counter(out["trained"]) == {i: 2 for i in range(24)}
     epochs = out["first"]["epochs"] + out["second"]["epochs"]
-    assert epochs == sorted(epochs) and collections.Counter(epochs) == {0: 24, 1: 24}
+    # the order in which samples finish is not the order they were fed (the rollouter generates several at once,
+    # and the re-fed epoch-0 prompts run beside epoch-1 ones drawn before the save): counts per epoch, not order
+    assert collections.Counter(epochs) == {0: 24, 1: 24}
+    assert set(out["first"]["epochs"]) <= {0, 1} and 0 in out["second"]["epochs"]
     by_epoch = collections.defaultdict(list)
     for epoch, row in zip(epochs, out["trained"]):
         by_epoch[epoch].append(row)
