@@ -500,6 +500,18 @@ def _path_entry_problem(entry, protect):
     return ""
 
 
+def _path_list_problem(value, entry_problem, protect, empty):
+    """The first problem of a ':' list of paths: ``empty`` for an empty entry, else ``entry_problem(entry,
+    protect)`` of the first entry that has one, or ''."""
+    for entry in value.split(":"):
+        if not entry:
+            return empty
+        why = entry_problem(entry, protect)
+        if why:
+            return f"has an entry that {why}"
+    return ""
+
+
 def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=""):
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
@@ -544,22 +556,13 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
             return (f"names {what} (read from its name under the {row.name} row); it passes only when "
                     "VLGRPO_PASS_ENV names it")
         if kind == "path":
-            for entry in value.split(":"):
-                if not entry:
-                    return "has an empty entry, which is read as the working directory"
-                why = _path_entry_problem(entry, protect)
-                if why:
-                    return f"has an entry that {why}"
+            return _path_list_problem(value, _path_entry_problem, protect,
+                                      "has an empty entry, which is read as the working directory")
         return ""
     if t == "dirs":
-        for entry in value.split(":"):
-            if not entry:
-                return "has an empty entry, which is read as the working directory (Python's import path, the " \
-                    "dynamic loader's and the shell's search paths)"
-            why = _dir_problem(entry, protect, must_exist=False)
-            if why:
-                return f"has an entry that {why}"
-        return ""
+        return _path_list_problem(value, lambda e, p: _dir_problem(e, p, must_exist=False), protect,
+                                  "has an empty entry, which is read as the working directory (Python's import "
+                                  "path, the dynamic loader's and the shell's search paths)")
     raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
 
 
@@ -585,7 +588,7 @@ def check_values(records, owner="fa", pass_env=(), protect=()):
         why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, name=name)
         if why:
             fix = row.fix or "unset it for the launch"
-            if row.type == "shaped" and "VLGRPO_PASS_ENV" in why:
+            if row.type == "shaped" and shape(name) in ("loads", "peer"):
                 fix = f"unset it, or name it in VLGRPO_PASS_ENV when the launch needs {name}"
             elif row.type == "shaped":
                 fix = ("point it at absolute paths off the checkpoint volume that not every user can write, or "
