@@ -28,7 +28,7 @@ def test_argv_file_json_subprocess(tmp_path, fixed_argv):
     assert doc["summary"]["config_name"] == "fully_async_ppo_trainer"
     assert doc["summary"]["data"]["train"]["rows"] == 20
     for f in doc["findings"]:
-        assert set(f) == {"code", "severity", "what", "where", "why", "fix"} and f["severity"] == "warning"
+        assert set(f) == {"code", "severity", "what", "where", "why", "fix", "setting"} and f["severity"] == "warning"
 
 
 def test_findings_exit_2_one_line_each(tmp_path, capsys):

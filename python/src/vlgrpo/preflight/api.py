@@ -59,6 +59,9 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
         run_checks(CHECKS, ctx)
     except CheckCrashed as crash:
         _crash_to_report(crash, report)
+    from .setting_names import name_settings
+
+    name_settings(report, list(argv))
     report.summary["timings_s"]["total"] = round(time.perf_counter() - t0, 3)
     return report
 

@@ -73,6 +73,8 @@ class Finding:
     where: :class:`Where`.
     why: what goes wrong at run time if it is left in (and the upstream source of the rule).
     fix: the exact change to make.
+    setting: the ``VLGRPO_*`` setting(s) through which a user of the entrypoints makes that change, when one owns
+        a Hydra key of the fix (filled in after the checks by :mod:`vlgrpo.preflight.setting_names`), else ``""``.
     """
 
     code: str
@@ -81,14 +83,17 @@ class Finding:
     where: Where = dataclasses.field(default_factory=Where)
     why: str = ""
     fix: str = ""
+    setting: str = ""
 
     def line(self) -> str:
-        """One line: ``ERROR [code] where: what — why — fix: ...``."""
+        """One line: ``ERROR [code] where: what — why — fix: ... — setting: ...``."""
         text = f"{self.severity.upper()} [{self.code}] {self.where.render()}: {self.what}"
         if self.why:
             text += f" -- why: {self.why}"
         if self.fix:
             text += f" -- fix: {self.fix}"
+        if self.setting:
+            text += f" -- setting: {self.setting}"
         return " ".join(text.split("\n"))
 
     def as_dict(self) -> dict[str, Any]:
@@ -99,6 +104,7 @@ class Finding:
             "where": self.where.as_dict(),
             "why": self.why,
             "fix": self.fix,
+            "setting": self.setting,
         }
 
 
