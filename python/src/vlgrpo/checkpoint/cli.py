@@ -19,6 +19,13 @@ import os
 import sys
 
 from vlgrpo.checkpoint import manifest, resume
+from vlgrpo.text import one_line
+
+
+def _say(text: str, err: bool = False) -> None:
+    """Print ``text`` as one line (paths escaped by :func:`vlgrpo.text.one_line`: a newline or an escape sequence in
+    a folder name cannot split or rewrite the message)."""
+    print(one_line(text), file=sys.stderr if err else sys.stdout)
 
 
 def _verl_version():
@@ -33,7 +40,7 @@ def _verl_version():
 def _trust(args):
     path = manifest.trust(args.dir, verl_version=_verl_version())
     listed = manifest.inventory(args.dir)
-    print(f"trusted {args.dir}: {len(listed)} files listed; wrote {path}")
+    _say(f"trusted {args.dir}: {len(listed)} files listed; wrote {path}")
     return 0
 
 
@@ -41,18 +48,21 @@ def _verify(args):
     listed = manifest.inventory(args.dir)
     read = sorted(listed) if args.hash else []
     res = manifest.verify(args.dir, read)
-    print(json.dumps(res) if args.json else f"ok: {args.dir}: {res['files']} files listed, "
-          f"{len(res['hashed'])} hashed ({res['bytes_hashed'] / 1e9:.3f} GB)")
+    if args.json:
+        print(json.dumps(res))
+    else:
+        _say(f"ok: {args.dir}: {res['files']} files listed, {len(res['hashed'])} hashed "
+             f"({res['bytes_hashed'] / 1e9:.3f} GB)")
     return 0
 
 
 def _resume_check(args):
     folder = resume.resume_folder(args.checkpoint_dir, args.mode, args.resume_from)
     if folder is None:
-        print("fresh start: nothing to resume from")
+        _say("fresh start: nothing to resume from")
         return 0
     listed = manifest.inventory(folder)
-    print(f"ok: resumes from {folder} ({len(listed)} files listed in its manifests)")
+    _say(f"ok: resumes from {folder} ({len(listed)} files listed in its manifests)")
     return 0
 
 
@@ -77,8 +87,8 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args))
     except manifest.CheckpointRefused as exc:
-        print(str(exc), file=sys.stderr)
+        _say(str(exc), err=True)
         return 2
     except OSError as exc:
-        print(f"vlgrpo checkpoint: {exc}", file=sys.stderr)
+        _say(f"vlgrpo checkpoint: {exc}", err=True)
         return 2 if not os.path.exists(getattr(exc, "filename", "") or "") else 1

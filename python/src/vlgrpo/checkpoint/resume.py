@@ -6,10 +6,14 @@ Mirrors the folder choice of verl v0.8.0 (``RayPPOTrainer._load_checkpoint``, ``
 names ``global_step_<int>``, none when the tracker or the folder is missing; ``resume_path`` ->
 ``trainer.resume_from_path``. Relative paths are taken from the working directory, as verl does.
 
-Refused (:class:`~vlgrpo.checkpoint.manifest.CheckpointRefused`): a tracker that is a symlink, not a regular file,
-owned by another uid, group/world-writable or not an integer; a tracker whose folder resolves (symlinks followed)
-outside the checkpoint folder; a ``resume_path`` folder outside the checkpoint folder without a valid manifest (the
-manifest check itself follows in :func:`vlgrpo.checkpoint.manifest.inventory`, for every folder). Standard library.
+Refused (:class:`~vlgrpo.checkpoint.manifest.CheckpointRefused`): a checkpoint folder that fails the one path rule
+(:mod:`vlgrpo.pathrule`: another user could move the tracker or a ``global_step_N`` folder away and turn a resume into a
+silent fresh start, or plant one; a folder that does not exist yet is judged by its nearest existing parent); a
+tracker that is a symlink, not a regular file, owned by another uid or group/world-writable; a tracker verl cannot
+read (verl raises at start) or reads as another number than its plain digits say; a tracker whose folder resolves
+(symlinks followed) outside the checkpoint folder; a ``resume_path`` folder outside the checkpoint folder without a
+valid manifest (the manifest check itself follows in :func:`vlgrpo.checkpoint.manifest.inventory`, for every
+folder). Standard library.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import stat
 from vlgrpo.checkpoint.manifest import CheckpointRefused, check_owned, inventory, is_step_number
 
 TRACKER = "latest_checkpointed_iteration.txt"
+#: bytes of the tracker read at most (verl reads it whole; a step number is a few digits)
+TRACKER_MAX_BYTES = 4096
 
 
 def _abs(path):
@@ -46,12 +52,8 @@ def read_tracker(root, uid: int | None = None):
         raise CheckpointRefused(tracker, "tracker is a symlink or not a regular file",
                                 f"replace it by a file holding the step number (e.g. `echo 5 > {tracker}`)")
     check_owned(tracker, st, uid, "tracker")
-    with open(tracker, "rb") as fh:
-        text = fh.read(64).decode("ascii", "replace").strip()
-    if not is_step_number(text):
-        raise CheckpointRefused(tracker, f"tracker holds {text!r}, not a step number",
-                                f"write the step of the checkpoint to resume (e.g. `echo 5 > {tracker}`)")
-    folder = os.path.join(_abs(root), f"global_step_{int(text)}")
+    step = tracker_step(tracker)
+    folder = os.path.join(_abs(root), f"global_step_{step}")
     if not os.path.lexists(folder):
         return None
     if not _inside(folder, root):
@@ -61,15 +63,57 @@ def read_tracker(root, uid: int | None = None):
     return folder
 
 
+def tracker_step(tracker) -> int:
+    """The step number in the tracker file ``tracker``, read as verl v0.8.0 reads it
+    (``find_latest_ckpt_path``: ``int(f.read().decode())``, so surrounding white space is dropped), refused
+    (:class:`CheckpointRefused`) where verl would raise at start (not UTF-8, not an integer, larger than
+    :data:`TRACKER_MAX_BYTES`) and where verl's ``int()`` reads a number that the text does not spell in plain ASCII
+    digits (``+5``, ``1_0``, non-ASCII digits): the resume would not be the folder the file seems to name."""
+    fix = f"write the step of the checkpoint to resume in plain digits (e.g. `echo 5 > {tracker}`)"
+    with open(tracker, "rb") as fh:
+        raw = fh.read(TRACKER_MAX_BYTES + 1)
+    if len(raw) > TRACKER_MAX_BYTES:
+        raise CheckpointRefused(tracker, f"tracker is larger than {TRACKER_MAX_BYTES} bytes; a step number is a few "
+                                "digits", fix)
+    try:
+        step = int(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise CheckpointRefused(tracker, f"tracker holds {raw[:40]!r}, not a step number verl can read (it "
+                                "raises ValueError at start)", fix) from None
+    if not is_step_number(raw.decode().strip()):
+        raise CheckpointRefused(tracker, f"tracker holds {raw[:40]!r}, which verl reads as {step}: not a step "
+                                "number in plain digits", fix)
+    return step
+
+
+def check_folder_trust(default_local_dir, uid: int | None = None) -> None:
+    """Refuse (:class:`CheckpointRefused`) a checkpoint folder that fails :func:`vlgrpo.pathrule.check_path`; one
+    that does not exist yet (verl creates it) is judged by its nearest existing parent folder."""
+    from vlgrpo.pathrule import check_path
+
+    path = _abs(default_local_dir)
+    probe = path
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    problem = check_path(probe, kind="dir", uid=uid)
+    if problem is not None:
+        raise CheckpointRefused(path, f"the checkpoint folder is not safe from other users: {problem.text()} (they "
+                                "could move the tracker or a global_step_N folder away, turning a resume into a "
+                                "silent fresh start, or plant one)", problem.fix)
+
+
 def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: int | None = None):
     """The ``global_step_N`` folder verl will load for these ``trainer.*`` values, or ``None`` (fresh start).
 
-    For ``resume_path``, a folder outside ``default_local_dir`` must carry a valid manifest (checked here); every
+    ``default_local_dir`` must pass :func:`check_folder_trust` (modes auto and resume_path). For ``resume_path``,
+    a folder outside ``default_local_dir`` must carry a valid manifest (checked here); every
     folder is checked in full by :func:`vlgrpo.checkpoint.manifest.inventory` before loading anyway.
     Raises :class:`CheckpointRefused`.
     """
     if resume_mode == "disable":
         return None
+    if resume_mode in ("auto", "resume_path"):
+        check_folder_trust(default_local_dir, uid)
     if resume_mode == "auto":
         return read_tracker(default_local_dir, uid)
     if resume_mode == "resume_path":

@@ -94,7 +94,9 @@ class Finding:
             text += f" -- fix: {self.fix}"
         if self.setting:
             text += f" -- setting: {self.setting}"
-        return " ".join(text.split("\n"))
+        from vlgrpo.text import one_line
+
+        return one_line(" ".join(text.split("\n")))
 
     def as_dict(self) -> dict[str, Any]:
         return {
