@@ -1,12 +1,12 @@
 """The resume decision against verl's own code, and the checkpoint folder against other users.
 
-- The tracker (field case C06 of the hostile list, "tracker"): every answer of
+- The tracker (the attack list's tracker case: "1", 63 spaces, "2"): every answer of
   ``vlgrpo.checkpoint.resume.resume_folder(..., "auto")`` is compared with verl v0.8.0's own
   ``verl.utils.checkpoint.checkpoint_manager.find_latest_ckpt_path`` on the same folder: the same folder, or a
   refusal where verl would raise at start or read another number than the text spells.
-- The checkpoint folder (C14 of that list): a folder another user can write makes ``resume-check`` exit 2 instead
+- The checkpoint folder (its world-writable folder case): a folder another user can write makes ``resume-check`` exit 2 instead
   of answering "fresh start" after that user moved the tracker away.
-- One-line messages (C08 of that list): a newline or an escape sequence in a path is printed escaped.
+- One-line messages (its path-with-a-newline case): a newline or an escape sequence in a path is printed escaped.
 """
 
 from __future__ import annotations

@@ -102,3 +102,26 @@ def test_the_default_purpose_is_a_launch_and_a_bad_one_is_refused(fixed_argv, tm
     assert exc.value.code == 2
     with pytest.raises(ValueError, match="purpose"):
         run_preflight(argv, check_data=False, purpose="dry")
+
+
+def test_a_checkpoint_folder_on_ram_is_refused_for_a_launch_and_warned_in_a_plan(fixed_argv, tmp_path):
+    """/dev/shm is the kernel's own tmpfs here: a checkpoint there is lost at reboot (vlgrpo.checkpoint.volume)."""
+    import tempfile
+
+    if not os.path.isdir("/dev/shm"):
+        import pytest
+
+        pytest.skip("no /dev/shm")
+    root = tempfile.mkdtemp(dir="/dev/shm", prefix="vlgrpo-ckpt-")
+    try:
+        argv = _with_ckpt(fixed_argv, root, "disable")
+        launch = _codes(run_preflight(argv, check_data=False, devices_per_node=16, purpose="launch"),
+                        "rules.checkpoint-storage")
+        plan = _codes(run_preflight(argv, check_data=False, devices_per_node=16, purpose="plan"),
+                      "rules.checkpoint-storage")
+        assert [f.severity for f in launch] == ["error"] and "tmpfs" in launch[0].what
+        assert [f.severity for f in plan] == ["warning"]
+        assert not _codes(run_preflight(_with_ckpt(fixed_argv, tmp_path, "disable"), check_data=False,
+                                        devices_per_node=16), "rules.checkpoint-storage")
+    finally:
+        shutil.rmtree(root)

@@ -1,6 +1,7 @@
 """C03: the checkpoint volume as an input. The folder a resume will load must pass the manifest checks of
-:mod:`vlgrpo.checkpoint` (the runtime patch checks it again, and hashes, before loading), and the volume must hold
-one checkpoint of the model (error below one, warning below two: verl writes the next before it deletes the last)."""
+:mod:`vlgrpo.checkpoint` (the runtime patch checks it again, and hashes, before loading), the volume must be storage
+that keeps a checkpoint (not RAM, not a loop image on RAM: :mod:`vlgrpo.checkpoint.volume`), and it must hold one
+checkpoint of the model (error below one, warning below two: verl writes the next before it deletes the last)."""
 
 from __future__ import annotations
 
@@ -39,9 +40,22 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
         report.add(Finding("rules.checkpoint-untrusted", ERROR, f"{exc.path}: {exc.reason}", loc.where(key),
                            "verl unpickles every file of the checkpoint it resumes (field case C03)", exc.fix))
     if os.path.isdir(root):
+        from vlgrpo.checkpoint.volume import storage_problem
+
         need, how = checkpoint_bytes(model_path)
         free = free_bytes(root)
-        out.update(free_bytes=free, checkpoint_bytes=need, estimate=how)
+        storage = storage_problem(root)
+        if storage.problem:
+            report.add(Finding(
+                "rules.checkpoint-storage", ERROR if launch else WARNING, storage.problem,
+                loc.where("trainer.default_local_dir"),
+                "a checkpoint there is lost with the node's memory (or the container), and the space it reports is "
+                "not disk" + ("" if launch else " (a dry run: refused when launched)"),
+                "point VLGRPO_CHECKPOINT_DIR at a folder on a disk or a shared file system that outlives the node"))
+        if len(storage.chain) > 1 and storage.free_bytes is not None and storage.free_bytes < free:
+            # a loop image: the backing file system caps what a save can write (a sparse image overstates it)
+            free, how = storage.free_bytes, how + f"; free space capped by the loop image's backing file system"
+        out.update(free_bytes=free, checkpoint_bytes=need, estimate=how, storage=[m.source for m in storage.chain])
         if free < 2 * need:
             severity = ERROR if free < need and launch else WARNING
             report.add(Finding(

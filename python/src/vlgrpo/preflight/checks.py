@@ -75,6 +75,7 @@ _CODE_LIST = [
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
     Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
+    Code("rules.checkpoint-storage", EITHER, "the checkpoint folder is on RAM (tmpfs, zram, a loop image on RAM)"),
     Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
     Code("rules.weight-sync-dp-rank", EITHER, "rollout DP > 1 with patch rollout.weight_sync_dp_rank switched off "
@@ -478,7 +479,7 @@ CHECKS: tuple[Check, ...] = (
     Check("reward-http", ("typed_work", "loc"), (), ("rules.reward-http-loopback",), _reward_http,
           "C01: no reward model reached over HTTP while patch rollout.server_loopback binds vLLM to 127.0.0.1"),
     Check("checkpoint-volume", ("typed_work", "loc", "model_path", "clean_model", "options"), (),
-          ("rules.checkpoint-untrusted", "rules.checkpoint-space"), _checkpoint_volume,
+          ("rules.checkpoint-untrusted", "rules.checkpoint-space", "rules.checkpoint-storage"), _checkpoint_volume,
           "C03: the folder a resume loads carries valid manifests; free space for one checkpoint (error; a warning "
           "in a dry run, --purpose plan), for two (warning)"),
     Check("truncation", ("typed_work", "loc", "model"), (), ("rules.image-truncation",), _truncation,
