@@ -75,6 +75,8 @@ _CODE_LIST = [
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
     Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
+    Code("template.changed", WARNING, "a chat template of the model folder differs from the release's"),
+    Code("template.drops-input", ERROR, "a chat template drops or repeats the problem text or the image (or fails)"),
     Code("rules.checkpoint-storage", EITHER, "the checkpoint folder is on RAM (tmpfs, zram, a loop image on RAM)"),
     Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
@@ -103,6 +105,8 @@ _CODE_LIST = [
     Code("model.auto-map", ERROR, "a JSON file of the model folder has auto_map (asks to run its own code)",
          runs_code=True),
     Code("model.python-file", ERROR, "the model folder contains Python code", runs_code=True),
+    Code("model.redirect", ERROR, "the folder makes transformers load files from elsewhere (adapter_config.json, a "
+         "tokenizer_config *_file entry, a weight_map path)", runs_code=True),
     Code("model.no-config", ERROR, "config.json is missing"),
     Code("model.type", ERROR, "config.json model_type is not Qwen3-VL"),
     Code("model.no-tokenizer", ERROR, "tokenizer files are missing"),
@@ -294,6 +298,17 @@ def _hf_model(ctx: Context) -> None:
     ctx.give("mpe_source", "config.json + actor_rollout_ref.model.override_config (verl HFModelConfig)")
 
 
+def _chat_template(ctx: Context) -> None:
+    from .chat_template import check_chat_templates
+
+    tokenizer = getattr(ctx["hf_model"], "tokenizer", None)
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(ctx["model_path"], trust_remote_code=False)
+    ctx.summary["chat_templates"] = check_chat_templates(ctx["model_path"], tokenizer, ctx.report)["templates"]
+
+
 def _lengths(ctx: Context) -> None:
     from .rules import check_lengths
 
@@ -451,6 +466,8 @@ CHECKS: tuple[Check, ...] = (
     Check("hf-model", ("typed_work", "model_path", "clean_model"), ("hf_model", "max_position_embeddings",
                                                                     "mpe_source"),
           ("verl.dataclass",), _hf_model, "verl's HFModelConfig of the folder (override_config applied)"),
+    Check("chat-template", ("model_path", "clean_model", "hf_model"), (), ("template.changed", "template.drops-input"),
+          _chat_template, "the folder's chat templates against the release's, rendered once: problem and image kept"),
     Check("lengths", ("typed_work", "loc", "model"), (),
           ("rules.max-model-len", "rules.max-model-len-mismatch", "rules.max-position-embeddings"), _lengths,
           "B09: max_model_len against prompt + response and max_position_embeddings"),
