@@ -11,8 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import pytest
+
+from vlgrpo.data import geo3k
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SAMPLE = os.path.join(REPO, "assets", "geo3k-sample")
@@ -186,3 +190,48 @@ def test_good_record_converts_and_odd_files_are_exit_2(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert cli.main(["geo3k", ORIGINAL, str(tmp_path / "file")]) == 2
     assert cli.main(["geo3k", ORIGINAL, str(tmp_path / "o"), "--splits", ","]) == 2
+
+
+# ---- the output folder against another user (the attack list's converter case) -------------------------------
+def _as_other(code: str) -> None:
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to act as another user")
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I", "-c", code],
+                   check=True, timeout=60)
+
+
+def test_a_planted_temp_name_is_never_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in (".train.parquet.tmp", ".test.parquet.tmp", "train.parquet"):
+        os.symlink(victim, out / name)
+    counts = geo3k.convert(HIYOUGA, str(out))
+    assert victim.read_text() == "mine"  # neither the old fixed temp name nor the target was followed
+    assert not os.path.islink(out / "train.parquet") and counts["train"] == 20
+    assert not [p for p in os.listdir(out) if p.endswith(".parquet.tmp") and not os.path.islink(out / p)]
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_an_output_folder_others_can_write_is_refused(tmp_path, mode):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    for p in (tmp_path, *tmp_path.parents):  # let the other user reach the folder (pytest's tree is 0700)
+        if str(p).startswith(("/tmp/pytest-of-", "/tmp/")) and str(p) != "/tmp" and os.stat(p).st_uid == os.geteuid():
+            os.chmod(p, 0o755)
+    # the canary: the other user can create entries there (a symlink named like the temporary file)
+    _as_other(f"import os; os.symlink('/nonexistent', {str(shared / 'x')!r}); os.unlink({str(shared / 'x')!r})")
+    with pytest.raises(ValueError, match="can be written by every user"):
+        geo3k.convert(HIYOUGA, str(shared))
+    if mode & 0o1000:
+        # sticky (like /tmp): a folder of our own inside is safe, the kernel stops the other user renaming it
+        assert geo3k.convert(HIYOUGA, str(shared / "geo_out"))["train"] == 20
+        with pytest.raises(subprocess.CalledProcessError):
+            _as_other(f"import os; os.rename({str(shared / 'geo_out')!r}, {str(shared / 'gone')!r})")
+    else:
+        with pytest.raises(ValueError, match="output folder"):
+            geo3k.convert(HIYOUGA, str(shared / "geo_out"))  # made here, but inside a folder others can write

@@ -188,8 +188,18 @@ def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), lay
             data_source: str = DATA_SOURCE) -> dict[str, int]:
     """Convert ``splits`` of Geometry3K at ``src`` into ``out/<split>.parquet``; returns rows per split.
 
-    Raises SourceError for an unrecognised or malformed source, ValueError for an unknown split.
+    ``out`` (created if missing) must pass the one path rule (:func:`vlgrpo.pathrule.check_path`: no other user can
+    write it or a folder above it). Each file is written to a fresh ``O_EXCL`` temporary file of mode 0600 in ``out``
+    (``tempfile.mkstemp``) and renamed over ``<split>.parquet``: a name planted in ``out`` (a symlink to another
+    file) is never opened or followed.
+
+    Raises SourceError for an unrecognised or malformed source, ValueError for an unknown split or an output
+    folder that fails the path rule.
     """
+    import tempfile
+
+    from vlgrpo.pathrule import check_path
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -205,7 +215,11 @@ def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), lay
             raise ValueError(f"unknown split {split!r} (train, validation, test)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"output {out} exists and is not a folder")
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(out, mode=0o755, exist_ok=True)
+    problem = check_path(out, kind="dir")
+    if problem is not None:
+        raise ValueError(f"output folder {problem.text()}: another user could replace what is written there; "
+                         f"fix: {problem.fix}")
     counts = {}
     schema = arrow_schema()
     for split in splits:
@@ -216,8 +230,15 @@ def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), lay
         if not rows:
             raise SourceError(f"{src}: the {split} split has no problems")
         table = pa.Table.from_pylist(rows, schema=schema)
-        tmp = os.path.join(out, f".{split}.parquet.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, os.path.join(out, f"{split}.parquet"))
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{split}.", suffix=".parquet.tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pq.write_table(table, fh)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, os.path.join(out, f"{split}.parquet"))
+        except BaseException:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            raise
         counts[split] = len(rows)
     return counts
