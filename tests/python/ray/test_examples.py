@@ -91,6 +91,32 @@ def test_ray_node_accepts_the_rayjob_node_settings(role, platform):
         assert not any(a.startswith("--resources") for a in argv)
 
 
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+@pytest.mark.parametrize("shell", ["/bin/sh", "bash as sh"])
+def test_rayjob_entrypoint_reads_no_start_up_file_of_the_jobs_env_vars(tmp_path, platform, shell):
+    # Ray 2.48.0's job supervisor (dashboard/modules/job/job_supervisor.py _exec_entrypoint) runs spec.entrypoint
+    # with shell=True, i.e. /bin/sh -c, in an environment that holds the job's runtime_env env_vars: a BASH_ENV
+    # there must not run before the hardened entrypoint (a `bash -c` wrapper reads it first), and the entrypoint
+    # refuses it. "bash as sh": an image whose /bin/sh is bash (bash started as sh reads no start-up file).
+    job = yaml.safe_load(RAYJOBS[platform].read_text())
+    entry = job["spec"]["entrypoint"].replace("/opt/vlgrpo/", f"{REPO}/")
+    mark, evil = tmp_path / "ran", tmp_path / "evil.sh"
+    evil.write_text(f"touch {mark}\n")
+    env = {k: str(v) for k, v in yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"].items()}
+    env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path), BASH_ENV=str(evil),
+               ENV=str(evil), RAY_ADDRESS="127.0.0.1:6390", VLGRPO_DRY_RUN="1")
+    executable = None
+    if shell != "/bin/sh":
+        executable = tmp_path / "sh"
+        executable.symlink_to(shutil.which("bash"))
+    out = subprocess.run(entry, shell=True, executable=executable, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert not mark.exists(), "a start-up file named by the job's env_vars ran before the entrypoint"
+    assert out.returncode == 2, out.stderr
+    assert any(line.startswith("fully-async-grpo.sh: error: BASH_ENV: ") for line in out.stderr.splitlines()), \
+        out.stderr
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (make tools)")
 def test_sbatch_script_is_shellcheck_clean():
     out = subprocess.run(["shellcheck", "-s", "bash", str(SBATCH)], capture_output=True, text=True)
