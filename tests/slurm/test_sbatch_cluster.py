@@ -85,7 +85,8 @@ class Setup:
             f"VLGRPO_RAY_CLIENT_PORT={free_port()}",
             "VLGRPO_RAY_CARDS_WAIT=0",
             "VLGRPO_RAY_HEAD_WAIT=60",
-            f"PYTHONPATH={r}/standin:{REPO}/tests/python/ray",
+            # (PYTHONPATH: the submitting shell's, which CONTAINER=none gives every Ray step; a node file takes no
+            # PYTHONPATH line)
             # the nodes are slow to register on a loaded 2-core machine (Ray's default is 10 s)
             "RAY_raylet_start_wait_time_s=120",
             # ray-node.sh builds ray start's environment from the registry: these two pass only when named

@@ -242,6 +242,44 @@ def test_bad_settings_are_refused_before_any_step(tmp_path, env, node_lines, rec
     assert run.calls() == []
 
 
+def test_the_settings_file_is_read_as_data_not_run(tmp_path):
+    # the recipe settings file was `source`d by the batch shell: a command substitution in a value ran there
+    mark = tmp_path / "ran"
+    value = f"exp$(touch${{IFS}}{mark})`touch${{IFS}}{mark}`"  # no space: a value passes that rule first
+    run = start(tmp_path, recipe_lines=("# recipe settings", "", f"VLGRPO_EXPERIMENT_NAME={value}",
+                                        "VLGRPO_TRAINER_NNODES=2")).finish()
+    assert not mark.exists(), "a command in the settings file ran in the batch shell"
+    assert run.rc == 0, run.err
+    env = by_role(run.calls())["recipe"][0]["env"]
+    # verbatim: the recipe gets the text and refuses it there (not a plain name), by the registry's rule
+    assert env["VLGRPO_EXPERIMENT_NAME"] == value and env["VLGRPO_TRAINER_NNODES"] == "2"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("PATH=/home/other/bin:/usr/bin:/bin", "line 2: PATH is not a VLGRPO_* setting"),
+    ("export VLGRPO_LR=1e-6", "line 2: not NAME=VALUE"),
+    ("VLGRPO_LR=1e-6 2e-6", "line 2: VLGRPO_LR: a value with spaces"),
+])
+def test_the_settings_file_takes_only_setting_lines(tmp_path, line, message):
+    run = start(tmp_path, recipe_lines=("# recipe settings", line)).finish()
+    assert run.rc == 2, (run.out, run.err)
+    assert run.err.startswith("fully-async-grpo.sbatch: error: ") and message in run.err, run.err
+    assert run.calls() == []
+
+
+@pytest.mark.parametrize("line", ["PATH=/home/other/bin:/usr/bin:/bin", "LD_PRELOAD=/home/other/lib.so",
+                                  "PYTHONPATH=/home/other/py", "BASH_ENV=/home/other/evil.sh",
+                                  "SLURM_CONF=/home/other/slurm.conf"])
+def test_the_node_file_takes_no_variable_the_batch_shell_or_srun_would_act_on(tmp_path, line):
+    # the node file's lines are exported in the batch shell before `exec srun`: a PATH there chose the srun
+    # that ran (another user's, twice: the head's dry run and the head step)
+    run = start(tmp_path, node_lines=(line,)).finish()
+    assert run.rc == 2, (run.out, run.err)
+    name = line.split("=", 1)[0]
+    assert f"line 2: {name} is not a Ray node setting" in run.err, run.err
+    assert run.calls() == []
+
+
 def test_a_head_without_an_address_on_ifname_is_refused_before_the_nodes_start(tmp_path):
     run = start(tmp_path, plan="ray start\n--head\n--port=6380\n").finish()
     assert run.rc == 2
