@@ -119,8 +119,11 @@ vg_environment_check() {
         continue
       fi
       short=${name#VLGRPO_}
-      # a setting of this entrypoint that a Python reader owns (the patch switches) reaches the children
-      if [[ -n $short && -n ${VG_TYPE[$short]+x} && ${VG_READERS[$short]} == *patches* ]]; then VG_ENV_PASSED+=("$name"); fi
+      # a setting of this entrypoint that a Python reader owns (the patch switches) reaches the children; the
+      # doctor's settings reach the doctor, which checks them itself (doctor.sh)
+      if [[ -n $short && -n ${VG_TYPE[$short]+x} && ( ${VG_READERS[$short]} == *patches* || $VG_OWNER == doctor ) ]]; then
+        VG_ENV_PASSED+=("$name")
+      fi
       continue
     fi
     if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then

@@ -417,6 +417,8 @@ vg_check_unknown_vars() {
     fi
     owners=${VG_OWNERS[$short]-}
     if [[ -n $owners ]]; then
+      # the doctor runs with the recipes' env file (compose): their settings are accepted and not passed
+      if [[ $VG_OWNER == doctor ]]; then continue; fi
       if [[ $VG_OWNER == node ]] && { _vg_has_owner "$owners" fa || _vg_has_owner "$owners" vo; }; then continue; fi
       if [[ $VG_OWNER != node ]] && _vg_has_owner "$owners" node; then continue; fi
       vg_problem "$v" "a setting of $(_vg_owner_prog "$owners"), not of $VG_PROG" \
