@@ -84,3 +84,15 @@ def test_a_ray_address_from_the_env_file_is_refused(tmp_path, service):
         in out.stderr
     assert "127.0.0.7" not in out.stderr
     assert not (rec / "argv").exists()
+
+
+@pytest.mark.parametrize("service", DOCTORS[:1])
+def test_an_exported_function_from_the_environment_is_refused(tmp_path, service):
+    # bash -p imports no function from the environment; the filter refuses one, since every bash the doctor's
+    # checks start would run it in place of the command of that name
+    mark = tmp_path / "ran"
+    out, rec = run_service(tmp_path, service, **{"BASH_FUNC_python3%%": f"() {{ touch {mark}; }}"})
+    assert not mark.exists()
+    assert out.returncode == 2, out.stderr
+    assert "doctor.sh: error: BASH_FUNC_python3%%: an exported shell function" in out.stderr, out.stderr
+    assert not (rec / "argv").exists()
