@@ -14,6 +14,17 @@ Contenders (each included when available, otherwise listed under "skipped" with 
 - ``vlgrpo grouped experts``: ``vlgrpo.patches.moe_experts.grouped_experts_forward`` (the patch
   ``qwen3_vl_moe.grouped_experts``) on the 4.57 layout, method chosen by its first-use check; ``vlgrpo sliced``:
   the same with the per-expert-slices fallback forced (what runs where no grouped GEMM is available).
+- ``VeOmni <v> fused_<kernel> (4.57 layout)`` / ``(merged fc1)``: VeOmni's fused MoE experts
+  (``veomni.ops.kernels.moe.fused_moe_forward`` after ``apply_veomni_fused_moe_patch(kernel)``; kernel ``triton``,
+  VeOmni's default ``moe_implementation=fused_triton``, and ``quack``, what its legacy ``fused`` resolves to on
+  SM90+), from ``--veomni-source`` (a dir holding ``veomni/``, e.g. ``.cache/veomni-0.1.9a5``). "4.57 layout":
+  the weights stay in the 4.57 (experts, in, out) layout and every call makes the transposed gate / up / down
+  copies, as VeOmni 0.1.9a5's own ``Qwen3VLMoeTextExperts.fused_moe_forward`` for transformers 4.x does; "merged
+  fc1": the weights stored once as (experts, 2 x inter, hidden) / (experts, hidden, inter), the layout its
+  transformers-5 adapter passes as ``fc1_1_2_weight`` with no per-call copies. VeOmni calls the fused path in
+  train mode only (eval falls back to the 4.57 forward); here the eval row runs the fused kernel under no_grad.
+  The kernels take bf16/fp16 only, so they have no fp32-gradient row (their bf16 gradients are checked against
+  the fp32 loop's in the ``bf16 gradients`` table).
 
 Sizes: the real text config (``assets/models/qwen3-vl-30b-a3b-instruct/config.json``): hidden 2048, 128 experts,
 moe_intermediate 768, top-8; bf16; tokens from ``--tokens`` (4,096 and 16,384). Inputs: hidden states N(0, 1),
@@ -99,7 +110,35 @@ def _installed_457_method():
     return method, transformers.__version__
 
 
-def discover(paths, me):
+def _import_veomni(source):
+    """VeOmni's fused-MoE entry points from ``source`` (a dir holding ``veomni/``) or the installed package."""
+    if source and str(source) not in sys.path:
+        sys.path.insert(0, str(source))
+    import veomni
+    from veomni.ops.kernels import moe as vm
+
+    return getattr(veomni, "__version__", "?"), vm
+
+
+def veomni_contenders(source, skipped):
+    out = {}
+    try:
+        version, vm = _import_veomni(source)
+    except Exception as exc:
+        skipped.append(f"VeOmni ({source or 'installed'}): {type(exc).__name__}: {exc}"[:300])
+        return out
+    for kernel in ("triton", "quack"):
+        try:
+            vm.apply_veomni_fused_moe_patch(kernel)
+        except Exception as exc:
+            skipped.append(f"VeOmni {version} fused_{kernel}: {type(exc).__name__}: {exc}"[:300])
+            continue
+        for layout in ("4.57 layout", "merged fc1"):
+            out[f"VeOmni {version} fused_{kernel} ({layout})"] = ("veomni", (vm, kernel, layout == "merged fc1"))
+    return out
+
+
+def discover(paths, me, veomni_source=None):
     contenders, skipped = {}, []
     method, installed = _installed_457_method()
     if method is not None:
@@ -126,6 +165,8 @@ def discover(paths, me):
         skipped.append(f"installed transformers: {exc}")
     contenders["vlgrpo grouped experts"] = ("457", me.grouped_experts_forward)
     contenders["vlgrpo sliced (fallback forced)"] = ("457", "sliced")
+    if veomni_source is not False:
+        contenders.update(veomni_contenders(veomni_source, skipped))
     return contenders, skipped
 
 
@@ -152,12 +193,16 @@ class Runner:
         self.me = me
         if self.layout == "5x":
             self.mod = _make_5x(gate_up, down, self.impl)
+        elif self.layout == "veomni" and self.impl[2]:  # merged fc1: (E, 2I, H) and (E, H, I), stored once
+            self.mod = Experts457(gate_up.transpose(1, 2).contiguous(), down.transpose(1, 2).contiguous())
         else:
             self.mod = Experts457(gate_up.clone(), down.clone())
 
     def __call__(self, x, dense, idx):
         if self.layout == "5x":
             return self.mod(x.reshape(-1, x.shape[-1]), idx, dense.gather(1, idx))
+        if self.layout == "veomni":
+            return self._veomni(x, dense, idx)
         if self.impl == "sliced":
             saved = dict(self.me._SUPPORT)
             self.me._SUPPORT[(str(x.device), x.dtype)] = ("sliced", "forced by the benchmark")
@@ -168,10 +213,28 @@ class Runner:
                 self.me._SUPPORT.update(saved)
         return self.impl(self.mod, x, dense, idx)
 
+    def _veomni(self, x, dense, idx):
+        vm, kernel, merged = self.impl
+        if getattr(vm, "_vlgrpo_bench_kernel", None) != kernel:
+            vm.apply_veomni_fused_moe_patch(kernel)
+            vm._vlgrpo_bench_kernel = kernel
+        mod, h = self.mod, x.reshape(-1, x.shape[-1])
+        weights = dense.gather(1, idx).to(h.dtype)  # the compact top-k weights VeOmni's block passes
+        if merged:
+            out = vm.fused_moe_forward(mod.num_experts, weights, idx, h, None, None, mod.down_proj,
+                                       fc1_1_2_weight=mod.gate_up_proj)
+        else:  # per-call transposed copies of the 4.57-layout weights, as VeOmni's 4.x experts module makes
+            inter = mod.down_proj.shape[1]
+            gate = mod.gate_up_proj[..., :inter].transpose(1, 2).contiguous()
+            up = mod.gate_up_proj[..., inter:].transpose(1, 2).contiguous()
+            out = vm.fused_moe_forward(mod.num_experts, weights, idx, h, gate, up,
+                                       mod.down_proj.transpose(1, 2).contiguous())
+        return out.view(x.shape)
+
     def grads(self):
         """Gradients of (gate_up_proj, down_proj) in the 4.57 layout."""
         g1, g2 = self.mod.gate_up_proj.grad, self.mod.down_proj.grad
-        if self.layout == "5x":
+        if self.layout == "5x" or (self.layout == "veomni" and self.impl[2]):
             g1, g2 = g1.transpose(1, 2), g2.transpose(1, 2)
         return g1, g2
 
@@ -277,20 +340,24 @@ def eval_call(runner, x, dense, idx):
         return runner(x, dense, idx)
 
 
-def fp32_gradients(contenders, me, sizes, tokens, device, loop_label):
-    """Relative L2 errors of each contender's fp32 gradients against the 4.57.6 loop's (same routing)."""
+def fp32_gradients(contenders, me, sizes, tokens, device, loop_label, compute_dtype=torch.float32):
+    """Relative L2 errors of each contender's gradients against the 4.57.6 loop's in float32 (same routing).
+
+    ``compute_dtype`` bf16: each contender gets bf16 copies of the same float32 weights, inputs and output
+    gradient, and its bf16 gradients are compared with the float32 loop's (the loop always runs in float32)."""
     gate_up, down = make_weights(sizes, device, torch.float32)
     x, dense, idx = make_inputs(sizes, tokens, device, torch.float32)
     gy = torch.randn(x.shape, device=device, generator=torch.Generator(device=device).manual_seed(5))
     results = {}
     errors = {}
     for label, spec in contenders.items():
+        dt = torch.float32 if label == loop_label else compute_dtype
         try:
-            runner = Runner(label, spec, gate_up, down, me)
+            runner = Runner(label, spec, gate_up.to(dt, copy=True), down.to(dt, copy=True), me)
             runner.mod.train()
-            xi, di = x.clone().requires_grad_(True), dense.clone().requires_grad_(True)
+            xi, di = x.to(dt, copy=True).requires_grad_(True), dense.to(dt, copy=True).requires_grad_(True)
             out = runner(xi, di, idx)
-            (out.reshape(gy.shape) * gy).sum().backward()
+            (out.reshape(gy.shape).float() * gy).sum().backward()
             g1, g2 = runner.grads()
             results[label] = {"x": xi.grad.detach(), "w": di.grad.detach().gather(1, idx), "gate_up": g1.detach(),
                               "down": g2.detach()}
@@ -319,6 +386,9 @@ def main(argv=None) -> int:
     ap.add_argument("--transformers-source", action="append", default=[], metavar="PATH",
                     help="a transformers wheel or dir with transformers/ (repeatable): its 4.57-style experts forward "
                          "joins the run")
+    ap.add_argument("--veomni-source", default=None, metavar="DIR",
+                    help="a dir holding veomni/ (VeOmni's fused MoE joins the run; default: an installed veomni)")
+    ap.add_argument("--no-veomni", action="store_true", help="leave VeOmni's fused MoE out")
     ap.add_argument("--contender", action="append", default=None, help="only contenders whose label contains this")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
@@ -333,7 +403,7 @@ def main(argv=None) -> int:
         device = torch.device("cuda", torch.cuda.current_device())
     dtype = getattr(torch, args.dtype)
     me = _import_vlgrpo()
-    contenders, skipped = discover(args.transformers_source, me)
+    contenders, skipped = discover(args.transformers_source, me, False if args.no_veomni else args.veomni_source)
     if args.contender:
         contenders = {k: v for k, v in contenders.items() if any(s in k for s in args.contender)}
     sizes = text_config(args)
@@ -379,6 +449,10 @@ def main(argv=None) -> int:
         del x, dense, idx, ref
     grad_tokens = args.grad_tokens or min(args.tokens)
     grads = fp32_gradients(contenders, me, sizes, grad_tokens, device, loop_label) if loop_label else {}
+    bf16 = {k: v for k, v in contenders.items() if k == loop_label or k == "vlgrpo grouped experts"
+            or v[0] == "veomni" or k.endswith(" grouped_mm")}
+    grads_bf16 = (fp32_gradients(bf16, me, sizes, grad_tokens, device, loop_label, torch.bfloat16)
+                  if loop_label and device.type == "cuda" else {})
     meta = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -388,10 +462,10 @@ def main(argv=None) -> int:
         "skipped": skipped, "loop": loop_label, "grad_tokens": grad_tokens,
         "vlgrpo_method": me.support_info(),
     }
-    print(render(meta, results, grads))
+    print(render(meta, results, grads, grads_bf16))
     if args.out:
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "fp32_grad_rel": grads}, indent=1)
-                                  + "\n")
+        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "fp32_grad_rel": grads,
+                                              "bf16_grad_rel_vs_fp32_loop": grads_bf16}, indent=1) + "\n")
     return 0
 
 
@@ -418,7 +492,7 @@ def _find(results, tokens, prefix):
                  and "error" not in r), None)
 
 
-def render(meta, results, grads) -> str:
+def render(meta, results, grads, grads_bf16=None) -> str:
     s = meta["sizes"]
     lines = [f"Device: {meta['device']}; torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
              f"driver {meta['driver']}; python {meta['python']}; {meta['dtype']}; hidden {s['hidden']}, "
@@ -453,6 +527,18 @@ def render(meta, results, grads) -> str:
                 lines.append(f"| {label} | error: {g['error']} ||||")
                 continue
             lines.append(f"| {label} | {g['x']:.2g} | {g['w']:.2g} | {g['gate_up']:.2g} | {g['down']:.2g} |")
+    if grads_bf16:
+        lines += ["", f"bf16 gradients against {meta['loop']} in float32 ({meta['grad_tokens']} tokens, bf16 copies of "
+                  "the same weights and inputs), relative L2 error:", "",
+                  "| contender | hidden states | routing weights (chosen) | gate_up_proj | down_proj |",
+                  "|---|---:|---:|---:|---:|"]
+        for label, g in grads_bf16.items():
+            if label == meta["loop"]:
+                continue
+            if "error" in g:
+                lines.append(f"| {label} | error: {g['error']} ||||")
+                continue
+            lines.append(f"| {label} | {g['x']:.2g} | {g['w']:.2g} | {g['gate_up']:.2g} | {g['down']:.2g} |")
     lines += ["", "Bar (issue 15):"] + verdicts(results)
     return "\n".join(lines)
 
@@ -480,6 +566,13 @@ def verdicts(results) -> list:
             faster = mine["train"]["median_ms"] < grouped["train"]["median_ms"]
             out.append(f"- {n} tokens: train {mine['train']['median_ms']:.2f} ms vs {grouped['contender']} "
                        f"{grouped['train']['median_ms']:.2f} ms (bar: faster: " + ("met" if faster else "NOT met") + ")")
+        for vo in (x for x in results if x["tokens"] == n and x["contender"].startswith("VeOmni") and "error" not in x):
+            ratio = vo["train"]["median_ms"] / mine["train"]["median_ms"]
+            out.append(f"- {n} tokens: vlgrpo train {mine['train']['median_ms']:.2f} ms / {vo['contender']} "
+                       f"{vo['train']['median_ms']:.2f} ms = {ratio:.2f}x"
+                       f" in vlgrpo's favour; train peak extra {mine['train_peak_extra_gib']:.2f} vs "
+                       f"{vo['train_peak_extra_gib']:.2f} GiB; first call {mine['first_train_call_ms']:.0f} vs "
+                       f"{vo['first_train_call_ms']:.0f} ms")
         if n == 16384:
             peak = mine["eval_peak_extra_gib"]
             out.append(f"- 16384 tokens: eval peak extra {peak:.2f} GiB (bar <= 2.5 GiB: "

@@ -147,9 +147,11 @@ if [[ ${VLGRPO_GPU_SKIP_BENCH:-0} != 1 ]] && part bench; then
     ((${#tf457[@]})) && src_args=(--transformers-source "${tf457[0]}")
     run_bench moe_experts env PYTHONPATH="$PWD/python/src" "$PY" bench/moe_experts.py --device cuda \
         "${src_args[@]}" --out "$WORK/bench_moe_experts.json"
-    # the whole-model step: two child interpreters on transformers 4.57.6 (the carried wheels), with and
-    # without the vlgrpo sitecustomize
-    run_bench model_step "$PY" bench/model_step.py --site "$SITE" --out "$WORK/bench_model_step.json"
+    # the whole-model step: child interpreters on transformers 4.57.6 (the carried wheels): the fp32 reference,
+    # the pinned loop and the vlgrpo sitecustomize, text-only and image batches (the Liger contenders need
+    # liger-kernel carried: bench/RESULTS.md)
+    run_bench model_step "$PY" bench/model_step.py --site "$SITE" --contenders fp32,pinned,patched \
+        --out "$WORK/bench_model_step.json"
     run_bench pos_embed env PYTHONPATH="$PWD/python/src" "$PY" bench/pos_embed.py --device cuda \
         "${src_args[@]}" --out "$WORK/bench_pos_embed.json"
     run_bench startup env PYTHONPATH= "$PY" bench/startup.py --runs 30 --markdown
