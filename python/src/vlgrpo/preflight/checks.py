@@ -77,6 +77,8 @@ _CODE_LIST = [
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
     Code("template.changed", WARNING, "a chat template of the model folder differs from the release's"),
     Code("template.drops-input", ERROR, "a chat template drops or repeats the problem text or the image (or fails)"),
+    Code("media.image-source", ERROR, "an image entry verl would load from a URL, a relative path, or nothing"),
+    Code("media.video", ERROR, "rows that bring video or audio (verl decodes them before vLLM's video:0 limit)"),
     Code("rules.checkpoint-storage", EITHER, "the checkpoint folder is on RAM (tmpfs, zram, a loop image on RAM)"),
     Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
@@ -394,6 +396,12 @@ def _data(ctx: Context) -> None:
                                      progress=bool(ctx["options"].get("progress")), custom_reward=custom)
 
 
+def _data_media(ctx: Context) -> None:
+    from .data_media import check_media
+
+    ctx.summary["data_media"] = check_media(ctx["typed_work"], ctx.report, ctx["loc"])
+
+
 def _mm_limits(ctx: Context) -> None:
     from .mm_limits import check_mm_limits
 
@@ -491,6 +499,9 @@ CHECKS: tuple[Check, ...] = (
     Check("data", ("typed_work", "loc", "check_data", "options"), (),
           tuple(c for c in CODES if c.startswith("data.")), _data,
           "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),
+    Check("data-media", ("typed_work", "loc", "check_data"), (), ("media.image-source", "media.video"), _data_media,
+          "each image entry's source as verl reads it (bytes, else image/image_url: no URL, no relative path); no "
+          "video or audio rows"),
     Check("mm-limits", ("typed_work", "loc"), (), ("rules.video-enabled", "rules.image-limit"), _mm_limits,
           "C01: video off on a vLLM inside CVE-2026-22778/CVE-2026-34755; image limit >= images of a data row"),
     Check("reward-http", ("typed_work", "loc"), (), ("rules.reward-http-loopback",), _reward_http,
