@@ -101,6 +101,8 @@ _CODE_LIST = [
     Code("security.code-loading", ERROR, "a key that makes verl import or execute a user file/module is set",
          runs_code=True),
     Code("security.target", ERROR, "an override names a _target_ (any importable callable)", runs_code=True),
+    Code("security.resolver", ERROR, "an override value is computed at run time by an OmegaConf resolver (${oc.env:X})"),
+    Code("security.interpolation", WARNING, "an override value is another key's (${a.b}), resolved at run time"),
     # model folder
     Code("model.missing", ERROR, "the model folder does not exist (or is a file)"),
     Code("model.bad-json", ERROR, "a JSON file of the model folder is not readable"),
@@ -177,6 +179,9 @@ def _code_loading(ctx: Context) -> None:
     from .rules import check_code_loading
 
     check_code_loading(ctx["cfg"], ctx.report, ctx["loc"], ctx["overrides"])
+    from .rules import check_interpolations
+
+    check_interpolations(ctx.report, ctx["overrides"])
 
 
 def _runtime_config(ctx: Context) -> None:
@@ -444,7 +449,8 @@ CHECKS: tuple[Check, ...] = (
     Check("compose", ("spec",), ("cfg", "overrides", "loc"), _SCHEMA, _compose,
           "each override against the installed verl's YAML with Hydra's own override code, then Hydra compose"),
     Check("code-loading", ("cfg", "loc", "overrides"), (),
-          ("security.trust-remote-code", "security.code-loading", "security.target"), _code_loading,
+          ("security.trust-remote-code", "security.code-loading", "security.target", "security.resolver",
+           "security.interpolation"), _code_loading,
           "B17: no trust_remote_code, no key that imports a user file, no _target_ override"),
     Check("runtime-config", ("spec", "cfg"), ("work",),
           ("verl.reward-migration", "verl.interpolation", "schema.missing-value"), _runtime_config,

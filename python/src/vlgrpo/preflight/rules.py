@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .report import ERROR, Finding, Report, Where
+from .report import ERROR, WARNING, Finding, Report, Where
 
 IMAGE_TRUNCATIONS = ("left", "right", "middle")
 
@@ -412,6 +412,71 @@ CODE_LOADING_KEYS = (
     "actor_rollout_ref.rollout.multi_turn.function_tool_path",
     "trainer.v1.sampler.custom_sampler.path",
 )
+
+
+def interpolations(text: str) -> list[tuple[str, str]]:
+    """``(kind, name)`` for every ``${...}`` in ``text`` as OmegaConf 2.3's own grammar parses a config value
+    (``omegaconf.grammar_parser.parse(text, "configValue")``): kind ``resolver`` (``${oc.env:X}``, ``${now:...}``;
+    name the resolver) or ``node`` (``${data.max_prompt_length}``; name the text), nested ones included; an
+    escaped ``\\${`` is none. ``[]`` for text the grammar rejects (Hydra's compose reports that)."""
+    if "${" not in text:
+        return []
+    from omegaconf import grammar_parser
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser as G
+
+    try:
+        tree = grammar_parser.parse(text, "configValue")
+    except GrammarParseError:
+        return []
+    out: list[tuple[str, str]] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, G.InterpolationResolverContext):
+            out.append(("resolver", node.resolverName().getText()))
+        elif isinstance(node, G.InterpolationNodeContext):
+            out.append(("node", node.getText()))
+        stack += [node.getChild(i) for i in range(node.getChildCount() - 1, -1, -1)] if hasattr(
+            node, "getChildCount") else []
+    return out
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def check_interpolations(report: Report, overrides: list[Any]) -> None:
+    """No override value computed at run time: a resolver (``${oc.env:SECRET}`` -- an environment secret lands in
+    tracker names and checkpoint paths; ``${oc.decode:...}``, Hydra's ``${now:...}``, any registered resolver) is
+    ``security.resolver`` (error); another key's value (``${data.max_prompt_length}``) ``security.interpolation``
+    (warning). The entrypoints never write either; this guards argv files given to the preflight by hand."""
+    for po in overrides:
+        try:
+            value = po.parsed.value()
+        except Exception:  # noqa: BLE001 - a value Hydra cannot evaluate is schema.syntax's
+            continue
+        found = [k for text in _strings(value) for k in interpolations(text)]
+        resolvers = sorted({name for kind, name in found if kind == "resolver"})
+        nodes = sorted({name for kind, name in found if kind == "node"})
+        where = Where(position=po.position, override=po.text, key=po.key)
+        if resolvers:
+            report.add(Finding(
+                "security.resolver", ERROR, f"{po.key} is computed at run time by the resolver(s) "
+                + ", ".join(resolvers), where,
+                "OmegaConf calls the resolver when verl reads the key (oc.env copies an environment variable, a secret "
+                "too, into the value; others decode or run registered functions): the checked value is not the run's",
+                f"write the value itself: {po.key}=<value>"))
+        elif nodes:
+            report.add(Finding(
+                "security.interpolation", WARNING, f"{po.key} takes another key's value: " + ", ".join(nodes), where,
+                "the value is resolved when verl reads it, not checked here as written", "write the value itself"))
 
 
 def check_code_loading(cfg: Any, report: Report, loc: Locator, overrides: list[Any]) -> None:
