@@ -202,7 +202,7 @@ ray_node_env() {
   assert_no_python
   RAY_RUNTIME_ENV='{"pip": ["evil"]}' entry fa --dry-run
   assert_failure 2
-  RAY_JOB_CONFIG_JSON_ENV_VAR='{"runtime_env": {"env_vars": {"VLGRPO_LOGGER_NOTE": "pip"}}, "metadata": {"job_submission_id": "raysubmit_1"}}' \
+  RAY_JOB_CONFIG_JSON_ENV_VAR='{"runtime_env": {"env_vars": {"VLGRPO_EXPERIMENT_NAME": "pip"}}, "metadata": {"job_submission_id": "raysubmit_1"}}' \
     entry fa --dry-run
   assert_success
 }

@@ -375,9 +375,14 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
     env_vars = renv.get("env_vars") or {}
     if not isinstance(env_vars, dict):
         return out + [(var, "has runtime_env env_vars that are not an object", fix)]
+    out += [(var, why, "give metadata as an object of strings, e.g. {\"team\": \"rl\"}")
+            for why in _metadata_problems(doc.get("metadata"))]
+    if "config" in renv:
+        out += [(var, why, "give runtime_env config as Ray types it: setup_timeout_seconds an integer, eager_install "
+                 "true/false, log_files a list of strings") for why in _runtime_env_config_problems(renv["config"])]
     for name in sorted(env_vars):
-        why = _job_env_var_problem(name, owner, pass_env)
         value = env_vars[name]
+        why = _job_env_var_problem(name, owner, pass_env, value)
         if not why and not isinstance(value, str):
             why = f"its value is a JSON {type(value).__name__}, not a string"
         if not why:
@@ -389,13 +394,28 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
                     why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1,
                                       name=name)
         if why:
-            out.append((var, f"runtime_env env_vars sets {name}: {why}", "remove it from the job's env_vars"))
+            out.append((var, f"runtime_env env_vars sets {ascii(name)[1:-1]}: {why}", "remove it from the job's env_vars"))
     return out
 
 
-def _job_env_var_problem(name, owner, pass_env):
+def _metadata_problems(meta):
+    """Ray 2.48.0 ``JobConfig`` metadata is a mapping of strings to strings (``JobConfig.from_json`` calls
+    ``metadata.items()``; the protobuf field is ``map<string, string>``)."""
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        return [f"has metadata that is a JSON {type(meta).__name__}, not an object of strings (Ray fails at ray.init)"]
+    bad = [k for k, v in meta.items() if not isinstance(v, str)]
+    if bad:
+        return [f"has metadata {ascii(bad[0])} whose value is not a string (Ray fails at ray.init)"]
+    return []
+
+
+def _job_env_var_problem(name, owner, pass_env, value=None):
+    if not name.isidentifier() or not name.isascii():
+        return "not a valid environment variable name"
     if name.startswith("VLGRPO_"):
-        return ""  # validated by the entrypoint itself (Ray sets them in the driver's environment too)
+        return _job_setting_problem(name, owner, value)
     row = env_row(name, owner)
     if row is None:
         return "" if name in pass_env else "Ray would set it in every worker, and it is not a variable the launch passes"
@@ -406,6 +426,62 @@ def _job_env_var_problem(name, owner, pass_env):
     if row.kind == "pass-on-request" and name not in pass_env:
         return "passed only when named in VLGRPO_PASS_ENV: " + row.meaning
     return ""
+
+
+def _job_setting_problem(name, owner, value):
+    """A ``VLGRPO_*`` name in a job's env_vars: Ray sets it in the workers (and, for a submitted job, in the driver,
+    where the entrypoint validates it as a setting). An unknown name or a refused row is refused. A setting the
+    workers read themselves (the patch switches, owner ``patches``) must have a valid value equal to the one the
+    launch runs with (this checker gets the launch's patch switches in its environment): workers with
+    ``VLGRPO_PATCHES=off`` while the launch checked it on would run without the safety patches. Other settings are
+    read by the entrypoint alone and pass."""
+    import os
+
+    row = env_row(name, owner)
+    if row is not None and row.kind == "refused":
+        return row.meaning
+    setting = next((r for r in rows() if r.kind == "setting" and r.name == name), None)
+    if setting is None:
+        return "not a setting (unknown VLGRPO_ variable)"
+    if "patches" not in setting.owners:
+        return ""  # read by the entrypoint alone (a submitted job's driver gets the same env_vars and checks them)
+    if not isinstance(value, str):
+        return ""  # reported as a non-string value by the caller
+    if value:
+        try:
+            validate(setting, value)
+        except ValueError as exc:
+            return f"not a valid value: {exc}"
+    launch = os.environ.get(name, "")
+    if value != launch:
+        now = repr(launch) if launch else "it unset"
+        return (f"the workers would run with {name}={value!r} while the launch runs with {now}: the patch switches "
+                "must be the same for both")
+    return ""
+
+
+#: Ray 2.48.0 ``RuntimeEnvConfig`` (``ray/runtime_env/runtime_env.py``): the keys of runtime_env.config and the
+#: types it accepts (``setup_timeout_seconds`` an int, > 0 or -1; ``eager_install`` a bool; ``log_files`` a list of
+#: strings)
+RUNTIME_ENV_CONFIG = {"setup_timeout_seconds": "int", "eager_install": "bool", "log_files": "strings"}
+
+
+def _runtime_env_config_problems(cfg):
+    if not isinstance(cfg, dict):
+        return [f"runtime_env config is a JSON {type(cfg).__name__}, not an object"]
+    out = []
+    for key in sorted(cfg, key=str):
+        value = cfg[key]
+        kind = RUNTIME_ENV_CONFIG.get(key)
+        if kind is None:
+            out.append(f"runtime_env config has the key {key!r}, which Ray does not know")
+        elif kind == "int" and (isinstance(value, bool) or not isinstance(value, int) or (value <= 0 and value != -1)):
+            out.append(f"runtime_env config {key} is {value!r}: Ray takes a whole number of seconds > 0, or -1")
+        elif kind == "bool" and not isinstance(value, bool):
+            out.append(f"runtime_env config {key} is {value!r}: Ray takes true or false")
+        elif kind == "strings" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            out.append(f"runtime_env config {key} is {value!r}: Ray takes a list of strings")
+    return out
 
 
 # ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
