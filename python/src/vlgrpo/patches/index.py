@@ -16,6 +16,7 @@ IDS = (
     "rollout.vision_placeholder_mask",
     "rollout.server_loopback",
     "rollout.weight_sync_dp_rank",
+    "checkpoint_engine.rendezvous_timeout",
     "checkpoint.manifest",
     "fully_async.resume_step_label",
     "fully_async.partial_rollout_budget",
@@ -63,6 +64,12 @@ TARGET_MODULES = {
     ),
     "verl.workers.rollout.vllm_rollout.utils": (
         "rollout.weight_sync_dp_rank",
+    ),
+    "verl.checkpoint_engine.nccl_checkpoint_engine": (
+        "checkpoint_engine.rendezvous_timeout",
+    ),
+    "verl.checkpoint_engine.hccl_checkpoint_engine": (
+        "checkpoint_engine.rendezvous_timeout",
     ),
     "verl.utils.checkpoint.fsdp_checkpoint_manager": (
         "checkpoint.manifest",

@@ -35,6 +35,7 @@ README's patch summary).
 """
 
 from vlgrpo.patches.fixes import (
+    checkpoint_engine_rendezvous_timeout,
     checkpoint_manifest,
     fully_async_partial_rollout_budget,
     fully_async_resume_pending_prompts,
@@ -60,6 +61,7 @@ PATCHES = (
     rollout_vision_placeholder_mask.RECORD,
     rollout_server_loopback.RECORD,
     rollout_weight_sync_dp_rank.RECORD,
+    checkpoint_engine_rendezvous_timeout.RECORD,
     checkpoint_manifest.RECORD,
     fully_async_resume_step_label.RECORD,
     fully_async_partial_rollout_budget.RECORD,
