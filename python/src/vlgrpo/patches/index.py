@@ -14,6 +14,7 @@ IDS = (
     "npu.qwen3_vl_moe.train_routing",
     "rollout.vision_placeholder_ban",
     "rollout.vision_placeholder_mask",
+    "rollout.encoder_cache_reset",
     "rollout.server_loopback",
     "rollout.weight_sync_dp_rank",
     "checkpoint_engine.rendezvous_timeout",
@@ -61,6 +62,9 @@ TARGET_MODULES = {
     ),
     "verl.experimental.agent_loop.agent_loop": (
         "rollout.vision_placeholder_mask",
+    ),
+    "vllm.v1.core.sched.scheduler": (
+        "rollout.encoder_cache_reset",
     ),
     "verl.workers.rollout.vllm_rollout.utils": (
         "rollout.weight_sync_dp_rank",
