@@ -62,6 +62,8 @@ _CODE_LIST = [
     Code("rules.max-position-embeddings", ERROR, "max_model_len above the model's max_position_embeddings"),
     Code("rules.veomni-layout", ERROR, "VeOmni fsdp/ulysses/expert sizes do not fit the trainer world size"),
     Code("rules.veomni-version", EITHER, "VeOmni is not the pinned version (warning: not installed here)"),
+    Code("rules.setting-swallowed", ERROR, "a setting verl passes as a keyword the callee (VeOmni, vLLM, transformers) "
+         "takes in **kwargs and never reads (C08)"),
     Code("rules.veomni-build", ERROR, "VeOmni cannot build the folder's model on meta or run one image forward"),
     Code("rules.devices-per-node", ERROR, "n_gpus_per_node larger than the node's accelerators"),
     Code("rules.devices-unused", WARNING, "n_gpus_per_node leaves accelerators of a node idle"),
@@ -248,6 +250,12 @@ def _veomni_install(ctx: Context) -> None:
         ctx.give("veomni", info["veomni"])
     else:
         ctx.withhold("veomni", "model_engine is not veomni" if not info else "VeOmni is not installed here")
+
+
+def _kwargs_audit(ctx: Context) -> None:
+    from .kwargs_audit import check_swallowed_settings
+
+    ctx.summary["kwargs_audit"] = check_swallowed_settings(ctx["typed_work"], ctx.report, ctx["loc"])
 
 
 def count_devices_per_node() -> tuple[int | None, str]:
@@ -470,6 +478,8 @@ CHECKS: tuple[Check, ...] = (
           "B19: VeOmni fsdp x ulysses = world size, expert parallel divides it"),
     Check("veomni-install", ("typed_work",), ("veomni",), ("rules.veomni-version",), _veomni_install,
           "B19: the pinned VeOmni for model_engine=veomni"),
+    Check("kwargs-audit", ("typed_work", "loc"), (), ("rules.setting-swallowed",), _kwargs_audit,
+          "C08: no setting whose value verl passes as a keyword the callee swallows in **kwargs (AST sweep)"),
     Check("topology", ("typed_work", "spec", "loc", "options"), (), ("rules.devices-per-node", "rules.devices-unused"),
           _topology, "B12: per-node device counts against the node's accelerators"),
     Check("model-dir", ("typed_work", "options"), ("model", "model_path", "clean_model"),
