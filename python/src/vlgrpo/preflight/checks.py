@@ -95,6 +95,8 @@ _CODE_LIST = [
     Code("vllm.partial-prefill", ERROR, "partial-prefill settings vLLM's SchedulerConfig refuses"),
     Code("vllm.gpu-memory-utilization", ERROR, "gpu_memory_utilization outside (0, 1]"),
     Code("vllm.limit-mm-per-prompt", ERROR, "a limit_mm_per_prompt count vLLM refuses"),
+    Code("rules.env-rejected", ERROR, "an environment value the job gets that the pinned stack asserts on or rejects "
+         "at start, with the settings that reach that code (C10)"),
     Code("vllm.scheduler", ERROR, "a scheduler size that is not a whole number >= 1"),
     Code("rules.rollout-parallel", EITHER, "rollout TP x DP x PP does not fit the rollout's devices (warning: some "
          "stay idle)"),
@@ -256,6 +258,12 @@ def _kwargs_audit(ctx: Context) -> None:
     from .kwargs_audit import check_swallowed_settings
 
     ctx.summary["kwargs_audit"] = check_swallowed_settings(ctx["typed_work"], ctx.report, ctx["loc"])
+
+
+def _env_values(ctx: Context) -> None:
+    from .env_audit import check_env_values
+
+    ctx.summary["env_audit"] = check_env_values(ctx["typed_work"], ctx.report)
 
 
 def count_devices_per_node() -> tuple[int | None, str]:
@@ -499,6 +507,9 @@ CHECKS: tuple[Check, ...] = (
           ("vllm.setting-dropped", "vllm.max-num-batched-tokens", "vllm.max-model-len", "vllm.partial-prefill",
            "vllm.gpu-memory-utilization", "vllm.limit-mm-per-prompt", "vllm.scheduler"), _vllm_engine,
           "B08/B09: the vLLM arguments verl builds, resolved, against vLLM 0.13.0's config rules"),
+    Check("env-values", ("typed_work",), (), ("rules.env-rejected",), _env_values,
+          "C10: no environment value of this process that a swept assert/raise of vLLM, verl or torch rejects "
+          "under the recipe's settings (expandable_segments:True with sleep mode)"),
     Check("rollout-parallel", ("typed_work", "loc", "spec"), (), ("rules.rollout-parallel",), _rollout_parallel,
           "rollout TP x DP x PP against the rollout's devices, as verl places vLLM replicas"),
     Check("image-patch-size", ("typed_work", "loc", "model_path", "clean_model"), ("image_processor",),
