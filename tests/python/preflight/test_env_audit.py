@@ -95,4 +95,25 @@ def test_c10_not_reported_without_sleep_mode_or_with_a_harmless_value(vllm_on_pa
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:512")
     report = run_preflight(set_override(read_argv(UPSTREAM_VEOMNI), f"+{SLEEP}", "False"), check_data=False)
     assert not [f for f in report.findings if f.code == "rules.env-rejected"], [f.line() for f in report.findings]
-    assert report.summary["env_audit"]["sites"] >= 1
+    assert report.summary["env_audit"]["sites_on_set_variables"] >= 1
+
+
+def test_the_variables_a_finding_can_come_from_are_the_committed_ones(pinned):
+    """check_env_values sweeps only when one of EVALUABLE_VARIABLES is set: the list must be what the pinned sources
+    give (sites whose test evaluate() can run)."""
+    from vlgrpo.preflight import env_audit
+
+    found = {s.variable for s in pinned["sites"]
+             if env_audit.evaluate(s, "x") is not None or env_audit.evaluate(s, "") is not None}
+    assert found == set(env_audit.EVALUABLE_VARIABLES)
+
+
+def test_no_sweep_when_none_of_them_is_set(roots):
+    from omegaconf import OmegaConf
+
+    from vlgrpo.preflight import env_audit
+    from vlgrpo.preflight.report import Report
+
+    work = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "vllm", "enable_sleep_mode": True}}})
+    out = env_audit.check_env_values(work, Report(), environ={"PATH": "/usr/bin", "CI": "true"}, roots=roots)
+    assert out["files"] == 0 and "skipped" in out
