@@ -62,6 +62,8 @@ vg_count_devices() {
       "run it by hand to see why; python3 must have the vlgrpo package (the images install it)"
     return 1
   fi
+  # field cases C06, C12: a repeated, unordered or out-of-range visibility list (devices.py list_problem)
+  if [[ -n ${VG_DEV[list_problem]-} ]]; then vg_problem "${VG_DEV[visibility_var]}" "${VG_DEV[list_problem]}" "${VG_DEV[list_fix]}"; fi
 }
 
 # vg_detect_node — sets VG_PLATFORM and VG_NODE_DEVICES from VLGRPO_PLATFORM, the node's devices and

@@ -51,7 +51,7 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   assert_equal "$(argv_value trainer.n_gpus_per_node)" 4
 }
 
-@test "visibility lists read as CUDA/Ray read them: empty hides all, the list ends at an invalid entry, repeats count once" {
+@test "visibility lists read as CUDA/Ray read them: empty hides all, the list ends at an invalid entry, a repeat is refused" {
   add_stub nvidia-smi
   # set but empty: CUDA and Ray see no GPU (Ray would declare 0 and placement would wait forever)
   STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES= entry vo
@@ -63,9 +63,10 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=0,1,-1,3 VLGRPO_TRAINER_DEVICES_PER_NODE=4 entry vo
   assert_failure 2
   [[ $stderr == *"VLGRPO_TRAINER_DEVICES_PER_NODE: 4 devices per node, but this node has 2 (CUDA_VISIBLE_DEVICES)"* ]] || fail "$stderr"
+  # a repeated id is refused (two workers would share a device; field case C06)
   STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=0,0,1,1 entry vo
-  assert_success
-  assert_equal "$(argv_value trainer.n_gpus_per_node)" 2
+  assert_failure 2
+  [[ $stderr == *"error: CUDA_VISIBLE_DEVICES: CUDA_VISIBLE_DEVICES=0,0,1,1 repeats device 0, 1"*"fix: list each device once"* ]] || fail "$stderr"
   STUB_GPU_COUNT=8 CUDA_VISIBLE_DEVICES=GPU-0a1b2c3d-0000-1111-2222-333344445555,1 entry vo
   assert_success
   assert_equal "$(argv_value trainer.n_gpus_per_node)" 2
@@ -73,6 +74,21 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   VLGRPO_PLATFORM=npu ASCEND_RT_VISIBLE_DEVICES= entry fa
   assert_failure 2
   [[ $stderr == *"no device found (ASCEND_RT_VISIBLE_DEVICES)"* ]] || fail "$stderr"
+}
+
+@test "C06, C12: unordered, repeated, out-of-range and (under NOSET) shifted Ascend lists are refused naming the list" {
+  davinci 8
+  ASCEND_RT_VISIBLE_DEVICES=7,6,5,4,3,2,1,0 entry fa
+  assert_failure 2
+  [[ $stderr == *"error: ASCEND_RT_VISIBLE_DEVICES: ASCEND_RT_VISIBLE_DEVICES=7,6,5,4,3,2,1,0 is not in ascending order"* ]] || fail "$stderr"
+  ASCEND_RT_VISIBLE_DEVICES=0,1,3,8 entry fa
+  assert_failure 2
+  [[ $stderr == *"id 8 is not below the 8 devices this node enumerates"*"fix: use enumeration indices: ASCEND_RT_VISIBLE_DEVICES=0,1,2,3"* ]] || fail "$stderr"
+  RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 ASCEND_RT_VISIBLE_DEVICES=4,5,6,7 VLGRPO_TRAINER_DEVICES_PER_NODE=4 entry fa
+  assert_failure 2
+  [[ $stderr == *"so set_device(4) is out of range"*"fix: give the container only these devices"* ]] || fail "$stderr"
+  ASCEND_RT_VISIBLE_DEVICES=4,5,6,7 VLGRPO_TRAINER_DEVICES_PER_NODE=4 VLGRPO_ROLLOUT_DEVICES_PER_NODE=4 entry fa
+  assert_success
 }
 
 @test "devices per node above what the node has is refused (placement would pend forever)" {

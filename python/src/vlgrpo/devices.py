@@ -26,6 +26,10 @@ Visibility
     ``GPU-``/``MIG-`` UUIDs); a repeated entry counts once. A management tool and the device files are
     not affected by these variables, so :attr:`NodeCount.node_devices` is the node's count and
     :attr:`NodeCount.devices` what this process may use.
+List checks (field cases C06, C12; :func:`list_problem`)
+    a repeated or unordered list, an id at or above the node's count, and, under Ray's NOSET switch, any
+    list other than ``0..N-1`` are refused (the entrypoints' node check turns ``list_problem`` into an
+    error); :func:`shrink_problem` names the list when the runtime exposes fewer devices than it lists.
 
 Test stand-ins (CPU machines): ``--dev-dir`` (Python: ``dev_dir``) points the davinci scan at a folder
 of empty files; scripted ``npu-smi``/``nvidia-smi`` first on ``PATH`` stand in for the tools; and for
@@ -122,6 +126,15 @@ class NodeCount:
         if self.ray_hidden(environ):
             return ray_fix(self.platform, self.visibility_value or "")
         return f"unset {self.visibility_var} or list the devices this launch may use in it"
+
+    def list_problem(self, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+        """:func:`list_problem` for this process's visibility list, against the node's count, under the NOSET
+        switch as ``environ`` has it."""
+        environ = os.environ if environ is None else environ
+        if not self.platform:
+            return "", ""
+        return list_problem(self.platform, self.visibility_value, self.node_devices,
+                            bool(environ.get(NOSET_VAR[self.platform])))
 
     def as_dict(self) -> dict:
         """The fields as a dict, without the raw tool output."""
@@ -221,6 +234,85 @@ def visible_limit(var: str, value: str | None) -> int | None:
         if item not in seen:
             seen.append(item)
     return len(seen)
+
+
+def visible_ids(value: str | None) -> list[int] | None:
+    """The device indices of a visibility list, in order and with repeats; None when the variable is unset,
+    empty, ``NoDevFiles``, or holds an entry that is not a plain index (a CUDA UUID: nothing to check)."""
+    if value is None:
+        return None
+    value = value.split("\n", 1)[0]
+    if value in ("", "NoDevFiles"):
+        return None
+    items = value.split(",")
+    if not all(re.fullmatch(r"[0-9]{1,4}", item) for item in items):
+        return None
+    return [int(item) for item in items]
+
+
+def list_problem(platform: str, value: str | None, node_devices: int, noset: bool) -> tuple[str, str]:
+    """What is wrong with a visibility list (field cases C06, C12), as ``(problem, fix)``; ``("", "")`` when
+    nothing is.
+
+    Args:
+        platform: "npu" or "gpu" (names ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES``).
+        value: the variable's value in the process (None: unset).
+        node_devices: the devices the runtime enumerates on this node (0: unknown, no range check).
+        noset: Ray's NOSET switch (:data:`NOSET_VAR`) is set where the list applies: Ray then leaves the list
+            to every worker and hands out its entries as accelerator ids, which verl 0.8.0 passes to
+            ``set_device`` (``verl/single_controller/base/worker.py`` ``_setup_env_cuda_visible_devices``).
+
+    Refused, in this order: a repeated id (two workers would share a device), ids not in ascending order (CANN
+    wants them ascending; under NOSET Ray's ids no longer match the process's numbering), an id at or above
+    ``node_devices`` (ids are the runtime's enumeration indices 0..N-1, not slot numbers: a missing or failed
+    card shifts them and CANN silently drops the id, field case C12), and under ``noset`` any list other than
+    ``0..N-1`` (C06: ``8..15`` makes verl call ``set_device(8)`` in a process that sees devices 0..7).
+    """
+    ids = visible_ids(value)
+    if not ids:
+        return "", ""
+    var, noset_var = VISIBILITY_VAR[platform], NOSET_VAR[platform]
+    shown = f"{var}={value.split(chr(10), 1)[0]}"
+    n = len(ids)
+    indices = ",".join(str(i) for i in range(len(set(ids))))
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        return (f"{shown} repeats device {', '.join(map(str, repeated))}: two workers would get the same device "
+                f"(field case C06)", f"list each device once, in ascending order, e.g. {var}={indices}")
+    if ids != sorted(ids):
+        return (f"{shown} is not in ascending order: the runtime wants ascending ids, and Ray hands the entries out "
+                f"as accelerator ids in this order (field case C06)",
+                f"list the ids in ascending order: {var}={','.join(map(str, sorted(ids)))}")
+    if node_devices and ids[-1] >= node_devices:
+        bad = [i for i in ids if i >= node_devices]
+        return (f"{shown}: id {', '.join(map(str, bad))} is not below the {node_devices} devices this node enumerates; "
+                f"the ids are the runtime's enumeration indices 0..{node_devices - 1}, not slot numbers (a missing or "
+                f"failed card shifts them; CANN drops such an id and the process sees fewer devices than listed: "
+                f"field case C12)", f"use enumeration indices: {var}={','.join(map(str, range(min(n, node_devices))))}")
+    if noset and ids != list(range(n)):
+        return (f"{shown} with {noset_var}=1: Ray gives each worker an id from this list and verl 0.8.0 calls "
+                f"set_device(<that id>) (single_controller/base/worker.py), but the process numbers its {n} "
+                f"devices 0..{n - 1}, so set_device({ids[0] if ids[0] >= n else ids[-1]}) is out of range "
+                f"(field case C06; verl PR #7507)",
+                f"give the container only these devices, so that they appear as 0..{n - 1}, and set "
+                f"{var}={indices} (or leave it unset)")
+    return "", ""
+
+
+def shrink_problem(platform: str, value: str | None, seen: int) -> tuple[str, str]:
+    """``(problem, fix)`` when the runtime exposes fewer devices than the visibility list names (C12: CANN
+    drops ids that are not enumeration indices of the host, so ``0,1,3,4`` on a host whose cards are in slots
+    0, 1, 3, 4 gives 3 devices); ``("", "")`` otherwise. ``seen``: the torch-level device count of the process.
+    """
+    ids = visible_ids(value)
+    if not ids or seen >= len(set(ids)):
+        return "", ""
+    var = VISIBILITY_VAR[platform]
+    n = len(set(ids))
+    return (f"{var}={value} names {n} devices but the runtime exposes {seen}: the runtime drops ids that are not "
+            f"enumeration indices of this host (a card is missing or failed, so the slots are not 0..{n - 1}; "
+            f"field case C12); the list is at fault, not the device mapping or Ray",
+            f"use the enumeration indices: {var}={','.join(map(str, range(n)))} (or leave it unset)")
 
 
 def _run_tool(argv: list) -> tuple[int, str]:
@@ -402,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         node = count(args.platform or "", args.dev_dir)
         data: dict = node.as_dict()
         data.update(cause=node.cause(), fix=node.fix(), ray_hidden=int(node.ray_hidden()))
+        data.update(zip(("list_problem", "list_fix"), node.list_problem()))
         if args.driver and node.platform and node.node_devices:
             from vlgrpo import driver
 
@@ -424,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"node: {node.node_devices} ({node.node_source or '-'})")
         if data["cause"]:
             line += f"; {data['cause']}"
+        if data["list_problem"]:
+            line += f"; {data['list_problem']} -- fix: {data['list_fix']}"
         if data.get("driver_problem"):
             line += f"; {data['driver_problem']} -- fix: {data['driver_fix']}"
         if args.torch:

@@ -192,3 +192,73 @@ def test_cli_json_and_torch_count_with_the_stand_in(tmp_path):
 def test_cli_refuses_an_unknown_platform():
     out = run_cli("--platform", "tpu")
     assert out.returncode == 2
+
+
+# ---- visibility lists: field cases C06 (NOSET + a subset, unordered, repeated) and C12 (a missing card)
+
+
+def slots(tmp_path: Path, ids) -> Path:
+    """A /dev tree with davinci files for the given slot numbers (C12: a card missing from slot 2)."""
+    dev = tmp_path / "dev"
+    dev.mkdir(exist_ok=True)
+    for i in ids:
+        (dev / f"davinci{i}").write_text("")
+    return dev
+
+
+NOSET = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("7,6,5,4,3,2,1,0", ["not in ascending order", "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]),
+    ("0,0,1,2,3,4,5,6", ["repeats device 0", "two workers would get the same device"]),
+])
+def test_c06_unordered_or_repeated_list_is_refused_with_or_without_noset(tmp_path, value, words):
+    dev = davinci(tmp_path, 8)
+    for noset in ("", "1"):
+        node = devices.count("npu", str(dev), env(ASCEND_RT_VISIBLE_DEVICES=value, **({NOSET: noset} if noset else {})))
+        problem, fix = node.list_problem(env(**({NOSET: noset} if noset else {})))
+        assert all(w in problem + " -- " + fix for w in words), (problem, fix)
+
+
+def test_c06_a_subset_is_refused_only_under_noset_naming_the_set_device_id(tmp_path):
+    dev = davinci(tmp_path, 16)
+    value = "8,9,10,11,12,13,14,15"
+    node = devices.count("npu", str(dev), env(ASCEND_RT_VISIBLE_DEVICES=value))
+    assert node.list_problem(env()) == ("", "")  # without NOSET Ray sets each worker's own id: valid
+    problem, fix = node.list_problem(env(**{NOSET: "1"}))
+    assert "set_device(8) is out of range" in problem and "0..7" in problem
+    assert "give the container only these devices" in fix
+    ok = devices.count("npu", str(dev), env(ASCEND_RT_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"))
+    assert ok.list_problem(env(**{NOSET: "1"})) == ("", "")
+
+
+def test_c12_an_id_at_or_above_the_enumeration_count_names_the_list(tmp_path):
+    dev = slots(tmp_path, (0, 1, 3, 4))  # slot 2 empty: the runtime enumerates 4 devices, indices 0..3
+    node = devices.count("npu", str(dev), env(ASCEND_RT_VISIBLE_DEVICES="0,1,3,4"))
+    assert node.node_devices == 4 and node.devices == 4  # the count alone sees nothing wrong
+    problem, fix = node.list_problem(env())
+    assert "id 4 is not below the 4 devices" in problem and "C12" in problem
+    assert fix == "use enumeration indices: ASCEND_RT_VISIBLE_DEVICES=0,1,2,3"
+    # the runtime's own count (the stand-in's CANN rule: ids >= 4 dropped) against the list names it too
+    problem, fix = devices.shrink_problem("npu", "0,1,3,4", 3)
+    assert "names 4 devices but the runtime exposes 3" in problem and "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3" in fix
+    assert devices.shrink_problem("npu", "0,1,2,3", 4) == ("", "")
+
+
+def test_cuda_lists_are_checked_the_same_way_and_uuids_are_left_alone(tmp_path):
+    assert "repeats device 1" in devices.list_problem("gpu", "0,1,1", 8, False)[0]
+    assert "ascending" in devices.list_problem("gpu", "1,0", 8, False)[0]
+    assert devices.list_problem("gpu", "GPU-0a1b2c3d-0000-1111-2222-333344445555,1", 8, True) == ("", "")
+    assert devices.list_problem("gpu", "", 8, True) == ("", "")
+
+
+def test_cli_shell_carries_the_list_problem_for_the_entrypoints(tmp_path):
+    dev = davinci(tmp_path, 8)
+    out = run_cli("--format", "shell", "--dev-dir", str(dev), ASCEND_RT_VISIBLE_DEVICES="0,0,1")
+    assert out.returncode == 0, out.stderr
+    got = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    assert "repeats device 0" in got["list_problem"] and got["list_fix"].endswith("ASCEND_RT_VISIBLE_DEVICES=0,1")
+    out = run_cli("--format", "shell", "--dev-dir", str(dev), ASCEND_RT_VISIBLE_DEVICES="0,1")
+    got = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    assert got["list_problem"] == "" and got["list_fix"] == ""
