@@ -19,7 +19,13 @@ not visible to the job) makes vLLM find no NPU. Two sub-commands guard a launch:
     node's environment and the job's runtime_env decide what they see, as for verl. Each imports torch (and
     torch_npu on Ascend) and counts devices; see :func:`need` for what each must see. The cluster must also
     have ``--nodes x --per-node`` units free. Exit 2 naming every process that sees too few, the cause and
-    the fix.
+    the fix. Each process's visibility list is checked too (repeated, unordered, out of range, not ``0..N-1``
+    under NOSET, fewer devices exposed than listed: field cases C06, C12; :func:`vlgrpo.devices.list_problem`).
+    Then the rehearsal of verl's worker groups (:mod:`vlgrpo.rehearse`: placement, verl's device selection and
+    ``set_device``, a process group with one all-reduce per group, the trainer <-> rollout rendezvous), each
+    stage with a deadline (``--stage-timeout``); layout from ``--argv-file`` (the recipe's final argv), else
+    one group of ``--nodes`` x ``--per-node``. ``--rehearse``: the rehearsal alone; ``--no-rehearse``: the
+    probe alone; ``--backend gloo``: gloo on CPU tensors (CPU test clusters).
 
 Device visibility (Ray 2.48.0). Ray restricts each worker process to the accelerator ids it holds by setting
 ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` (``ray/_private/utils.py``
@@ -55,6 +61,8 @@ from typing import Any, Callable, Iterable
 from vlgrpo import devices
 
 RESOURCES = ("NPU", "GPU")
+REHEARSAL_STAGE_TIMEOUT = 60.0
+REHEARSAL_START_TIMEOUT = 180.0
 
 
 def _say(line: str) -> None:
@@ -350,6 +358,18 @@ def judge(view: View, platform: str, per_node: int) -> str:
     where = f"{view.ip}: {view.who(res)}"
     if view.error:
         return f"{where}: device import failed: {view.error}"
+    # field cases C06, C12: the visibility list itself (repeated, unordered, out of range, not 0..N-1 under NOSET,
+    # or fewer devices exposed than listed) before the counts, so that the list is named, not the mapping
+    value = view.env.get(devices.VISIBILITY_VAR[platform])
+    # (the runtime exposing fewer devices than listed first: that is the root cause, C12, even under NOSET; only
+    # for a list the process inherited -- the launching process, or under NOSET -- not one Ray set to its ids)
+    inherited = view.kind == "driver" or bool(view.env.get(devices.NOSET_VAR[platform]))
+    problem, fix = devices.shrink_problem(platform, value, view.visible) if inherited else ("", "")
+    if not problem:
+        problem, fix = devices.list_problem(platform, value, view.node_devices,
+                                            bool(view.env.get(devices.NOSET_VAR[platform])))
+    if problem:
+        return f"{where}: {problem} -- fix: {fix}"
     want = need(view, platform, per_node)
     exposed = view.node_devices
     if view.kind == "device" and exposed and exposed < per_node:
@@ -514,7 +534,75 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--timeout", type=_positive_float, default=default, help=f"seconds (default {default:g})")
         if name == "wait":
             s.add_argument("--interval", type=_positive_float, default=2.0, help="poll interval in seconds")
+        else:
+            s.add_argument("--rehearse", action="store_true",
+                           help="run only the rehearsal of verl's worker groups (vlgrpo.rehearse), not the visibility probe")
+            s.add_argument("--no-rehearse", action="store_true", help="run only the visibility probe")
+            s.add_argument("--argv-file", help="the recipe's final argv, one element per line (the worker groups' "
+                           "layout); default: one group of --nodes x --per-node")
+            s.add_argument("--stage-timeout", type=_positive_float, default=REHEARSAL_STAGE_TIMEOUT,
+                           help=f"deadline of each rehearsal stage in seconds (default {REHEARSAL_STAGE_TIMEOUT:g})")
+            s.add_argument("--start-timeout", type=_positive_float, default=REHEARSAL_START_TIMEOUT,
+                           help="deadline of the rehearsal's worker start in seconds (the actors import torch and "
+                           f"verl; default {REHEARSAL_START_TIMEOUT:g})")
+            s.add_argument("--backend", choices=("auto", "gloo"), default="auto",
+                           help="collective backend of the rehearsal: auto = verl's (HCCL/NCCL on the device), "
+                           "gloo = gloo on CPU tensors (CPU test clusters)")
     return p
+
+
+def _rehearsal_layout(args) -> tuple[list, bool]:
+    """The worker groups to rehearse (:func:`vlgrpo.rehearse.layout`) from ``--argv-file``; UsageError naming it."""
+    from vlgrpo import rehearse
+
+    if args.rehearse and args.no_rehearse:
+        raise UsageError("--rehearse and --no-rehearse exclude each other")
+    argv = None
+    if args.argv_file:
+        try:
+            with open(args.argv_file, encoding="utf-8") as f:
+                argv = f.read().splitlines()
+        except OSError as exc:
+            raise UsageError(f"--argv-file {args.argv_file!r}: {exc.strerror}") from None
+    try:
+        return rehearse.layout(argv, args.nodes, args.per_node)
+    except rehearse.LayoutError as exc:
+        raise UsageError(f"--argv-file {args.argv_file!r}: {exc}") from None
+
+
+def _rehearse_main(args, groups: list, sync: bool) -> int:
+    """Run :func:`vlgrpo.rehearse.rehearse` on the cluster at ``args.address`` and report it; exit status."""
+    from vlgrpo import rehearse
+
+    if importlib.util.find_spec("verl") is None:
+        print("cluster: rehearsal: verl is not installed in this interpreter (the rehearsal runs verl's own worker "
+              "code); run the probe with the image's python3, or pass --no-rehearse", file=sys.stderr)
+        return 1
+    platform = _platform(args.resource)
+    deadline = time.monotonic() + args.timeout
+    _connect(args.address, deadline, _say)
+    verdict = evaluate(nodes_from_ray(__import__("ray").nodes(), args.resource), args.resource, args.nodes, args.per_node)
+    if not verdict.ok:
+        print(f"cluster: FAIL cluster not ready: {verdict.describe()} (run `python -m vlgrpo cluster wait` first)",
+              file=sys.stderr)
+        return 2
+    shape = "; ".join(f"{g.name}: {list(g.process_on_nodes)}" for g in groups)
+    _say(f"cluster: rehearsal of verl's worker groups ({shape}{'; weight-sync rendezvous' if sync else ''}), "
+         f"{args.stage_timeout:g}s per stage")
+    t0 = time.monotonic()
+    result = rehearse.rehearse(groups, sync, platform, args.backend == "gloo", args.stage_timeout, _say,
+                               args.start_timeout)
+    took = time.monotonic() - t0
+    for line in result.lines:
+        _say(f"cluster: {line}")
+    for p in result.problems:
+        print(f"cluster: FAIL rehearsal: {p}", file=sys.stderr)
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
+    if result.problems:
+        print(f"cluster: rehearsal failed after {took:.1f}s ({stages})", file=sys.stderr)
+        return 2
+    _say(f"cluster: rehearsal ok in {took:.1f}s ({stages})")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -526,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         parse_address(args.address)
         count_fn = load_probe_hook(args.resource) if args.cmd == "probe" else None
+        groups, sync = _rehearsal_layout(args) if args.cmd == "probe" else ([], False)
     except UsageError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 2
@@ -547,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        if args.rehearse:
+            return _rehearse_main(args, groups, sync)
         views, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn)
         for v in views:
             _say(f"cluster: probe {v.ip} ({v.hostname}): {v.who(args.resource)} sees {v.visible} {args.resource} "
@@ -558,7 +649,9 @@ def main(argv: list[str] | None = None) -> int:
         nodes = len({v.node_id for v in views if v.kind != "driver"})
         _say(f"cluster: probe ok on {nodes} node(s), each sees >= {args.per_node} {args.resource} (the job driver, "
              f"an actor holding no {args.resource} and one holding 1 on each node)")
-        return 0
+        if args.no_rehearse:
+            return 0
+        return _rehearse_main(args, groups, sync)
     except TimeoutError as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 2

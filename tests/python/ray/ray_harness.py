@@ -201,8 +201,8 @@ class Cluster:
     def dashboard(self) -> str:
         return f"http://127.0.0.2:{self.dashboard_port}"
 
-    def start_worker(self, ip: str = "127.0.0.3", devices: int = 8, physical: int = 8) -> RayNode:
-        env = self.env(ip, devices, physical, VLGRPO_RAY_HEAD=self.address, VLGRPO_RAY_HEAD_WAIT="30")
+    def start_worker(self, ip: str = "127.0.0.3", devices: int = 8, physical: int = 8, **extra: str) -> RayNode:
+        env = self.env(ip, devices, physical, VLGRPO_RAY_HEAD=self.address, VLGRPO_RAY_HEAD_WAIT="30", **extra)
         node = RayNode("worker", ip, env, self.root / f"worker-{ip}.log")
         self.nodes.append(node)
         return node

@@ -143,7 +143,7 @@ def test_entrypoint_resources_give_the_driver_one_device(plain, views_script):
 
 def probe_argv(plain, per_node: int = 4, resource: str = "NPU") -> list[str]:
     return [PY, "-m", "vlgrpo", "cluster", "probe", "--address", plain.address, "--resource", resource,
-            "--nodes", "1", "--per-node", str(per_node), "--timeout", "240"]
+            "--nodes", "1", "--per-node", str(per_node), "--timeout", "240", "--no-rehearse"]
 
 
 def test_b14_the_probe_as_a_submitted_job_is_refused_naming_ray_and_the_fix(plain):

@@ -9,9 +9,11 @@ through the torch_npu stand-in.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from ray_harness import MODEL_30B, PY, REPO, Cluster, geo3k_parquet, patient_ray, standin_site, submit
+from ray_harness import HERE, MODEL_30B, PY, REPO, Cluster, geo3k_parquet, patient_ray, submit
 
 pytestmark = pytest.mark.ray
 
@@ -21,9 +23,12 @@ def node(tmp_path_factory):
     root = tmp_path_factory.mktemp("raynode")
     c = Cluster(root)
     try:
-        c.start_head(devices=4, physical=4, dashboard=True, VLGRPO_RAY_NUM_CPUS="2",
+        # 4 logical CPUs per NPU (verl's bundles hold 3: the entrypoint's probe rehearses verl's worker group) and
+        # the Ascend-runtime stand-in loaded like torch_npu (standin_rt; False is_available outside verl's workers)
+        c.start_head(devices=4, physical=4, dashboard=True, VLGRPO_RAY_NUM_CPUS="16",
                      PATH=f"{patient_ray(root)}:{c.env('127.0.0.2', 4, 4)['PATH']}",
-                     PYTHONPATH=standin_site(root, 4))
+                     PYTHONPATH=f"{HERE / 'standin_rt'}{os.pathsep}{HERE}", RAY_raylet_start_wait_time_s="120",
+                     VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS,RAY_raylet_start_wait_time_s")
         yield c
     finally:
         assert not c.close()
@@ -31,7 +36,7 @@ def node(tmp_path_factory):
 
 def test_the_probe_as_a_submitted_job_passes_on_ray_node_nodes(node):
     out = submit(node.dashboard, [PY, "-m", "vlgrpo", "cluster", "probe", "--address", node.address, "--resource",
-                                  "NPU", "--nodes", "1", "--per-node", "4", "--timeout", "240"])
+                                  "NPU", "--nodes", "1", "--per-node", "4", "--timeout", "240", "--no-rehearse"])
     assert out.returncode == 0, out.stdout[-4000:]
     assert "the job driver sees 4 NPU" in out.stdout and "probe ok on 1 node(s)" in out.stdout
 
@@ -59,4 +64,6 @@ def test_the_entrypoint_as_a_submitted_job_passes_the_node_check_the_probe_and_t
     log = out.stdout
     assert out.returncode == 0, log[-6000:]
     assert "cluster: probe ok on 1 node(s)" in log
+    # today's call of the probe rehearses verl's worker group too (one group of 1 node x 4, gloo: a CPU torch)
+    assert "workers: process group ok (4 rank(s), all_reduce = 4" in log and "cluster: rehearsal ok in" in log
     assert "# preflight: clean" in log and "# cluster: " + node.address + " ready and probed" in log

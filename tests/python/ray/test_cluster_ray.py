@@ -131,7 +131,7 @@ def test_probe_refuses_the_node_that_sees_fewer_devices(cluster):
     # the head's container exposes 8 NPUs, the worker's only 4, although both declared 8 (test override)
     out = run_cli(
         "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "8", "--timeout", "120",
+        "--nodes", "2", "--per-node", "8", "--timeout", "120", "--no-rehearse",
         VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",  # the launching node has 8
     )
     assert out.returncode == 2, out.stdout + out.stderr
@@ -145,7 +145,7 @@ def test_probe_refuses_the_node_that_sees_fewer_devices(cluster):
 def test_probe_passes_when_every_node_sees_enough(cluster):
     out = run_cli(
         "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "4", "--timeout", "120",
+        "--nodes", "2", "--per-node", "4", "--timeout", "120", "--no-rehearse",
         VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",
     )
     assert out.returncode == 0, out.stdout + out.stderr
