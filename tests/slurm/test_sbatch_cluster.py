@@ -76,7 +76,8 @@ class Setup:
             "ray-node.env",
             "# Ray node settings of the test jobs (RAY_NODE_ENV)",
             "VLGRPO_TEST_DEVICE_COUNT=8",
-            "VLGRPO_RAY_NUM_CPUS=1",
+            # 4 logical CPUs per NPU: the recipe's probe rehearses verl's worker groups, whose bundles hold 3
+            "VLGRPO_RAY_NUM_CPUS=32",
             "VLGRPO_RAY_MEMORY_MB=300",
             "VLGRPO_RAY_OBJECT_STORE_MB=80",
             f"VLGRPO_RAY_TEMP_DIR={r}/ray",
@@ -85,12 +86,12 @@ class Setup:
             f"VLGRPO_RAY_CLIENT_PORT={free_port()}",
             "VLGRPO_RAY_CARDS_WAIT=0",
             "VLGRPO_RAY_HEAD_WAIT=60",
-            # (PYTHONPATH: the submitting shell's, which CONTAINER=none gives every Ray step; a node file takes no
-            # PYTHONPATH line)
+            # (PYTHONPATH and STANDIN_PHYSICAL_NPUS: the submitting shell's, which CONTAINER=none gives every Ray
+            # step; a node file takes only VLGRPO_*, NCCL_*, HCCL_*, GLOO_SOCKET_IFNAME and RAY_* lines)
             # the nodes are slow to register on a loaded 2-core machine (Ray's default is 10 s)
             "RAY_raylet_start_wait_time_s=120",
             # ray-node.sh builds ray start's environment from the registry: these two pass only when named
-            "VLGRPO_PASS_ENV=PYTHONPATH,RAY_raylet_start_wait_time_s",
+            "VLGRPO_PASS_ENV=PYTHONPATH,RAY_raylet_start_wait_time_s,STANDIN_PHYSICAL_NPUS",
         )
         shutil.copytree(HERE / "standin", r / "standin")
         (r / "standin" / "torch_npu" / "physical").write_text("8\n")
@@ -126,8 +127,11 @@ class Setup:
             "CKPT_DIR": str(self.cluster.ckpt),
             "VLGRPO_ENV": str(vlgrpo_env),
             "RAY_NODE_ENV": str(node_env or self.node_env),
-            # the recipe step's torch_npu too: the device probe counts the launching process's NPUs (B14)
-            "PYTHONPATH": f"{self.cluster.root}/standin:{REPO}/tests/python/ray",
+            # the Ray workers: the Ascend-runtime stand-in loaded like torch_npu (tests/python/ray/standin_rt,
+            # set_device checked, is_available only in verl's workers), then this test's own; the recipe step's
+            # torch_npu too: the device probe counts the launching process's NPUs (B14)
+            "PYTHONPATH": f"{REPO}/tests/python/ray/standin_rt:{self.cluster.root}/standin:{REPO}/tests/python/ray",
+            "STANDIN_PHYSICAL_NPUS": "8",
         }
         return self.cluster.sbatch(SBATCH, env, "--nodes=2")
 
@@ -177,7 +181,7 @@ def plan_argv(log: str) -> list[str]:
 def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
     t0 = time.monotonic()
     job = slurm.submit(slurm.dry_env)
-    info = slurm.cluster.wait_job(job, timeout=240)
+    info = slurm.cluster.wait_job(job, timeout=600)
     log = slurm.cluster.job_output(job)
     assert (info["JobState"], info["ExitCode"]) == ("COMPLETED", "0:0"), log + slurm.cluster.logs()
     assert info["NodeList"] == "n[1-2]"
@@ -188,6 +192,8 @@ def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
     # the recipe's cluster check saw both nodes with their own addresses and 8 NPUs each, and the probe ran on both
     assert "cluster: ready" in log and f"{slurm.ip1}: 8 NPU, {slurm.ip2}: 8 NPU" in log, log
     assert "probe ok on 2 node(s), each sees >= 8 NPU" in log
+    # and the rehearsal of verl's worker group on both nodes (today's call: one group of 2 x 8, gloo on CPU torch)
+    assert "workers: process group ok (16 rank(s), all_reduce = 16" in log and "cluster: rehearsal ok in" in log
     assert f"# cluster: {head} ready and probed" in log
     assert "# preflight: clean" in log
     assert "# topology: trainer 1 node(s) x 8 + rollout 1 node(s) x 8 = 16 npu devices" in log
@@ -213,7 +219,7 @@ def test_launch_execs_the_trainer_and_scancel_stops_every_ray_process(slurm):
                     "refuses, and no loop-mounted volume could be made (loop devices, mkfs.ext4)")
     t0 = time.monotonic()
     job = slurm.submit(slurm.launch_env)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600
     while not (slurm.record / "ready").exists():
         info = slurm.cluster.job(job)
         assert info.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING"), \
