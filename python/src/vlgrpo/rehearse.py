@@ -138,13 +138,13 @@ _IF_FIX = ("check that GLOO_SOCKET_IFNAME / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFN
            "from the ephemeral range are open between the nodes")
 
 
-def _device_fix(platform: str, info: dict, per_node_ids: list[str]) -> str:
+def _device_fix(platform: str, info: dict) -> str:
     var, noset = devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]
     env = info.get("env", {})
     problem, fix = devices.shrink_problem(platform, env.get(var), max(0, info.get("visible", 0)))
     if fix:
         return f"{problem} -- {fix}"
-    problem, fix = devices.list_problem(platform, env.get(var), 0, bool(env.get(noset)))
+    _, fix = devices.list_problem(platform, env.get(var), 0, bool(env.get(noset)))
     if fix:
         return fix
     return (f"map every device into the container, and list in {var} only devices the runtime enumerates "
@@ -152,9 +152,8 @@ def _device_fix(platform: str, info: dict, per_node_ids: list[str]) -> str:
 
 
 def _placement(pool, strategy: str, device_name: str, timeout_s: float) -> str:
-    """verl's ``RayResourcePool.get_placement_groups`` with a deadline: "" when placed, else the reason."""
-    import ray
-
+    """verl's ``RayResourcePool.get_placement_groups`` with a deadline: "" when placed, else the reason (the
+    groups are then removed, which ends verl's wait in its thread)."""
     box: dict = {}
 
     def run():
@@ -194,17 +193,16 @@ def _rank_nodes(pool) -> dict[int, str]:
 
 
 def _remove_pgs(prefix: str) -> None:
-    import ray
+    """Remove this rehearsal's placement groups (named ``prefix...``, as verl names a pool's groups)."""
     from ray.util import placement_group_table, remove_placement_group
     from ray.util.placement_group import get_placement_group
 
-    for pg_id, entry in (placement_group_table() or {}).items():
+    for entry in (placement_group_table() or {}).values():
         if str(entry.get("name", "")).startswith(prefix) and entry.get("state") != "REMOVED":
             try:
                 remove_placement_group(get_placement_group(entry["name"]))
             except Exception:  # noqa: BLE001 - best effort: the driver's exit removes them too
                 pass
-    del ray
 
 
 def rehearse(groups: list[Group], weight_sync: bool, platform: str, gloo: bool, stage_timeout: float,
@@ -359,14 +357,14 @@ def _judge_devices(g: Group, infos: list[dict], platform: str, out: Result) -> b
             out.problems.append(
                 f"{where}: stage {i['stage']}: Ray gave it {devices.RESOURCE[platform]} id {ids}, verl selected device "
                 f"{i['device']} and the process sees {i['visible']} device(s) (env {i['env']}): {i['error']} -- fix: "
-                + _device_fix(platform, i, i["accelerator_ids"]))
+                + _device_fix(platform, i))
             continue
         key = (i["node_id"], i["accelerator_ids"][0] if i["accelerator_ids"] else i["device"])
         if key in seen and i["env"].get(devices.NOSET_VAR[platform]):
             bad = True
             out.problems.append(
                 f"{where}: stage device selection: Ray gave it {devices.RESOURCE[platform]} id {ids}, the same device as "
-                f"rank {seen[key]} on this node (env {i['env']}) -- fix: " + _device_fix(platform, i, i["accelerator_ids"]))
+                f"rank {seen[key]} on this node (env {i['env']}) -- fix: " + _device_fix(platform, i))
         seen.setdefault(key, i["rank"])
     return bad
 
