@@ -14,7 +14,7 @@ PURPOSES = ("launch", "plan")
 
 def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str | None = None,
                   devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch",
-                  vllm_rules: str = "mirror") -> Report:
+                  vllm_rules: str = "mirror", cache_dir: str | None = None) -> Report:
     """Check a complete launch argv against the installed verl, the model folder and the data.
 
     Args:
@@ -30,6 +30,8 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
         vllm_rules: ``"mirror"`` (default) applies vLLM 0.13.0's engine-config rules as vlgrpo mirrors them (no vLLM
             import); ``"vllm"`` runs vLLM's own config classes in this process (needs vLLM installed; 3-8 s of import
             on a 2-core machine).
+        cache_dir: the folder of the token-count cache (:mod:`vlgrpo.preflight.count_cache`); None (default):
+            ``<trainer.default_local_dir>/.vlgrpo-preflight-cache`` when that is an absolute path; ``""``: no cache.
 
     Raises:
         ValueError: ``purpose`` is neither ``"launch"`` nor ``"plan"``.
@@ -50,7 +52,7 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
     t0 = time.perf_counter()
     ctx = Context(report, argv=list(argv), options={"model_path": model_path, "devices_per_node": devices_per_node,
                                                     "progress": progress, "purpose": purpose,
-                                                    "vllm_rules": vllm_rules})
+                                                    "vllm_rules": vllm_rules, "cache_dir": cache_dir})
     if check_data:
         ctx.give("check_data", True)
     else:

@@ -137,6 +137,8 @@ _CODE_LIST = [
     Code("data.reward-import", WARNING, "the scorer of a data_source cannot be imported here"),
     Code("data.empty", ERROR, "a data file has no rows"),
     Code("data.not-checked", WARNING, "a remote or JSON data file whose rows are not checked here"),
+    Code("data.count-cache", WARNING, "the token-count cache folder fails the trust check (symlink, another owner, "
+         "group/other-writable); counted without it"),
 ]
 #: every finding code the preflight can report, by code
 CODES: dict[str, Code] = {c.code: c for c in _CODE_LIST}
@@ -414,7 +416,8 @@ def _data(ctx: Context) -> None:
     work = ctx["typed_work"]
     custom = bool((work.get("reward") or {}).get("custom_reward_function", {}).get("path"))
     ctx.summary["data"] = check_data(work, ctx.report, ctx["loc"], ctx.get("counter"),
-                                     progress=bool(ctx["options"].get("progress")), custom_reward=custom)
+                                     progress=bool(ctx["options"].get("progress")), custom_reward=custom,
+                                     cache_dir=ctx["options"].get("cache_dir"), model_path=ctx.get("model_path"))
 
 
 def _data_media(ctx: Context) -> None:

@@ -3,7 +3,7 @@
 Usage::
 
     python -m vlgrpo preflight --argv-file FILE [--purpose launch|plan] [--json] [--no-data] [--model-path P]
-                               [--devices-per-node N]
+                               [--devices-per-node N] [--cache-dir DIR]
     python -m vlgrpo preflight [--module M] [options] -- override1 override2 ...
     python -m vlgrpo preflight codes [--json]    # every check and finding code it can report
 
@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm-rules", choices=("mirror", "vllm"), default="mirror",
                    help="vLLM engine-config rules: as mirrored by vlgrpo (default, no vLLM import) or by vLLM's own "
                         "config classes (needs vLLM installed)")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="folder of the token-count cache (default: <trainer.default_local_dir>/.vlgrpo-preflight-cache; "
+                        "'' for none). Refused unless it is yours or root's, not a symlink, not group/other-writable")
     p.add_argument("overrides", nargs="*", help="Hydra overrides (after --) when no --argv-file is given")
     return p
 
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = run_preflight(launch, check_data=not args.no_data, model_path=args.model_path,
                            devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose,
-                           vllm_rules=args.vllm_rules)
+                           vllm_rules=args.vllm_rules, cache_dir=args.cache_dir)
     if args.json:
         print(report.to_json())
     else:

@@ -217,6 +217,103 @@ class PromptCounter:
         return len(ids) - pads + sum(per_image), sum(per_image)
 
 
+    # --- size-only counting (the cold count's fast path) -----------------------------------------------------
+
+    def image_tokens_for_size(self, height: int, width: int) -> int:
+        """Image tokens of one image already pre-resized to ``height`` x ``width`` pixels.
+
+        The grid comes from the image processor itself (``self.image_processor(images=[stand-in], **mm_kwargs)``,
+        transformers' ``image_grid_thw``) on a blank RGB image of that size, memoised per size: the processor's
+        grid depends only on the image's size (Qwen2VLImageProcessor ``smart_resize`` of height and width), so one
+        call per distinct size gives every row's count without decoding its pixels.
+        """
+        key = (height, width)
+        memo = self.__dict__.setdefault("_grid_memo", {})
+        if key not in memo:
+            from PIL import Image
+
+            if self.image_processor is None:
+                raise RuntimeError("the model folder has no image processor but the row has images")
+            grid = self.image_processor(images=[Image.new("RGB", (width, height))], **self.mm_kwargs)["image_grid_thw"]
+            memo[key] = int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size ** 2
+        return memo[key]
+
+    def pre_resize_size(self, height: int, width: int, item: dict | None, patch: int) -> tuple[int, int]:
+        """(height, width) :meth:`pre_resize` gives an image of ``height`` x ``width`` (qwen-vl-utils' size rule,
+        :func:`pre_resize_hw`, with the entry's ``resized_height``/``resized_width`` or pixel bounds)."""
+        item = item if isinstance(item, dict) else {}
+        if "resized_height" in item and "resized_width" in item:
+            return pre_resize_hw(int(item["resized_height"]), int(item["resized_width"]), patch)
+        return pre_resize_hw(height, width, patch, item.get("min_pixels"), item.get("max_pixels"))
+
+    def count_sizes(self, messages: list[dict], sizes: list[tuple[int, int]], items: list[Any] | None,
+                    patch: int | None = None) -> tuple[int, int]:
+        """:meth:`count` (``patch`` None) or :meth:`count_filter`'s per-patch count from the images' (height, width)
+        alone: the rendered template tokenized once, each ``<|image_pad|>`` expanded to the image's tokens
+        (``Qwen3VLProcessor.__call__``'s rule, transformers 4.57.6 ``processing_qwen3_vl.py``)."""
+        patch = self.patch_size if patch is None else patch
+        raw = self.render(messages)
+        ids = self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]
+        if not sizes:
+            return len(ids), 0
+        items = list(items or [None] * len(sizes))
+        per_image = [self.image_tokens_for_size(*self.pre_resize_size(h, w, it, patch))
+                     for (h, w), it in zip(sizes, items)]
+        pads = sum(1 for t in ids if t == self.image_pad_id)
+        if pads != len(per_image):
+            raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
+        return len(ids) - pads + sum(per_image), sum(per_image)
+
+    def fingerprint(self, model_path: str, extra: dict | None = None) -> str:
+        """Hex SHA-256 of everything a row's count depends on besides the row: the model folder's non-weight files
+        (tokenizer, chat template, processor configs), the counting path, the tokenizer/processor classes and
+        their settings (pixel bounds, patch and merge sizes), ``mm_processor_kwargs``, the chat-template kwargs,
+        both patch sizes, the library versions that count (transformers, tokenizers, Pillow, qwen-vl-utils) and
+        this module's source (the counting code's version); plus ``extra`` (the data check's own settings)."""
+        import hashlib
+        import json
+        from importlib.metadata import PackageNotFoundError, version
+
+        h = hashlib.sha256()
+        try:
+            names = sorted(os.listdir(model_path))
+        except OSError:
+            names = []
+        for name in names:
+            full = os.path.join(model_path, name)
+            if name.endswith(_WEIGHT_SUFFIXES) or not os.path.isfile(full) or os.path.getsize(full) > 64 << 20:
+                continue
+            from .count_cache import file_sha256
+
+            h.update(f"file {name} {file_sha256(full)}\n".encode())
+        versions = {}
+        for dist in ("transformers", "tokenizers", "pillow", "qwen-vl-utils"):
+            try:
+                versions[dist] = version(dist)
+            except PackageNotFoundError:
+                versions[dist] = None
+        ip = self.image_processor
+        ip_state = ip.to_dict() if hasattr(ip, "to_dict") else None
+        with open(__file__, "rb") as fh:
+            source = hashlib.sha256(fh.read()).hexdigest()
+        state = {"count_version": COUNT_VERSION, "source": source, "method": self.method, "versions": versions,
+                 "tokenizer": type(self.tokenizer).__name__, "vocab": len(self.tokenizer),
+                 "processor": type(self.processor).__name__ if self.processor is not None else None,
+                 "image_processor": type(ip).__name__ if ip is not None else None, "image_processor_state": ip_state,
+                 "chat_template": getattr(self.processor, "chat_template", None) or self.chat_template,
+                 "patch_size": self.patch_size, "filter_patch_size": self.filter_patch_size,
+                 "merge_size": self.merge_size if ip is not None else None, "mm_processor_kwargs": self.mm_kwargs,
+                 "apply_chat_template_kwargs": self.kwargs, "extra": extra or {}}
+        h.update(json.dumps(state, sort_keys=True, default=repr).encode())
+        return h.hexdigest()
+
+
+#: bump when the counting rules change in a way the source hash would not show (e.g. a data file they read)
+COUNT_VERSION = 1
+#: model-folder files the fingerprint skips (weights: large, and no count depends on them)
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx", ".ckpt")
+
+
 #: keys of a row's image entry that qwen-vl-utils 0.0.14 ``fetch_image`` reads besides the image itself
 _ITEM_KEYS = ("min_pixels", "max_pixels", "resized_height", "resized_width")
 
@@ -377,8 +474,15 @@ def reward_handles(data_source: str) -> tuple[bool, str]:
 
 
 def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | None, progress: bool = False,
-               custom_reward: bool = False) -> dict[str, Any]:
-    """Check ``data.train_files`` and ``data.val_files``; returns per-split summaries."""
+               custom_reward: bool = False, cache_dir: str | None = None, model_path: str | None = None
+               ) -> dict[str, Any]:
+    """Check ``data.train_files`` and ``data.val_files``; returns per-split summaries (and ``count_cache``: the
+    cache folder, its hits/misses/refused entries and the rows counted, reused and recounted).
+
+    ``cache_dir``: the count cache folder (:mod:`vlgrpo.preflight.count_cache`); None: ``--cache-dir`` was not
+    given, use ``<trainer.default_local_dir>/.vlgrpo-preflight-cache`` when that is an absolute path; ``""``: no
+    cache. ``model_path``: the folder the counter was built from (its files enter the cache key).
+    """
     import pyarrow.parquet as pq
 
     data = work.data
@@ -391,6 +495,32 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
     rollout_len = r_len if isinstance(r_len, int) and not isinstance(r_len, bool) else max_len
     summary: dict[str, Any] = {}
     sources: dict[str, list[str]] = {}
+    cache = None
+    cache_note = "off (--cache-dir '')" if cache_dir == "" else "off (no count to cache)"
+    if counter is not None and cache_dir != "":
+        from .count_cache import CacheRefused, default_cache_dir, open_cache_dir
+
+        source = "--cache-dir"
+        if cache_dir is None:
+            cache_dir, source = default_cache_dir(work.trainer.get("default_local_dir")), "trainer.default_local_dir"
+        if cache_dir is None:
+            cache_note = "off (trainer.default_local_dir is not an absolute path; give --cache-dir)"
+        elif source != "--cache-dir" and not os.path.isdir(os.path.dirname(cache_dir)):
+            cache_note = "off (trainer.default_local_dir does not exist here; give --cache-dir)"
+            cache_dir = None
+        else:
+            try:
+                cache = open_cache_dir(cache_dir)
+                cache_note = "on"
+            except CacheRefused as exc:
+                cache_note = f"refused ({exc})"
+                report.add(Finding(
+                    "data.count-cache", WARNING, f"the token-count cache folder is refused: {exc}",
+                    loc.where("trainer.default_local_dir") if source != "--cache-dir" else Where(key="--cache-dir"),
+                    "a count read from a folder another user can write could hide an over-long row; every row was "
+                    "counted without the cache",
+                    f"give a folder of your own (mode 0700) with --cache-dir, or fix the owner/mode of {cache_dir}"))
+    counts = RowCounts(counter, prompt_key, image_key, filtering, cache, progress, model_path)
     for split, key in (("train", "data.train_files"), ("val", "data.val_files")):
         files = _as_list(data.get(key.split(".", 1)[1]))
         info: dict[str, Any] = {"files": files, "rows": 0, "max_prompt_length": max_len, "over_budget": 0,
@@ -426,53 +556,37 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
             dropped = 0
             image_alone: list[tuple[int, int]] = []
             bad_rows: list[tuple[int, str]] = []
-            row_index = 0
-            bar = _progress(pf.metadata.num_rows, f"{split}: {os.path.basename(path)}", progress)
-            base_dir = os.path.dirname(os.path.abspath(path))
-            for batch in pf.iter_batches(batch_size=64, columns=columns):
-                for row in batch.to_pylist():
-                    idx = row_index
-                    row_index += 1
-                    bar.update(1)
-                    sources.setdefault(str(row.get("data_source")), []).append(path)
-                    if counter is None:
-                        continue
-                    try:
-                        items = list(row.get(image_key) or []) if has_images else []
-                        images = [_open_image(it, base_dir) for it in items]
-                        prompt = row[prompt_key]
-                        if isinstance(prompt, str) or not isinstance(prompt, list):
-                            raise ValueError("prompt must be a list of {role, content} messages")
-                        if not images and _placeholders(prompt):
-                            placeholder_rows.append(idx)
-                            continue
-                        messages = build_messages(prompt, images)
-                        total, img_tokens = counter.count(messages, images, items)
-                        estimate = total
-                        if filtering and images and counter.filter_patch_size != counter.patch_size:
-                            try:
-                                estimate = counter.count_filter(messages, images, items)[0]
-                            except Exception:  # noqa: BLE001 - verl's doc2len counts a failing row as max + 1
-                                estimate = max_len + 1
-                    except Exception as exc:  # noqa: BLE001
-                        bad_rows.append((idx, " ".join(str(exc).split())[:160]))
-                        continue
-                    if images:
-                        info["image_rows"] += 1
-                        info["max_images"] = max(info.get("max_images", 0), len(images))
-                    if not largest or total > largest["tokens"]:
-                        largest = {"tokens": total, "image_tokens": img_tokens, "row": idx, "file": path}
-                    kept = not filtering or estimate <= max_len
-                    dropped += not kept
-                    if kept and images and total > rollout_len and (filtering or total <= max_len):
-                        kept_overlong.append((idx, total, img_tokens, estimate))
-                    elif total > max_len:
-                        over.append((idx, total, img_tokens))
-                    elif not kept:
-                        dropped_fitting.append((idx, total, estimate))
-                    if img_tokens > max_len:
-                        image_alone.append((idx, img_tokens))
-            bar.close()
+            records = counts.file_records(path, pf, columns, has_images)
+            row_index = len(records)
+            for idx, rec in enumerate(records):
+                kind, source = rec[0], rec[1]
+                sources.setdefault(str(source), []).append(path)
+                if kind == "skip":
+                    continue
+                if kind == "placeholder":
+                    placeholder_rows.append(idx)
+                    continue
+                if kind == "bad":
+                    bad_rows.append((idx, rec[2]))
+                    continue
+                total, img_tokens, estimate, n_images = rec[2], rec[3], rec[4], rec[5]
+                if estimate is None:  # verl's doc2len counts a row its filter cannot process as max + 1
+                    estimate = max_len + 1
+                if n_images:
+                    info["image_rows"] += 1
+                    info["max_images"] = max(info.get("max_images", 0), n_images)
+                if not largest or total > largest["tokens"]:
+                    largest = {"tokens": total, "image_tokens": img_tokens, "row": idx, "file": path}
+                kept = not filtering or estimate <= max_len
+                dropped += not kept
+                if kept and n_images and total > rollout_len and (filtering or total <= max_len):
+                    kept_overlong.append((idx, total, img_tokens, estimate))
+                elif total > max_len:
+                    over.append((idx, total, img_tokens))
+                elif not kept:
+                    dropped_fitting.append((idx, total, estimate))
+                if img_tokens > max_len:
+                    image_alone.append((idx, img_tokens))
             info["rows"] += row_index
             if row_index == 0:
                 report.add(Finding(
@@ -548,6 +662,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 loc.where("data.max_prompt_length"),
                 "with data.filter_overlong_prompts=True verl drops them all and the dataloader is empty",
                 f"raise data.max_prompt_length (largest prompt: {largest.get('tokens')} tokens)"))
+    summary["count_cache"] = {"state": cache_note, **counts.stats()}
     if not custom_reward:
         for ds, paths in sorted(sources.items()):
             handled, note = reward_handles(ds)
@@ -600,20 +715,328 @@ def _kept_overlong_finding(rows: list[tuple[int, int, int, int]], counter: Promp
         fix)
 
 
-class _NoBar:
+# --- per-row records, the count cache and the cold count's pool ----------------------------------------------
+
+#: image rows of a count checked both ways (pixels decoded and pre-resized as verl does, and the size-only count)
+#: before the size-only count is trusted for the rest; any difference turns it off for the whole run
+SELF_CHECK_ROWS = 3
+#: rows still to count from which a process pool (one worker per free core) is used
+POOL_MIN_ROWS = 256
+#: rows handed to the pool at a time (bounds the memory of rows in flight)
+POOL_WINDOW = 2048
+
+
+def _image_size(item: Any, base_dir: str) -> tuple[int, int]:
+    """(height, width) of a row's image from its header (PIL ``Image.open`` reads no pixels); ``verify()`` walks the
+    file's chunks (e.g. a PNG's CRCs) so a truncated or corrupt file still fails here, as a decode would."""
+    image = _open_image(item, base_dir)
+    with image:
+        width, height = image.size
+        image.verify()
+    return int(height), int(width)
+
+
+def count_row(counter: PromptCounter, row: dict, prompt_key: str, image_key: str, has_images: bool, base_dir: str,
+              filtering: bool, fast: bool = True) -> list:
+    """One row's record: ``["ok", data_source, tokens, image_tokens, filter_estimate | None, n_images]``,
+    ``["placeholder", data_source]`` (``<image>`` in the prompt, no image) or ``["bad", data_source, why]``.
+
+    ``fast``: images by their size alone (:meth:`PromptCounter.count_sizes`); else decoded and pre-resized
+    (:meth:`PromptCounter.count`, today's reference path). ``filter_estimate`` is verl's overlong filter's count
+    (None: the filter cannot process the row; the caller counts it as ``max_prompt_length + 1``, as verl does).
+    """
+    source = row.get("data_source")
+    try:
+        items = list(row.get(image_key) or []) if has_images else []
+        prompt = row[prompt_key]
+        if fast:
+            sizes = [_image_size(it, base_dir) for it in items]
+            images: list[Any] = [None] * len(items)
+        else:
+            images = [_open_image(it, base_dir) for it in items]
+        if isinstance(prompt, str) or not isinstance(prompt, list):
+            raise ValueError("prompt must be a list of {role, content} messages")
+        if not items and _placeholders(prompt):
+            return ["placeholder", source]
+        messages = build_messages(prompt, images)
+        if fast:
+            total, img_tokens = counter.count_sizes(messages, sizes, items)
+        else:
+            total, img_tokens = counter.count(messages, images, items)
+        estimate: int | None = total
+        if filtering and items and counter.filter_patch_size != counter.patch_size:
+            try:
+                if fast:
+                    if not isinstance(counter.filter_patch_size, int) or counter.filter_patch_size < 1:
+                        raise ValueError(f"data.image_patch_size={counter.filter_patch_size!r}")
+                    estimate = counter.count_sizes(messages, sizes, items, counter.filter_patch_size)[0]
+                else:
+                    estimate = counter.count_filter(messages, images, items)[0]
+            except Exception:  # noqa: BLE001 - verl's doc2len counts a failing row as max + 1
+                estimate = None
+    except Exception as exc:  # noqa: BLE001
+        return ["bad", source, " ".join(str(exc).split())[:160]]
+    return ["ok", source, total, img_tokens, estimate, len(items)]
+
+
+def _row_hash(row: dict, image_key: str, base_dir: str, external: dict[str, str | None]) -> str:
+    """SHA-256 (first 32 hex digits) of what a row's record depends on: its prompt, data_source and image entries
+    (the bytes, or the content of the file a ``path`` entry names -- recorded in ``external``)."""
+    import hashlib
+    import json
+
+    from .count_cache import file_sha256
+
+    h = hashlib.sha256()
+    items = row.get(image_key)
+    rest = {k: v for k, v in row.items() if k != image_key}
+    h.update(json.dumps(rest, sort_keys=True, default=repr).encode())
+    if items is not None and not isinstance(items, (list, tuple)):
+        h.update(b"items " + repr(items).encode())
+        items = []
+    for item in items or []:
+        if not isinstance(item, dict):
+            h.update(b"item " + repr(item).encode())
+            continue
+        h.update(json.dumps({k: v for k, v in item.items() if k != "bytes"}, sort_keys=True, default=repr).encode())
+        if item.get("bytes") is not None:
+            h.update(b"bytes " + hashlib.sha256(item["bytes"]).digest())
+        elif item.get("path"):
+            p = item["path"] if os.path.isabs(item["path"]) else os.path.join(base_dir, item["path"])
+            if p not in external:
+                try:
+                    external[p] = file_sha256(p)
+                except OSError:
+                    external[p] = None
+            h.update(f"file {p} {external[p]}".encode())
+    return h.hexdigest()[:32]
+
+
+_POOL_STATE: tuple = ()
+
+
+def _pool_count(rows: list[dict]) -> list[list]:
+    counter, prompt_key, image_key, has_images, base_dir, filtering, fast = _POOL_STATE
+    return [count_row(counter, r, prompt_key, image_key, has_images, base_dir, filtering, fast) for r in rows]
+
+
+def _free_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class RowCounts:
+    """Every row's record (:func:`count_row`) of one data file, counted once and reused after.
+
+    With a cache (:class:`vlgrpo.preflight.count_cache.CountCache`): the records of a file are stored under its
+    content hash (SHA-256) in a namespace named by the counter's :meth:`PromptCounter.fingerprint`; a file whose
+    hash (and the files its ``path`` image entries name) matches a trusted entry is not read at all. Otherwise each
+    row is hashed (:func:`_row_hash`) and a row whose hash a recent entry of the same fingerprint holds keeps that
+    record: only new or changed rows are counted. Counting: images by their size (PIL header) after a self-check
+    on the first :data:`SELF_CHECK_ROWS` image rows against the decoding path; a fork process pool over the free
+    cores for :data:`POOL_MIN_ROWS` rows or more; a progress line on stderr (rows/s, ETA) when ``progress``.
+
+    ``stats()``: files read from the cache, rows reused, rows counted, whether the size-only count was used.
+    """
+
+    def __init__(self, counter: PromptCounter | None, prompt_key: str, image_key: str, filtering: bool,
+                 cache: Any = None, progress: bool = False, model_path: str | None = None):
+        self.counter, self.prompt_key, self.image_key, self.filtering = counter, prompt_key, image_key, filtering
+        self.cache, self.progress = cache, progress
+        self.fast: bool | None = None
+        self.files_from_cache = self.rows_reused = self.rows_counted = 0
+        self.namespace = ""
+        self._reuse: dict[str, list] | None = None
+        if counter is not None and cache is not None:
+            fp = counter.fingerprint(model_path or "", extra={"prompt_key": prompt_key, "image_key": image_key,
+                                                             "filtering": filtering})
+            self.fingerprint, self.namespace = fp, "counts-" + fp[:32]
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"files_from_cache": self.files_from_cache, "rows_reused": self.rows_reused,
+                               "rows_counted": self.rows_counted, "size_only_count": self.fast}
+        if self.cache is not None:
+            out.update(self.cache.stats())
+        return out
+
+    def file_records(self, path: str, pf: Any, columns: list[str], has_images: bool) -> list[list]:
+        """The records of every row of parquet file ``path`` (``pf``: its open ``pyarrow.parquet.ParquetFile``)."""
+        if self.counter is None:
+            out = []
+            for batch in pf.iter_batches(batch_size=4096, columns=["data_source"]):
+                out += [["skip", ds] for ds in batch.column(0).to_pylist()]
+            return out
+        from .count_cache import file_sha256
+
+        sha = file_sha256(path) if self.cache is not None else ""
+        if self.cache is not None:
+            entry = self.cache.get(self.namespace, sha)
+            if entry is not None and self._entry_usable(entry, sha, pf.metadata.num_rows, has_images):
+                self.files_from_cache += 1
+                self.rows_reused += len(entry["records"])
+                return entry["records"]
+        base_dir = os.path.dirname(os.path.abspath(path))
+        external: dict[str, str | None] = {}
+        reuse = self._reuse_map()
+        records: list[Any] = []
+        hashes: list[str] = []
+        pending: list[tuple[int, dict]] = []
+        bar = _Progress(pf.metadata.num_rows, os.path.basename(path), self.progress)
+        for batch in pf.iter_batches(batch_size=256, columns=columns):
+            for row in batch.to_pylist():
+                h = _row_hash(row, self.image_key, base_dir, external) if self.cache is not None else ""
+                hashes.append(h)
+                known = reuse.get(h)
+                records.append(known)
+                if known is None:
+                    pending.append((len(records) - 1, row))
+                else:
+                    self.rows_reused += 1
+                    bar.update(1)
+                if len(pending) >= POOL_WINDOW:
+                    self._count(pending, records, has_images, base_dir, bar)
+                    pending = []
+        if pending:
+            self._count(pending, records, has_images, base_dir, bar)
+        bar.close()
+        if self.cache is not None:
+            body = {"fingerprint": self.fingerprint, "file_sha256": sha, "has_images": has_images,
+                    "external": external, "hashes": hashes, "records": records}
+            try:
+                self.cache.put(self.namespace, sha, body)
+            except OSError:
+                pass  # a full or read-only volume: the counts are right, only not kept
+            if self._reuse is not None:
+                self._reuse.update(zip(hashes, records))
+        return records
+
+    def _entry_usable(self, entry: dict, sha: str, num_rows: int, has_images: bool) -> bool:
+        from .count_cache import file_sha256
+
+        records = entry.get("records")
+        if (entry.get("fingerprint") != self.fingerprint or entry.get("file_sha256") != sha
+                or entry.get("has_images") != has_images or not isinstance(records, list) or len(records) != num_rows
+                or not all(_valid_record(r) for r in records)):
+            self.cache.rejected += 1
+            return False
+        for p, digest in (entry.get("external") or {}).items():
+            try:
+                now = file_sha256(p)
+            except OSError:
+                now = None
+            if now != digest:
+                return False  # an image file a row names changed: recount what changed
+        return True
+
+    def _reuse_map(self) -> dict[str, list]:
+        """row hash -> record from the recent trusted entries of this fingerprint (loaded once)."""
+        if self._reuse is None:
+            self._reuse = {}
+            if self.cache is not None:
+                for key in self.cache.list(self.namespace):
+                    entry = self.cache.get(self.namespace, key)
+                    if (entry is None or entry.get("fingerprint") != self.fingerprint
+                            or not isinstance(entry.get("hashes"), list) or not isinstance(entry.get("records"), list)
+                            or len(entry["hashes"]) != len(entry["records"])):
+                        continue
+                    for h, rec in zip(entry["hashes"], entry["records"]):
+                        if isinstance(h, str) and _valid_record(rec):
+                            self._reuse.setdefault(h, rec)
+        return self._reuse
+
+    def _count(self, pending: list[tuple[int, dict]], records: list, has_images: bool, base_dir: str,
+               bar: "_Progress") -> None:
+        args = (self.prompt_key, self.image_key, has_images, base_dir, self.filtering)
+        start = 0
+        if self.fast is None:  # self-check: the size-only count against the decoding path on the first image rows
+            checked = 0
+            while start < len(pending) and checked < SELF_CHECK_ROWS:
+                i, row = pending[start]
+                slow = count_row(self.counter, row, *args, fast=False)
+                if row.get(self.image_key) and slow[0] == "ok":
+                    checked += 1
+                    if count_row(self.counter, row, *args, fast=True) != slow:
+                        self.fast = False
+                records[i] = slow
+                start += 1
+                bar.update(1)
+                if self.fast is False:
+                    break
+            if checked >= SELF_CHECK_ROWS and self.fast is None:
+                self.fast = True
+        fast = self.fast is not False and self.fast is not None
+        rest = pending[start:]
+        self.rows_counted += len(pending)
+        workers = min(_free_cores(), 8)
+        if len(rest) >= POOL_MIN_ROWS and workers > 1:
+            global _POOL_STATE
+            import multiprocessing
+
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the children tokenize; no fork warning
+            _POOL_STATE = (self.counter, *args, fast)
+            chunk = max(16, min(128, len(rest) // (workers * 4) or 16))
+            parts = [rest[k:k + chunk] for k in range(0, len(rest), chunk)]
+            try:
+                with multiprocessing.get_context("fork").Pool(workers) as pool:
+                    for part, out in zip(parts, pool.imap(_pool_count, [[r for _, r in p] for p in parts])):
+                        for (i, _), rec in zip(part, out):
+                            records[i] = rec
+                        bar.update(len(part))
+            finally:
+                _POOL_STATE = ()
+            return
+        for i, row in rest:
+            records[i] = count_row(self.counter, row, *args, fast=fast)
+            bar.update(1)
+
+
+def _valid_record(rec: Any) -> bool:
+    """A record as :func:`count_row` makes it (types and ranges), so a cache entry cannot smuggle in another shape."""
+    if not isinstance(rec, list) or not rec:
+        return False
+    src_ok = len(rec) > 1 and (rec[1] is None or isinstance(rec[1], str))
+    if rec[0] == "ok" and len(rec) == 6 and src_ok:
+        ints = [rec[2], rec[3], rec[5]] + ([] if rec[4] is None else [rec[4]])
+        return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints) and rec[3] <= rec[2]
+    if rec[0] == "placeholder" and len(rec) == 2:
+        return src_ok
+    if rec[0] == "bad" and len(rec) == 3:
+        return src_ok and isinstance(rec[2], str)
+    return False
+
+
+class _Progress:
+    """A progress line on stderr for a long count: rows done, rows/s and the ETA, shown once the count has run
+    for 2 s (rewritten in place on a terminal, a new line every 10 s otherwise)."""
+
+    def __init__(self, total: int, desc: str, enabled: bool):
+        import time
+
+        self.total, self.desc, self.enabled, self.done = total, desc, enabled, 0
+        self.t0 = self.last = time.monotonic()
+        self.tty = enabled and sys.stderr.isatty()
+        self.shown = False
+
     def update(self, n: int) -> None:
-        pass
+        if not self.enabled:
+            return
+        import time
+
+        self.done += n
+        now = time.monotonic()
+        if now - self.t0 < 2 or now - self.last < (0.5 if self.tty else 10):
+            return
+        self.last = now
+        rate = self.done / (now - self.t0)
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        line = f"preflight: counting {self.desc}: {self.done}/{self.total} rows, {rate:.0f} rows/s, ETA {eta:.0f} s"
+        sys.stderr.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
+        sys.stderr.flush()
+        self.shown = True
 
     def close(self) -> None:
-        pass
-
-
-def _progress(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, file=sys.stderr, unit="row", mininterval=0.5, leave=False)
-    except Exception:  # noqa: BLE001
-        return _NoBar()
+        if self.enabled and self.shown and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
