@@ -207,3 +207,33 @@ def test_preflight_refuses_an_untrusted_folder_and_reads_a_trusted_one(fixed_arg
     assert (warm["files_from_cache"], warm["rows_counted"], warm["rows_reused"]) == (1, 0, 20)
     assert first.summary["data"]["train"] == second.summary["data"]["train"] == refused.summary["data"]["train"]
     assert oct(os.stat(good).st_mode & 0o777) == "0o700"
+
+
+def _comparable(report) -> dict:
+    doc = json.loads(report.to_json())
+    summary = {k: v for k, v in doc["summary"].items() if k not in ("timings_s", "checks", "compose_cache")}
+    summary["data"] = {k: v for k, v in summary.get("data", {}).items() if k != "count_cache"}
+    return {"findings": doc["findings"], "summary": summary}
+
+
+def test_the_composed_config_is_cached_by_the_argv_and_verified(fixed_argv, tmp_path):
+    """The second run of one argv takes the composed config from the cache (summary compose_cache: hit) and reports
+    exactly what the first reported; another argv misses; a tampered entry is not used (composed again)."""
+    from vlgrpo.preflight.launch import parse_launch
+    from vlgrpo.preflight.schema import compose_cache_key
+
+    argv = set_override(fixed_argv, "trainer.logger", "[console,nope]")  # one finding from the composed config
+    cache = str(tmp_path / "cache")
+    first = run_preflight(argv, check_data=False, cache_dir=cache)
+    second = run_preflight(argv, check_data=False, cache_dir=cache)
+    assert (first.summary["compose_cache"], second.summary["compose_cache"]) == ("miss", "hit")
+    assert _comparable(first) == _comparable(second) and [f.code for f in second.errors] == ["rules.logger"]
+    other = run_preflight(set_override(argv, "data.max_prompt_length", "1024"), check_data=False, cache_dir=cache)
+    assert other.summary["compose_cache"] == "miss" and other.summary["token_budget"]["max_prompt_length"] == 1024
+    entry = os.path.join(cache, "compose", compose_cache_key(parse_launch(argv)) + ".json")
+    text = open(entry, encoding="utf-8").read()
+    assert "max_prompt_length: 2048" in text
+    with open(entry, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("max_prompt_length: 2048", "max_prompt_length: 99999"))
+    third = run_preflight(argv, check_data=False, cache_dir=cache)
+    assert third.summary["compose_cache"] == "miss" and _comparable(third) == _comparable(first)

@@ -170,7 +170,8 @@ def _launch(ctx: Context) -> None:
 def _compose(ctx: Context) -> None:
     from . import rules, schema
 
-    result = schema.compose_config(ctx["spec"], ctx.report)
+    result, state = schema.compose_cached(ctx["spec"], ctx.report, _compose_cache(ctx))
+    ctx.summary["compose_cache"] = state
     ctx.give("overrides", result.overrides)
     if result.config is None:
         for name in ("cfg", "loc"):
@@ -179,6 +180,31 @@ def _compose(ctx: Context) -> None:
     ctx.summary["model_engine"] = result.config.get("model_engine")
     ctx.give("cfg", result.config)
     ctx.give("loc", rules.Locator(result.overrides))
+
+
+def _compose_cache(ctx: Context) -> Any:
+    """The preflight cache for the composed config: ``--cache-dir``, else ``<trainer.default_local_dir>/
+    .vlgrpo-preflight-cache`` when the argv sets ``trainer.default_local_dir`` to an absolute path (no
+    interpolation) that exists; None when neither applies or the folder fails the trust check (the data check
+    reports that as ``data.count-cache``)."""
+    import os
+
+    from .count_cache import CacheRefused, default_cache_dir, open_cache_dir
+
+    path = ctx["options"].get("cache_dir")
+    if path == "":
+        return None
+    if path is None:
+        given = [o.text.split("=", 1)[1] for o in ctx["spec"].overrides
+                 if o.text.lstrip("+").split("=", 1)[0] == "trainer.default_local_dir" and "=" in o.text]
+        value = given[-1] if given else None
+        path = default_cache_dir(value) if value and "${" not in value and os.path.isdir(value) else None
+    if path is None:
+        return None
+    try:
+        return open_cache_dir(path)
+    except CacheRefused:
+        return None
 
 
 def _code_loading(ctx: Context) -> None:

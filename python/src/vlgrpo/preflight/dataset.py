@@ -222,21 +222,64 @@ class PromptCounter:
     def image_tokens_for_size(self, height: int, width: int) -> int:
         """Image tokens of one image already pre-resized to ``height`` x ``width`` pixels.
 
-        The grid comes from the image processor itself (``self.image_processor(images=[stand-in], **mm_kwargs)``,
-        transformers' ``image_grid_thw``) on a blank RGB image of that size, memoised per size: the processor's
-        grid depends only on the image's size (Qwen2VLImageProcessor ``smart_resize`` of height and width), so one
-        call per distinct size gives every row's count without decoding its pixels.
+        The processor's grid depends only on the image's size (transformers 4.57.6 ``Qwen2VLImageProcessor`` /
+        ``...Fast``: ``smart_resize`` of height and width to multiples of ``patch_size * merge_size`` within the
+        pixel bounds), so it is computed from the size, memoised per size:
+
+        - by the image processor's own module function ``smart_resize`` with its factor and the bounds the call
+          uses (``mm_processor_kwargs`` ``min_pixels``/``max_pixels``/``size``, else the processor's
+          ``min_pixels``/``max_pixels``, else its ``size``), checked against the processor itself
+          (``image_grid_thw`` of a blank image of that size) on the first :data:`GRID_PROBES` sizes and on the
+          first half as many below the lower and above the upper bound; one difference, a kwarg the rule does not
+          know, or no ``smart_resize`` in the module, and every size is taken from the processor call instead.
         """
         key = (height, width)
         memo = self.__dict__.setdefault("_grid_memo", {})
-        if key not in memo:
-            from PIL import Image
+        if key in memo:
+            return memo[key]
+        if self.image_processor is None:
+            raise RuntimeError("the model folder has no image processor but the row has images")
+        rule = self._grid_rule()
+        tokens = None
+        if rule is not None:
+            smart_resize, factor, patch, lo, hi = rule
+            rh, rw = smart_resize(height, width, factor, min_pixels=lo, max_pixels=hi)
+            tokens = (rh // patch) * (rw // patch) // self.merge_size ** 2
+            probes = self.__dict__.setdefault("_grid_probes", {"first": 0, "below": 0, "above": 0})
+            branch = "below" if height * width < lo else "above" if height * width > hi else "first"
+            if probes["first"] < GRID_PROBES or probes[branch] < GRID_PROBES // 2:
+                probes["first" if probes["first"] < GRID_PROBES else branch] += 1
+                if self._processor_grid(height, width) != tokens:
+                    self._grid_rule_state = None  # the rule does not match this processor: ask it for every size
+                    memo.clear()
+                    tokens = None
+        if tokens is None:
+            tokens = self._processor_grid(height, width)
+        memo[key] = tokens
+        return tokens
 
-            if self.image_processor is None:
-                raise RuntimeError("the model folder has no image processor but the row has images")
-            grid = self.image_processor(images=[Image.new("RGB", (width, height))], **self.mm_kwargs)["image_grid_thw"]
-            memo[key] = int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size ** 2
-        return memo[key]
+    def _processor_grid(self, height: int, width: int) -> int:
+        from PIL import Image
+
+        grid = self.image_processor(images=[Image.new("RGB", (width, height))], **self.mm_kwargs)["image_grid_thw"]
+        return int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size ** 2
+
+    def _grid_rule(self) -> tuple | None:
+        if "_grid_rule_state" not in self.__dict__:
+            ip, state = self.image_processor, None
+            module = sys.modules.get(type(ip).__module__)
+            fn = getattr(module, "smart_resize", None)
+            patch, merge = getattr(ip, "patch_size", None), getattr(ip, "merge_size", None)
+            size = dict(self.mm_kwargs.get("size") or getattr(ip, "size", None) or {})
+            lo = self.mm_kwargs.get("min_pixels", getattr(ip, "min_pixels", None) or size.get("shortest_edge"))
+            hi = self.mm_kwargs.get("max_pixels", getattr(ip, "max_pixels", None) or size.get("longest_edge"))
+            if "size" in self.mm_kwargs:
+                lo, hi = size.get("shortest_edge"), size.get("longest_edge")
+            known = set(self.mm_kwargs) <= {"min_pixels", "max_pixels", "size"}
+            if callable(fn) and known and all(isinstance(v, int) and v > 0 for v in (patch, merge, lo, hi)):
+                state = (fn, patch * merge, patch, lo, hi)
+            self._grid_rule_state = state
+        return self._grid_rule_state
 
     def pre_resize_size(self, height: int, width: int, item: dict | None, patch: int) -> tuple[int, int]:
         """(height, width) :meth:`pre_resize` gives an image of ``height`` x ``width`` (qwen-vl-utils' size rule,
@@ -308,6 +351,8 @@ class PromptCounter:
         return h.hexdigest()
 
 
+#: sizes whose grid by ``smart_resize`` is checked against the image processor's own call, per counter
+GRID_PROBES = 8
 #: bump when the counting rules change in a way the source hash would not show (e.g. a data file they read)
 COUNT_VERSION = 1
 #: model-folder files the fingerprint skips (weights: large, and no count depends on them)
@@ -868,9 +913,7 @@ class RowCounts:
             for batch in pf.iter_batches(batch_size=4096, columns=["data_source"]):
                 out += [["skip", ds] for ds in batch.column(0).to_pylist()]
             return out
-        from .count_cache import file_sha256
-
-        sha = file_sha256(path) if self.cache is not None else ""
+        sha = self._content_sha(path) if self.cache is not None else ""
         if self.cache is not None:
             entry = self.cache.get(self.namespace, sha)
             if entry is not None and self._entry_usable(entry, sha, pf.metadata.num_rows, has_images):
@@ -911,6 +954,28 @@ class RowCounts:
             if self._reuse is not None:
                 self._reuse.update(zip(hashes, records))
         return records
+
+    def _content_sha(self, path: str) -> str:
+        """SHA-256 of the file's content. Hashing a large file on every launch is most of a warm check (2.4 GB:
+        about 3 s), so the hash is kept beside the file's (device, inode, size, mtime_ns, ctime_ns), the rule
+        git's index uses: while all five are unchanged the kept hash is used; any write changes ctime, which no
+        user can set back, and the file is hashed again."""
+        import hashlib
+
+        from .count_cache import file_sha256
+
+        st = os.stat(path)
+        ident = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        key = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()
+        memo = self.cache.get("file-hashes", key)
+        if memo is not None and memo.get("stat") == ident and isinstance(memo.get("sha256"), str):
+            return memo["sha256"]
+        sha = file_sha256(path)
+        try:
+            self.cache.put("file-hashes", key, {"stat": ident, "sha256": sha})
+        except OSError:
+            pass
+        return sha
 
     def _entry_usable(self, entry: dict, sha: str, num_rows: int, has_images: bool) -> bool:
         from .count_cache import file_sha256

@@ -408,3 +408,94 @@ def _check_value_kind(po: ParsedOverride, old: Any, report: Report) -> int:
             where, "verl does arithmetic and comparisons on this value", f"{key}=<number> without quotes"))
         return 1
     return 0
+
+
+# --- the composed config, cached by the argv's hash ---------------------------------------------------------------
+
+#: bump when what :func:`compose_config` reports or returns changes in a way its source hash would not show
+COMPOSE_CACHE_VERSION = 1
+
+
+def compose_cache_key(spec: LaunchSpec) -> str:
+    """Hex SHA-256 of everything :func:`compose_config`'s result depends on: the argv, the config folder and name,
+    the installed verl (version; content of every YAML file and size + mtime of every Python file of the package,
+    which ``pkg://`` search paths and the ``+``-key dataclasses read), the hydra-core and omegaconf versions, and
+    the source of this module and :mod:`vlgrpo.preflight.plus_keys`."""
+    import hashlib
+    import importlib.util
+    import os
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256()
+    versions = {}
+    for dist in ("verl", "hydra-core", "omegaconf"):
+        try:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
+            versions[dist] = None
+    h.update(json.dumps({"v": COMPOSE_CACHE_VERSION, "argv": spec.argv, "config_dir": spec.config_dir,
+                         "config_name": spec.config_name, "versions": versions,
+                         "python": sys.version}, sort_keys=True).encode())
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("schema.py", "plus_keys.py", "launch.py"):
+        with open(os.path.join(here, name), "rb") as fh:
+            h.update(hashlib.sha256(fh.read()).digest())
+    found = importlib.util.find_spec("verl")
+    roots = sorted({os.path.realpath(spec.config_dir)} | (
+        {os.path.realpath(p) for p in found.submodule_search_locations} if found and found.submodule_search_locations
+        else set()))
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                if name.endswith((".yaml", ".yml")):
+                    with open(path, "rb") as fh:
+                        h.update(f"{path} ".encode() + hashlib.sha256(fh.read()).digest())
+                elif name.endswith(".py"):
+                    st = os.stat(path)
+                    h.update(f"{path} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def compose_cached(spec: LaunchSpec, report: Report, cache: Any) -> tuple[ComposeResult, str]:
+    """:func:`compose_config`, or its stored result when ``cache`` (a
+    :class:`vlgrpo.preflight.count_cache.CountCache`, or None) holds a trusted entry for :func:`compose_cache_key`.
+    Only a composed config is stored (with the findings it was composed with). Returns (result, "hit"/"miss"/"off")."""
+    if cache is None:
+        return compose_config(spec, report), "off"
+    from omegaconf import OmegaConf
+
+    key = compose_cache_key(spec)
+    entry = cache.get("compose", key)
+    if entry is not None:
+        try:
+            parsed = parse_overrides(spec, Report())
+            groups = set(entry["groups"])
+            if len(parsed) != len(spec.overrides) or [po.position for po in parsed] != entry["positions"]:
+                raise ValueError("overrides differ")
+            for po, is_group in zip(parsed, entry["is_group"]):
+                po.is_group = bool(is_group)
+            config = OmegaConf.create(entry["config"])
+            OmegaConf.set_struct(config, True)
+            findings = [Finding(f["code"], f["severity"], f["what"], Where(**f["where"]), f["why"], f["fix"])
+                        for f in entry["findings"]]
+        except (KeyError, TypeError, ValueError):
+            cache.rejected += 1
+        else:
+            for f in findings:
+                report.add(f)
+            return ComposeResult(config, None, parsed, groups), "hit"
+    before = len(report.findings)
+    result = compose_config(spec, report)
+    if result.config is not None:
+        body = {"config": OmegaConf.to_yaml(result.config), "groups": sorted(result.groups),
+                "positions": [po.position for po in result.overrides],
+                "is_group": [po.is_group for po in result.overrides],
+                "findings": [dataclasses.asdict(f) for f in report.findings[before:]]}
+        try:
+            cache.put("compose", key, body)
+        except OSError:
+            pass
+    return result, "miss"
