@@ -187,6 +187,10 @@ class Report:
             )
         if s.get("counted_with"):
             lines.append(f"token counts: {s['counted_with']}")
+        cache = data.get("count_cache") if isinstance(data.get("count_cache"), dict) else None
+        if cache:
+            lines.append(f"count cache: {cache.get('state')}" + (f" ({cache['dir']})" if cache.get("dir") else "")
+                         + f"; rows reused {cache.get('rows_reused', 0)}, counted {cache.get('rows_counted', 0)}")
         skipped = [f"{e['check']} ({e['reason']})" for e in s.get("checks") or [] if e.get("status") == "skipped"]
         if skipped:
             lines.append("skipped: " + "; ".join(skipped))
