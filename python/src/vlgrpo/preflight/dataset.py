@@ -434,6 +434,13 @@ def _open_image(item: Any, base_dir: str) -> Any:
     if isinstance(item, dict):
         if item.get("bytes") is not None:
             return Image.open(io.BytesIO(item["bytes"]))
+        # the field verl hands qwen-vl-utils (image, else image_url) wins over path, as in the trainer; what is not a
+        # local file there is refused by the data-media check (media.image-source)
+        src = item.get("image") if isinstance(item.get("image"), str) else item.get("image_url")
+        if isinstance(src, str) and src:
+            local = src[7:] if src.startswith("file://") else src
+            if os.path.isabs(local) and os.path.isfile(local):
+                return Image.open(local)
         if item.get("path"):
             p = item["path"] if os.path.isabs(item["path"]) else os.path.join(base_dir, item["path"])
             return Image.open(p)
