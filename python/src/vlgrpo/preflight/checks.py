@@ -76,7 +76,9 @@ _CODE_LIST = [
     Code("rules.video-enabled", ERROR, "video inputs allowed on a vLLM inside CVE-2026-22778 / CVE-2026-34755"),
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
     Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
-    Code("rules.checkpoint-space", EITHER, "the checkpoint volume holds fewer than two checkpoints (error: < one)"),
+    Code("rules.checkpoint-space", EITHER, "the checkpoint volume cannot hold the checkpoints verl keeps at the peak "
+         "of a save (max(keep, 2) x one; every one kept: fewer than two, error below one)"),
+    Code("rules.checkpoint-retention", WARNING, "every checkpoint is kept (no retention count) while the run saves"),
     Code("template.changed", WARNING, "a chat template of the model folder differs from the release's"),
     Code("template.drops-input", ERROR, "a chat template drops or repeats the problem text or the image (or fails)"),
     Code("media.image-source", ERROR, "an image entry verl would load from a URL, a relative path, or nothing"),
@@ -563,9 +565,10 @@ CHECKS: tuple[Check, ...] = (
     Check("reward-http", ("typed_work", "loc"), (), ("rules.reward-http-loopback",), _reward_http,
           "C01: no reward model reached over HTTP while patch rollout.server_loopback binds vLLM to 127.0.0.1"),
     Check("checkpoint-volume", ("typed_work", "loc", "model_path", "clean_model", "options"), (),
-          ("rules.checkpoint-untrusted", "rules.checkpoint-space", "rules.checkpoint-storage"), _checkpoint_volume,
-          "C03: the folder a resume loads carries valid manifests; free space for one checkpoint (error; a warning "
-          "in a dry run, --purpose plan), for two (warning)"),
+          ("rules.checkpoint-untrusted", "rules.checkpoint-space", "rules.checkpoint-storage",
+           "rules.checkpoint-retention"), _checkpoint_volume,
+          "C03: the folder a resume loads carries valid manifests; free space for the checkpoints kept at the peak of "
+          "a save (error; a warning in a dry run, --purpose plan); unbounded retention (warning)"),
     Check("truncation", ("typed_work", "loc", "model"), (), ("rules.image-truncation",), _truncation,
           "B07: no token truncation of image prompts"),
 )
