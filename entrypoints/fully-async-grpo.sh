@@ -177,6 +177,7 @@ fa_check() {
   VG_TOPOLOGY="trainer $tn node(s) x $td + rollout $rn node(s) x $rd = $((tw + rw)) $VG_PLATFORM devices"
   VG_CLUSTER_NODES=$((tn + rn))
   VG_CLUSTER_PER_NODE=$((td > rd ? td : rd))
+  VG_CLUSTER_DEVICES=$((tw + rw))
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

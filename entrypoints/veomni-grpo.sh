@@ -150,6 +150,7 @@ vo_check() {
   VG_TOPOLOGY="$tn node(s) x $td = $world $VG_PLATFORM devices (trainer and rollout colocated)"
   VG_CLUSTER_NODES=$tn
   VG_CLUSTER_PER_NODE=$td
+  VG_CLUSTER_DEVICES=$((tn * td))
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

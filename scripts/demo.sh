@@ -193,6 +193,9 @@ sed -n '/^# command (/q;p' "$LOGS/entrypoint.out"
 head_line "topology"
 topo=$(sed -n 's/^# topology: //p' "$LOGS/entrypoint.out")
 say "  $topo"
+# the plan is for other machines (VLGRPO_PLAN_DEVICES_PER_NODE): the entrypoint names the Ray cluster it needs
+cluster=$(sed -n 's/^# cluster: //p' "$LOGS/entrypoint.out")
+if [[ -n $cluster ]]; then say "  $cluster"; fi
 say "  $TARGET; devices per node: $(sed -n 's/^# platform: [a-z]*; devices per node on this node: //p' "$LOGS/entrypoint.out")"
 say "  (on a cluster node the entrypoint counts the node's own devices: /dev/davinci* or npu-smi, nvidia-smi)"
 

@@ -258,7 +258,8 @@ vg_preflight() {
   VG_ARGV_FILE=$f
   printf '%s\n' "${VG_ARGV[@]}" >"$f"
   # the node's count (lib/node.sh, the one device counter) goes with it, so both check the same number
-  if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES"); fi
+  # (--devices-source plan: the planning override's count, for other machines; the layout rules then only warn)
+  if ((VG_NODE_DEVICES > 0)); then count=(--devices-per-node "$VG_NODE_DEVICES" --devices-source "$VG_NODE_DEVICES_KIND"); fi
   rc=0
   vg_child_prefix
   cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo preflight --purpose "$purpose" "${count[@]}" --argv-file "$f" "${waive[@]}")
@@ -336,7 +337,12 @@ vg_plan() {
   printf '# %s dry run: configuration valid, nothing started\n' "$VG_PROG"
   printf '# platform: %s; devices per node on this node: %s (%s)\n' "$VG_PLATFORM" "$VG_NODE_DEVICES" "$VG_NODE_DEVICES_FROM"
   printf '# topology: %s\n' "$VG_TOPOLOGY"
-  if [[ -n ${VG_VAL[RAY_ADDRESS]-} ]]; then printf '# cluster: %s ready and probed\n' "${VG_VAL[RAY_ADDRESS]}"; fi
+  if [[ -n ${VG_VAL[RAY_ADDRESS]-} ]]; then
+    printf '# cluster: %s ready and probed\n' "${VG_VAL[RAY_ADDRESS]}"
+  elif [[ $VG_NODE_DEVICES_KIND == plan ]] && ((${VG_CLUSTER_DEVICES:-0} > VG_NODE_DEVICES)); then
+    printf '# cluster: this plan needs a Ray cluster of %s node(s) with %s %s each (set VLGRPO_RAY_ADDRESS to launch it)\n' \
+      "$VG_CLUSTER_NODES" "$VG_CLUSTER_PER_NODE" "$VG_PLATFORM"
+  fi
   printf '# working directory of the children: %s\n' "$PWD"
   vg_env_plan '# ' 'every child: preflight, cluster tool, verl'
   if [[ -n ${WANDB_API_KEY-} ]]; then printf '# environment: WANDB_API_KEY (set, not shown)\n'; fi

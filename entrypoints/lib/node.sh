@@ -14,6 +14,7 @@ VG_CONTAINER_MARKERS=(/.dockerenv /run/.containerenv)
 VG_PLATFORM=""          # npu | gpu
 VG_NODE_DEVICES=0       # accelerators this node offers (or the planning override)
 VG_NODE_DEVICES_FROM="" # how VG_NODE_DEVICES was found, for messages and the plan
+VG_NODE_DEVICES_KIND=node # plan when VG_NODE_DEVICES is the planning override (the preflight's --devices-source)
 
 declare -gA VG_DEV=() # the device counter's answer (vg_count_devices)
 VG_DEV_FILE=""        # while the counter runs in the background: the file its answer goes to
@@ -98,7 +99,8 @@ vg_detect_node() {
   n=${VG_DEV[devices]} from=${VG_DEV[source]}
   if [[ -n ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
     if ((${VG_DRY_RUN:-0})); then
-      n=${VG_VAL[PLAN_DEVICES_PER_NODE]} from="planning override VLGRPO_PLAN_DEVICES_PER_NODE"
+      # shellcheck disable=SC2034 # VG_NODE_DEVICES_KIND is read by lib/launch.sh
+      n=${VG_VAL[PLAN_DEVICES_PER_NODE]} from="planning override VLGRPO_PLAN_DEVICES_PER_NODE" VG_NODE_DEVICES_KIND=plan
     else
       vg_problem VLGRPO_PLAN_DEVICES_PER_NODE "a planning override, refused for a real launch (it would hide the node's real device count)" \
         "unset it, or add VLGRPO_DRY_RUN=1 to plan without starting"

@@ -13,7 +13,7 @@ setup() {
   [[ $(calls) == $'0000.npu-smi\n0001.python3\n0002.python3' ]] || fail "calls: $(calls)"
   # call 1: the preflight, with a file holding the final argv one element per line
   run call_argv 1
-  assert_output "$(printf '%s\n' -P -s -m vlgrpo preflight --purpose launch --devices-per-node 16 --argv-file "${output##*$'\n'}")"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo preflight --purpose launch --devices-per-node 16 --devices-source node --argv-file "${output##*$'\n'}")"
   diff <(expected_defaults fa) "$STUB_LOG/0001.python3.argv-file"
   # call 2: the exec'd program (python3 records its argv without the program name)
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0002.python3"
@@ -195,4 +195,35 @@ setup() {
   run call_argv 0
   assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 4 --per-node 16 --timeout 600)"
   diff <(expected_defaults fa | tail -n +2) "$STUB_LOG/0003.python3"
+}
+
+@test "layouts that fit: the preflight is told whether the device count is this node's or the planning override's" {
+  # the node's own count (the npu-smi stub: 16): --devices-source node, so a local layout larger than the node is
+  # the preflight's error (rules.layout-local); no cluster line in the plan
+  VLGRPO_DRY_RUN=1 entry fa
+  assert_success
+  refute_line --partial '# cluster:'
+  run call_argv 1
+  assert_line --index 7 --devices-per-node
+  assert_line --index 8 16
+  assert_line --index 9 --devices-source
+  assert_line --index 10 node
+  rm -rf "${STUB_LOG:?}"/*
+  # the planning override (the demo's way): --devices-source plan, and the plan names the Ray cluster it needs
+  VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=16 entry fa
+  assert_success
+  assert_line '# cluster: this plan needs a Ray cluster of 4 node(s) with 16 npu each (set VLGRPO_RAY_ADDRESS to launch it)'
+  run call_argv 1
+  assert_line --index 9 --devices-source
+  assert_line --index 10 plan
+  rm -rf "${STUB_LOG:?}"/*
+  # a planned layout that fits one node needs no cluster; the veomni recipe plans its own count
+  VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=16 VLGRPO_TRAINER_NNODES=1 VLGRPO_ROLLOUT_NNODES=1 \
+    VLGRPO_TRAINER_DEVICES_PER_NODE=8 VLGRPO_ROLLOUT_DEVICES_PER_NODE=8 entry fa
+  assert_success
+  refute_line --partial '# cluster:'
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=8 entry vo
+  assert_success
+  assert_line --partial '# cluster: this plan needs a Ray cluster of '
 }

@@ -43,6 +43,16 @@ def _roomy_checkpoint_volume():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cluster_ray_address():
+    """The fixed argv plans 2+2 nodes of 16: the tests check it as a launch onto a Ray cluster (RAY_ADDRESS set,
+    never contacted: the preflight starts no Ray), so the local-layout rule (rules.layout-local, which applies when
+    RAY_ADDRESS is unset or ``local``) stays out of their findings; test_preflight_layout_local.py sets its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+        yield
+
+
 @pytest.fixture(scope="session")
 def sample_data(tmp_path_factory) -> str:
     """The shipped Geometry3K sample converted by ``vlgrpo.data.geo3k`` (train 20 rows, test 15 rows)."""

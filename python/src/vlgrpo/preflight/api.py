@@ -10,11 +10,13 @@ from .report import ERROR, Finding, Report, Where
 
 #: what the checked argv is for: exec'd now, or planned (the entrypoint's dry run)
 PURPOSES = ("launch", "plan")
+DEVICES_SOURCES = ("node", "plan")
 
 
 def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str | None = None,
                   devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch",
-                  vllm_rules: str = "mirror", cache_dir: str | None = None) -> Report:
+                  vllm_rules: str = "mirror", cache_dir: str | None = None, devices_source: str = "node"
+                  ) -> Report:
     """Check a complete launch argv against the installed verl, the model folder and the data.
 
     Args:
@@ -24,6 +26,8 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
             a folder the container sees elsewhere).
         devices_per_node: accelerators per node for the topology check; None counts them on this machine
             and skips the check when there are none.
+        devices_source: ``"node"`` (default: ``devices_per_node`` is this node's) or ``"plan"`` (a planning count for
+            other machines: a layout larger than one node without a Ray address is a warning, not an error).
         progress: show a progress bar on stderr while counting tokens.
         purpose: ``"launch"`` (the argv is about to be exec'd) or ``"plan"`` (the entrypoint's dry run, planning):
             less free space than one checkpoint is an error for a launch, a warning for a plan.
@@ -47,12 +51,15 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
 
     if purpose not in PURPOSES:
         raise ValueError(f"purpose={purpose!r}: use one of {', '.join(PURPOSES)}")
+    if devices_source not in DEVICES_SOURCES:
+        raise ValueError(f"devices_source={devices_source!r}: use one of {', '.join(DEVICES_SOURCES)}")
     report = Report()
     report.summary["timings_s"] = {}
     t0 = time.perf_counter()
     ctx = Context(report, argv=list(argv), options={"model_path": model_path, "devices_per_node": devices_per_node,
                                                     "progress": progress, "purpose": purpose,
-                                                    "vllm_rules": vllm_rules, "cache_dir": cache_dir})
+                                                    "vllm_rules": vllm_rules, "cache_dir": cache_dir,
+                                                    "devices_source": devices_source})
     if check_data:
         ctx.give("check_data", True)
     else:

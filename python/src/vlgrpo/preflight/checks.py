@@ -22,6 +22,7 @@ Values in the context, by name (who gives them):
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .report import ERROR, WARNING
@@ -67,6 +68,8 @@ _CODE_LIST = [
     Code("rules.veomni-build", ERROR, "VeOmni cannot build the folder's model on meta or run one image forward"),
     Code("rules.devices-per-node", ERROR, "n_gpus_per_node larger than the node's accelerators"),
     Code("rules.devices-unused", WARNING, "n_gpus_per_node leaves accelerators of a node idle"),
+    Code("rules.layout-local", EITHER, "no Ray address and the layout needs more devices than this node has "
+         "(warning for a plan made with the planning override: it names the Ray cluster needed)"),
     Code("rules.image-truncation", ERROR, "data.truncation cuts image prompts"),
     Code("rules.image-patch-size", ERROR, "data.image_patch_size differs from the processor's patch size "
          "(verl's overlong filter counts image tokens wrong)"),
@@ -311,10 +314,14 @@ def _topology(ctx: Context) -> None:
     from .rules import check_topology
 
     devices, source = ctx["options"].get("devices_per_node"), "given"
+    if ctx["options"].get("devices_source") == "plan":
+        source = "a planning count for other machines"
     if devices is None:
         devices, source = count_devices_per_node()
     ctx.summary["topology"] = check_topology(ctx["typed_work"], ctx.report, ctx["loc"],
-                                             ctx["spec"].module == FULLY_ASYNC_MODULE, devices, source)
+                                             ctx["spec"].module == FULLY_ASYNC_MODULE, devices, source,
+                                             ctx["options"].get("devices_source") or "node",
+                                             os.environ.get("RAY_ADDRESS"))
 
 
 def _model_dir(ctx: Context) -> None:
@@ -519,7 +526,8 @@ CHECKS: tuple[Check, ...] = (
           "B19: the pinned VeOmni for model_engine=veomni"),
     Check("kwargs-audit", ("typed_work", "loc"), (), ("rules.setting-swallowed",), _kwargs_audit,
           "C08: no setting whose value verl passes as a keyword the callee swallows in **kwargs (AST sweep)"),
-    Check("topology", ("typed_work", "spec", "loc", "options"), (), ("rules.devices-per-node", "rules.devices-unused"),
+    Check("topology", ("typed_work", "spec", "loc", "options"), (), ("rules.devices-per-node", "rules.devices-unused",
+                                                                          "rules.layout-local"),
           _topology, "B12: per-node device counts against the node's accelerators"),
     Check("model-dir", ("typed_work", "options"), ("model", "model_path", "clean_model"),
           tuple(c for c in CODES if c.startswith("model.")), _model_dir,

@@ -3,7 +3,7 @@
 Usage::
 
     python -m vlgrpo preflight --argv-file FILE [--purpose launch|plan] [--json] [--no-data] [--model-path P]
-                               [--devices-per-node N] [--cache-dir DIR]
+                               [--devices-per-node N [--devices-source node|plan]] [--cache-dir DIR]
     python -m vlgrpo preflight [--module M] [options] -- override1 override2 ...
     python -m vlgrpo preflight codes [--json]    # every check and finding code it can report
 
@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", help="check this model folder instead of actor_rollout_ref.model.path")
     p.add_argument("--devices-per-node", type=_positive_int,
                    help="accelerators per node (default: detect on this machine)")
+    p.add_argument("--devices-source", choices=("node", "plan"), default="node",
+                   help="node (default): --devices-per-node is this node's count; plan: a planning count for other "
+                        "machines (a layout larger than one node without a Ray address is then a warning)")
     p.add_argument("--purpose", choices=PURPOSES, default="launch",
                    help="launch (default: the argv is exec'd next) or plan (a dry run): less free space than one "
                         "checkpoint is an error for a launch, a warning for a plan")
@@ -119,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report = run_preflight(launch, check_data=not args.no_data, model_path=args.model_path,
                            devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose,
-                           vllm_rules=args.vllm_rules, cache_dir=args.cache_dir)
+                           vllm_rules=args.vllm_rules, cache_dir=args.cache_dir,
+                           devices_source=args.devices_source)
     if args.json:
         print(report.to_json())
     else:

@@ -316,10 +316,21 @@ def detect_devices_per_node() -> tuple[int | None, str]:
     return None, node.source if not node.platform else f"no {node.platform} device visible here ({node.source})"
 
 
+#: RAY_ADDRESS values with which ``ray.init()`` (Ray 2.48.0 ``_private/worker.py`` init) starts a Ray of its own on
+#: this node instead of joining a cluster: unset/empty, or ``local`` (what the entrypoints export without
+#: VLGRPO_RAY_ADDRESS).
+LOCAL_RAY_ADDRESSES = ("", "local")
+
+
 def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, devices_per_node: int | None,
-                   source: str) -> dict[str, Any]:
+                   source: str, devices_source: str = "node", ray_address: str | None = None) -> dict[str, Any]:
     """B12: per-node device counts must not exceed what the node has (Ray would leave the placement group
-    pending forever)."""
+    pending forever); with no Ray address (``ray_address`` unset or ``local``: Ray runs on this node alone) the
+    whole layout, the sum of ``nnodes x n_gpus_per_node`` over the resource pools, must fit this node.
+
+    ``devices_source``: ``"node"`` (counted on this node, or given by the caller for it) or ``"plan"`` (the
+    entrypoint's planning override VLGRPO_PLAN_DEVICES_PER_NODE: a plan for another machine): a layout larger than
+    one node is then a warning saying which Ray cluster it needs, else ``rules.layout-local`` is an error."""
     info = {"devices_per_node": devices_per_node, "devices_source": source,
             "trainer": f"{work.trainer.nnodes} x {work.trainer.n_gpus_per_node}"}
     pools = [("trainer", work.trainer)]
@@ -328,6 +339,7 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
         info["rollout"] = f"{work.rollout.nnodes} x {work.rollout.n_gpus_per_node}"
     if devices_per_node is None:
         return info
+    _check_local_layout(pools, report, loc, devices_per_node, source, devices_source, ray_address, info)
     for name, node in pools:
         n = int(node.n_gpus_per_node)
         if n > devices_per_node:
@@ -349,6 +361,43 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
                 f"{name}.n_gpus_per_node={devices_per_node} (and lower {name}.nnodes to keep the total) if the node "
                 "is not shared"))
     return info
+
+
+def _check_local_layout(pools, report, loc, devices_per_node, source, devices_source, ray_address, info) -> None:
+    """The local-Ray part of :func:`check_topology` (``rules.layout-local``)."""
+    from .report import WARNING
+
+    address = (ray_address or "").strip()
+    nodes = sum(int(node.nnodes) for _, node in pools)
+    total = sum(int(node.nnodes) * int(node.n_gpus_per_node) for _, node in pools)
+    per_node = max(int(node.n_gpus_per_node) for _, node in pools)
+    info.update(planned_nodes=nodes, planned_devices=total)
+    if address not in LOCAL_RAY_ADDRESSES:
+        info["ray"] = "cluster (RAY_ADDRESS set)"
+        return
+    info["ray"] = "local (one node)"
+    if total <= devices_per_node:
+        return
+    layout = " + ".join(f"{name} {int(node.nnodes)} node(s) x {int(node.n_gpus_per_node)}" for name, node in pools)
+    info["cluster_needed"] = {"nodes": nodes, "devices_per_node": per_node}
+    fix = (f"start a Ray cluster of {nodes} node(s) with {per_node} devices each (entrypoints/ray-node.sh) and set "
+           f"VLGRPO_RAY_ADDRESS=HOST:PORT, or plan fewer nodes or devices (VLGRPO_TRAINER_NNODES, "
+           f"VLGRPO_*_DEVICES_PER_NODE) to fit {devices_per_node}")
+    if devices_source == "plan":
+        report.add(Finding(
+            "rules.layout-local", WARNING,
+            f"this plan needs a Ray cluster of {nodes} node(s) x {per_node} devices ({layout} = {total} devices); "
+            f"planned for {devices_per_node} devices per node ({source}) and no Ray address",
+            loc.where("trainer.nnodes"),
+            "a planning dry run describes other machines; launched without VLGRPO_RAY_ADDRESS it runs on one node "
+            "and is refused there", fix))
+        return
+    report.add(Finding(
+        "rules.layout-local", ERROR,
+        f"the layout needs {total} devices on {nodes} node(s) ({layout}), but with no Ray address Ray runs on this "
+        f"node alone, which has {devices_per_node} ({source})",
+        loc.where("trainer.nnodes"),
+        "Ray's placement groups for the rest never fit: verl waits for them forever", fix))
 
 
 def check_image_patch_size(work: Any, report: Report, loc: Locator, image_processor: Any,
