@@ -154,7 +154,7 @@ def test_b05_warns_when_the_mask_patch_is_disabled(fixed_argv, monkeypatch):
     assert {"rules.vision-token-mask", "rules.vision-token-ban"} <= both
     # every value that switches the patches off at interpreter start counts here too (bootstrap.read_switches)
     monkeypatch.delenv("VLGRPO_PATCHES_DISABLED")
-    monkeypatch.setenv("VLGRPO_PATCHES", "disabled")
+    monkeypatch.setenv("VLGRPO_PATCHES", " OFF ")
     both = {f.code for f in run_preflight(fixed_argv, check_data=False).findings}
     assert {"rules.vision-token-mask", "rules.vision-token-ban"} <= both
 

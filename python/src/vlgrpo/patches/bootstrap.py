@@ -10,10 +10,10 @@ calls :func:`vlgrpo.patches.chain.chain_sitecustomize`.
 
 What :func:`install` does
 -------------------------
-1. Reads the switches (:func:`vlgrpo.patches.state.read_switches`): ``VLGRPO_PATCHES=off`` (also
-   ``0``/``false``/``no``) disables everything (any other value than those and ``on``/``1``/``true``/``yes`` keeps
-   them on with a warning naming the accepted values); ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` disables single
-   patches; ``VLGRPO_PATCHES_STRICT=1`` makes every failure raise instead of being logged and recorded.
+1. Reads the switches (:func:`vlgrpo.patches.state.read_switches`): ``VLGRPO_PATCHES=off`` disables everything;
+   any other value than ``off`` and ``on`` fails closed: the patches stay on, with a warning naming the accepted
+   values (also in strict mode); ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` disables single patches;
+   ``VLGRPO_PATCHES_STRICT=1`` makes every other failure raise instead of being logged and recorded.
 2. Puts :class:`vlgrpo.patches.hooks.PostImportFinder` at the front of ``sys.meta_path`` and registers a
    post-import hook for every module that an enabled patch targets. Modules already imported when :func:`install`
    runs get their hooks at once.
@@ -56,10 +56,10 @@ def install(via="api"):
             STATE["enabled"] = False
             return STATE
         if switch not in ON_VALUES:
+            # fail closed, even in strict mode: a bad value in some interpreter's environment keeps the patches on
+            # and says so; it never stops that interpreter (the entrypoints refuse the value for a launch)
             msg = (f"VLGRPO_PATCHES={os.environ['VLGRPO_PATCHES']!r} is not a known value; the patches stay ON. "
-                   f"Use one of {', '.join(OFF_VALUES)} to switch them off, or on/1/true to say so explicitly")
-            if STATE["strict"]:
-                raise ValueError(msg)
+                   f"Use {' or '.join(OFF_VALUES)} to switch them off, or on to say so explicitly")
             log_once("bad-switch", 30, "vlgrpo.patches: " + msg)
         from vlgrpo.patches import index  # not when switched off: VLGRPO_PATCHES=off costs nothing more
 

@@ -26,6 +26,9 @@ replacement   ``"module:function"``; installed in place of a faulty target (a pe
               matching the installed code); its ``__vlgrpo_code__`` lists the code objects it can return.
 verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an
               independent reference and raises ``AssertionError`` on mismatch.
+safety        optional; set on a patch that guards against code execution or exposure (one line: what happens
+              without it). A launch with such a patch switched off is refused by the preflight
+              (``patches.safety-off``, not waivable); a dry run warns. :func:`safety_ids` lists them.
 recheck_after ``(module, function)`` pairs of upstream functions that may rebind the targets (verl's monkey
               patch); they are wrapped so that every record is re-checked right after they return.
 
@@ -71,6 +74,11 @@ PATCHES = (
 )
 
 IDS = tuple(p["id"] for p in PATCHES)
+
+
+def safety_ids() -> dict:
+    """``{patch id: what happens without it}`` for every record with a ``safety`` field, in registry order."""
+    return {p["id"]: p["safety"] for p in PATCHES if p.get("safety")}
 
 
 def target_modules() -> dict:

@@ -3,16 +3,21 @@
 Standard library only, and only what the interpreter has already loaded (``os``): every other module of the
 package imports this one, and it imports none of them except :mod:`vlgrpo.patches.log`, lazily, to log.
 
-Switches (read by :func:`read_switches`): ``VLGRPO_PATCHES=off`` (also ``0``/``false``/``no``/``disable``/
-``disabled``) switches every patch off; ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` switches single patches off;
+Switches (read by :func:`read_switches`): ``VLGRPO_PATCHES=off`` (the one value, in any case and spacing, that the
+registry's enum ``on off`` allows) switches every patch off; any other value fails closed: the patches stay on, with
+a warning (never an error: this runs in every interpreter; a launch refuses the value itself);
+``VLGRPO_PATCHES_DISABLED=<id>,<id>`` switches single patches off;
 ``VLGRPO_PATCHES_STRICT=1`` makes every failure raise instead of being logged and recorded (:func:`strict`).
 """
 
 import os
 
-#: Values of ``VLGRPO_PATCHES`` that switch every patch off / keep them on (anything else: on, with a warning).
-OFF_VALUES = ("off", "0", "false", "no", "disable", "disabled")
-ON_VALUES = ("", "on", "1", "true", "yes", "enable", "enabled")
+#: Values of ``VLGRPO_PATCHES`` (stripped, lower-cased) that switch every patch off / keep them on, the registry
+#: row's enum (python/src/vlgrpo/environment.tsv). Anything else (``no``, ``0``, ``false``, ``disabled``, ...) fails
+#: closed: on, with a warning, so a value the entrypoints refuse cannot switch the patches off in a Ray worker that
+#: got it another way (a job's runtime_env).
+OFF_VALUES = ("off",)
+ON_VALUES = ("", "on")
 
 #: Status of a patch or of one of its targets (see :mod:`vlgrpo.patches.engine` for their meaning).
 APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED, PENDING = (

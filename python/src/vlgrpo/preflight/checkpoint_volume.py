@@ -78,9 +78,17 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
         if folder is not None:
             out["files"] = len(inventory(folder))
     except CheckpointRefused as exc:
+        from .patch_checks import safety_patch_off
+
         key = "trainer.resume_from_path" if trainer.resume_mode == "resume_path" else "trainer.default_local_dir"
+        # with the patch off nothing checks the files again before verl unpickles them (weights_only=False): the
+        # finding is about code the launch would run, which VLGRPO_PREFLIGHT=warn cannot waive
+        unguarded = safety_patch_off("checkpoint.manifest")
         report.add(Finding("rules.checkpoint-untrusted", ERROR, f"{exc.path}: {exc.reason}", loc.where(key),
-                           "verl unpickles every file of the checkpoint it resumes (field case C03)", exc.fix))
+                           "verl unpickles every file of the checkpoint it resumes (field case C03)"
+                           + ("; the patch checkpoint.manifest, which checks them again before loading, is switched "
+                              "off, so they would be unpickled as they are" if unguarded else ""),
+                           exc.fix, runs_code=unguarded))
     if os.path.isdir(root):
         from vlgrpo.checkpoint.volume import storage_problem
 

@@ -78,7 +78,10 @@ _CODE_LIST = [
     Code("rules.vision-token-ban", WARNING, "vision placeholder tokens are not banned in vLLM sampling (verl PR #7038)"),
     Code("rules.video-enabled", ERROR, "video inputs allowed on a vLLM inside CVE-2026-22778 / CVE-2026-34755"),
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
-    Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file"),
+    Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file "
+         "(code loading when patch checkpoint.manifest is switched off)"),
+    Code("patches.safety-off", EITHER, "a patch marked as a safety fix (checkpoint.manifest, rollout.server_loopback) "
+         "is switched off (error for a launch; warning in a dry run)", runs_code=True),
     Code("rules.checkpoint-space", EITHER, "the checkpoint volume cannot hold the checkpoints verl keeps at the peak "
          "of a save (max(keep, 2) x one; every one kept: fewer than two, error below one)"),
     Code("rules.checkpoint-retention", WARNING, "every checkpoint is kept (no retention count) while the run saves"),
@@ -445,6 +448,13 @@ def _weight_sync_dp_rank(ctx: Context) -> None:
     ctx.summary["weight_sync_dp_rank"] = check_weight_sync_dp_rank(ctx["typed_work"], ctx.report)
 
 
+def _safety_patches(ctx: Context) -> None:
+    from .patch_checks import check_safety_patches
+
+    ctx.summary["safety_patches"] = check_safety_patches(
+        ctx.report, launch=ctx["options"].get("purpose", "launch") == "launch")
+
+
 def _data(ctx: Context) -> None:
     from .dataset import check_data
 
@@ -562,6 +572,9 @@ CHECKS: tuple[Check, ...] = (
           "B05: verl or the vlgrpo patch masks a response that holds a vision placeholder"),
     Check("weight-sync-dp-rank", ("typed_work",), (), ("rules.weight-sync-dp-rank",), _weight_sync_dp_rank,
           "verl #6615: rollout DP > 1 on Ascend needs the vlgrpo patch rollout.weight_sync_dp_rank"),
+    Check("safety-patches", ("options",), (), ("patches.safety-off",), _safety_patches,
+          "no patch marked as a safety fix (code execution, exposure) switched off for a launch (a dry run: "
+          "warning)"),
     Check("data", ("typed_work", "loc", "check_data", "options"), (),
           tuple(c for c in CODES if c.startswith("data.")), _data,
           "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),

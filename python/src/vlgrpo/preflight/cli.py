@@ -140,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def unwaivable(report) -> list[str]:
     """Why the error findings of ``report`` cannot be waived (empty when they can): each error whose code is
-    declared ``runs_code`` (or is not declared, so nothing says it cannot run code), and each skipped or crashed
+    declared ``runs_code`` or that says so itself (``Finding.runs_code``) (or is not declared, so nothing says it
+    cannot run code), and each skipped or crashed
     check that can report a ``runs_code`` finding (it did not look)."""
     from .checks import CHECKS, CODES
 
-    out = [f"[{f.code}] {f.what}" for f in report.errors if f.code not in CODES or CODES[f.code].runs_code]
+    out = [f"[{f.code}] {f.what}" for f in report.errors
+           if f.runs_code or f.code not in CODES or CODES[f.code].runs_code]
     by_name = {c.name: c for c in CHECKS}
     for entry in report.summary.get("checks") or []:
         check = by_name.get(entry.get("check"))

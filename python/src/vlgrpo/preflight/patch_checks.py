@@ -32,6 +32,38 @@ def _patch_switched_off(patch_id: str) -> bool:
     return all_off or patch_id in disabled
 
 
+def check_safety_patches(report: Report, launch: bool = True) -> dict[str, Any]:
+    """Safety patches stay on for a launch: every patch whose registry record has a ``safety`` field
+    (:func:`vlgrpo.patches.registry.safety_ids`: code execution, exposure) must stay on for a launch.
+    Switched off by ``VLGRPO_PATCHES=off`` or ``VLGRPO_PATCHES_DISABLED=<id>`` (read as
+    :func:`vlgrpo.patches.state.read_switches` reads them; other values keep them on): ``patches.safety-off``, an
+    error for a launch (declared ``runs_code``: VLGRPO_PREFLIGHT=warn cannot waive it) and a warning in a dry run
+    (``launch`` False). Returns ``{"off": [ids]}``."""
+    try:
+        from vlgrpo.patches import registry
+    except Exception:  # noqa: BLE001 - no patch package: nothing to switch off
+        return {"off": []}
+    from vlgrpo.patches.state import read_switches
+
+    switch, all_off, disabled = read_switches()
+    off = [(pid, why) for pid, why in registry.safety_ids().items() if all_off or pid in disabled]
+    for pid, why in off:
+        how = "VLGRPO_PATCHES=off" if all_off else f"VLGRPO_PATCHES_DISABLED names {pid}"
+        fix = "unset VLGRPO_PATCHES" if all_off else f"remove {pid} from VLGRPO_PATCHES_DISABLED"
+        report.add(Finding(
+            "patches.safety-off", ERROR if launch else WARNING,
+            f"the safety patch {pid} is switched off ({how})", Where(key="VLGRPO_PATCHES"),
+            why + (" (a dry run: refused when launched)" if not launch else ""),
+            fix + "; safety patches stay on for a launch (docs/patches.md)"))
+    return {"off": [pid for pid, _ in off]}
+
+
+def safety_patch_off(patch_id: str) -> bool:
+    """True when ``patch_id`` is a registered patch switched off in this environment (the switches as
+    :func:`vlgrpo.patches.state.read_switches` reads them)."""
+    return _registered(patch_id) and _patch_switched_off(patch_id)
+
+
 def _registered(patch_id: str) -> bool:
     try:
         from vlgrpo.patches import registry

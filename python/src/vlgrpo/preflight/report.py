@@ -84,6 +84,9 @@ class Finding:
     why: str = ""
     fix: str = ""
     setting: str = ""
+    #: True when this finding is about code the launch would run although its code is not declared ``runs_code``
+    #: (``rules.checkpoint-untrusted`` with the patch checkpoint.manifest switched off): never waived.
+    runs_code: bool = False
 
     def line(self) -> str:
         """One line: ``ERROR [code] where: what — why — fix: ... — setting: ...``."""

@@ -44,6 +44,7 @@ RECORD = {
         "first checks owners, modes, names, sizes and the sha256 of what it reads, then unpickles weights only."
     ),
     "upstream": "field case C03 (no upstream fix; same pattern: ecmwf/anemoi-core#1416, OpenBMB/VoxCPM PR #347)",
+    "safety": "code execution: without it verl unpickles checkpoint files with weights_only=False",
     "applies_when": (
         "verl's checkpoint loaders call torch.load(weights_only=False) and its savers write no digest "
         "(verl v0.8.0: FSDPCheckpointManager, FullyAsyncRollouter, RayPPOTrainer)"

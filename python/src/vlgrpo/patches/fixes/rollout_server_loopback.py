@@ -29,6 +29,7 @@ RECORD = {
         "over HTTP (the agent loop uses Ray), so the HTTP listener is bound to the loopback address"
     ),
     "upstream": "field case C01 (no upstream fix); vLLM advisories CVE-2026-22778, GHSA-pq5c-rjhq-qp7p / CVE-2026-34755",
+    "safety": "exposure: without it every vLLM replica serves an unauthenticated OpenAI API on the node IP",
     "applies_when": (
         "verl's vLLM server passes the node IP it got from ray.util.get_node_ip_address() as the uvicorn host "
         "(verl v0.8.0-0.9.1)"
