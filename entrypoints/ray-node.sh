@@ -15,10 +15,12 @@
 #     not hide the NPUs from processes that hold no NPU (the `ray job submit` driver, verl's TaskRunner);
 #   - refuses to start while another process holds the cards (npu-smi process table, -8005/-8020 = cards
 #     held by another container; nvidia-smi compute apps), after waiting VLGRPO_RAY_CARDS_WAIT seconds;
-#   - runs `ray start --block` as its child and, on SIGTERM/SIGINT, stops that child by PID (ray start
-#     --block then stops the Ray processes it started; under Slurm, which signals every process of the step,
-#     ray start is not sent a second SIGTERM: see ray_node_on_signal). Never `ray stop` (kills every Ray
-#     process on the machine) and never pkill.
+#   - runs `ray start --block` as its child and, on SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or
+#     SIGPIPE, stops that child by PID with SIGTERM (ray start --block then stops the Ray processes it started;
+#     under Slurm, which signals every process of the step, ray start is not sent a second SIGTERM: see
+#     ray_node_on_signal) and exits 128+signal. Never `ray stop` (kills every Ray process on the machine) and
+#     never pkill. The same signals during the checks and waits before it stop the running check (its process
+#     group) and exit 128+signal at once (lib/launch.sh _vg_on_signal).
 #
 # Settings come only from the allowlisted VLGRPO_* variables below (no arguments besides head|worker and
 # --help); the recipes' own settings are accepted and ignored; any other VLGRPO_* variable, a malformed
@@ -45,6 +47,9 @@ source "$VG_LIB_DIR/registry.sh"
 source "$RAY_NODE_DIR/lib/node.sh"
 # shellcheck source=entrypoints/lib/ray.sh
 source "$RAY_NODE_DIR/lib/ray.sh"
+# The recipes' signal handling for the checks and waits (vg_signals_on, vg_run_child, _vg_on_signal).
+# shellcheck source=entrypoints/lib/launch.sh
+source "$RAY_NODE_DIR/lib/launch.sh"
 
 VG_PROG=ray-node.sh
 
@@ -80,6 +85,7 @@ ray_node_wait_tcp() {
   while :; do
     (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null &
     pid=$!
+    VG_CHILD_PID=$pid # a signal meanwhile stops the probe too (_vg_on_signal)
     for ((i = 0; i < 20; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
@@ -88,14 +94,24 @@ ray_node_wait_tcp() {
       kill "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
     elif wait "$pid"; then
+      VG_CHILD_PID=""
       return 0
     fi
+    VG_CHILD_PID=""
     if ((SECONDS - start >= limit)); then
       return 1
     fi
     printf 'ray-node: waiting for the head %s (%ds of %ds)\n' "$hostport" "$((SECONDS - start))" "$limit"
-    sleep 2
+    ray_node_nap
   done
+}
+
+# ray_node_nap — the 2 s pause of the waits, as a child of the checks (vg_run_child): a signal meanwhile ends
+# ray-node.sh at once instead of after the pause, and leaves no sleep behind.
+ray_node_nap() {
+  # shellcheck disable=SC2034 # read by vg_run_child through a nameref
+  local -a nap=(sleep 2)
+  vg_run_child nap || true
 }
 
 # Refuse (after waiting) while another process holds this node's cards.
@@ -133,11 +149,12 @@ ray_node_check_cards_free() {
       return 2
     fi
     printf 'ray-node: cards busy, waiting (%ds of %ds): %s\n' "$((SECONDS - start))" "$limit" "${holders%%$'\n'*}"
-    sleep 2
+    ray_node_nap
   done
 }
 
 # Build RAY_ARGV for role $1 with $2 devices on platform $3.
+# shellcheck disable=SC2178,SC2128 # count is a local string here (lib/launch.sh has an array of that name)
 ray_node_build_argv() {
   local role=$1 count=$2 platform=$3
   RAY_ARGV=(ray start --block --disable-usage-stats)
@@ -167,6 +184,7 @@ ray_node_build_argv() {
 
 RAY_CHILD=""
 RAY_STOPPING=0
+RAY_SIGNAL_NUM=0 # the first signal that stopped ray start (exit 128+it)
 RAY_FORWARD_AT="" # SECONDS at which a held-back SIGTERM goes to ray start (under Slurm, below)
 
 ray_node_forward() {
@@ -182,6 +200,7 @@ ray_node_forward() {
 # non-reentrant lock): there ray start is sent one only if it still runs 10 s later (it was not signalled).
 ray_node_on_signal() {
   RAY_STOPPING=1
+  if ((RAY_SIGNAL_NUM == 0)); then RAY_SIGNAL_NUM=${1:-15}; fi
   if [[ -z ${SLURM_STEP_ID:-} ]]; then
     ray_node_forward
   elif [[ -z $RAY_FORWARD_AT ]]; then
@@ -190,9 +209,14 @@ ray_node_on_signal() {
   fi
 }
 
-# Run RAY_ARGV as a child and wait; on SIGTERM/SIGINT stop it by PID (SIGKILL after the grace period).
+# Run RAY_ARGV as a child and wait; on one of VG_STOP_SIGNALS stop it by PID (SIGTERM; SIGKILL after the grace
+# period) and return 128+signal.
 ray_node_run() {
-  trap ray_node_on_signal TERM INT
+  local s
+  for s in "${VG_STOP_SIGNALS[@]}"; do
+    # shellcheck disable=SC2064 # the number is fixed in lib/launch.sh
+    trap "ray_node_on_signal ${s#*:}" "${s%:*}"
+  done
   vg_child_prefix
   "${VG_CHILD_PREFIX[@]}" "${RAY_ARGV[@]}" &
   RAY_CHILD=$!
@@ -215,10 +239,10 @@ ray_node_run() {
     fi
   done
   wait "$RAY_CHILD" 2>/dev/null && rc=0 || rc=$?
-  trap - TERM INT
+  trap - INT TERM HUP QUIT USR1 USR2 PIPE
   if ((RAY_STOPPING)); then
-    printf 'ray-node: stopped (ray start exit %s)\n' "$rc"
-    return 0
+    printf 'ray-node: stopped (ray start exit %s)\n' "$rc" || true
+    return $((128 + RAY_SIGNAL_NUM))
   fi
   ray_node_err "ray start exited with status $rc"
   return "$rc"
@@ -326,6 +350,7 @@ ray_node_main() {
       return 2
       ;;
   esac
+  vg_signals_on
   vg_read_settings
   vg_check_unknown_vars
   vg_environment_check

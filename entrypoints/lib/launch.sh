@@ -146,23 +146,28 @@ vg_secrets() {
 VG_NOTES=()
 
 # ---- signals during the checks -------------------------------------------------------------------------------
-# From the start of the checks to the exec of verl, SIGINT, SIGTERM and SIGHUP sent to the entrypoint (`docker
-# stop` sends SIGTERM to PID 1 alone; Ctrl-C or a closed terminal reach it too) end the launch at once with exit
-# 128+signal: bash runs a trap only after the foreground command has finished, so each long child of the checks
-# (the preflight, `vlgrpo cluster wait`/`probe`) runs in the background in a process group of its own
+# From the start of the checks to the exec of verl, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGPIPE
+# (VG_STOP_SIGNALS) sent to the entrypoint (`docker stop` sends SIGTERM to PID 1 alone; Ctrl-C, Ctrl-\ or a closed
+# terminal reach it too; QUIT, USR1, USR2 and PIPE would otherwise end bash alone, or be ignored, with its child
+# left running) end the launch at once with exit 128+signal: bash runs a trap only after the foreground command
+# has finished, so each long child of the checks (the preflight, `vlgrpo cluster wait`/`probe`) runs in the background in a process group of its own
 # (vg_run_child), the entrypoint waits for it, and on a signal sends that signal to the whole group, gives the
 # child up to 1 s to exit, then SIGKILLs what is left of the group (a grandchild that ignores the signal too) and
 # exits; nothing is exec'd. After the exec the signals are verl's (the traps do not survive exec; nothing here
 # ignores a signal).
 VG_CHILD_PID=""
 VG_SIGNALS=0 # 1 once vg_signals_on installed the traps (vg_run_child's callers may rely on them)
+# name:number of each signal that stops the launch (numbers as on Linux x86-64 and arm64)
+readonly VG_STOP_SIGNALS=(INT:2 TERM:15 HUP:1 QUIT:3 USR1:10 USR2:12 PIPE:13)
 
 # vg_signals_on — install the traps (vg_entry, before the first check), and the EXIT trap that removes the
 # launch's own temporary files (_vg_cleanup).
 vg_signals_on() {
-  trap '_vg_on_signal INT 2' INT
-  trap '_vg_on_signal TERM 15' TERM
-  trap '_vg_on_signal HUP 1' HUP
+  local s
+  for s in "${VG_STOP_SIGNALS[@]}"; do
+    # shellcheck disable=SC2064 # the name and number are fixed above
+    trap "_vg_on_signal ${s%:*} ${s#*:}" "${s%:*}"
+  done
   trap _vg_cleanup EXIT
   VG_SIGNALS=1
 }
@@ -177,18 +182,23 @@ _vg_alive() {
 
 # _vg_on_signal NAME NUMBER — the trap: stop the running child's process group, report, exit 128+NUMBER.
 _vg_on_signal() {
-  local sig=$1 num=$2 pid=$VG_CHILD_PID i
-  trap '' INT TERM HUP # a second signal does not restart the stop
+  local sig=$1 num=$2 pid=$VG_CHILD_PID i fwd=$1
+  trap '' INT TERM HUP QUIT USR1 USR2 PIPE # a second signal does not restart the stop
+  # INT, TERM and HUP go on as they came; the others as TERM (SIGQUIT would make every process of the group dump
+  # core first, seconds for a Python with torch loaded; SIGPIPE/SIGUSR* mean nothing to the checks)
+  case $sig in INT | TERM | HUP) ;; *) fwd=TERM ;; esac
   if [[ -n $pid ]]; then
-    kill -s "$sig" -- "-$pid" 2>/dev/null || true
+    # its process group (vg_run_child); a child that leads none (ray-node.sh's TCP probe) by its pid
+    kill -s "$fwd" -- "-$pid" 2>/dev/null || kill -s "$fwd" "$pid" 2>/dev/null || true
     for ((i = 0; i < 20; i++)); do
       _vg_alive "$pid" || break
       sleep 0.05
     done
-    kill -s KILL -- "-$pid" 2>/dev/null || true
+    kill -s KILL -- "-$pid" 2>/dev/null || kill -s KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  printf '%s: stopped by SIG%s during the checks; nothing was started\n' "${VG_PROG:-vlgrpo}" "$sig" >&2
+  # (stderr may be the closed pipe that sent SIGPIPE: a failed message does not change the exit status)
+  printf '%s: stopped by SIG%s during the checks; nothing was started\n' "${VG_PROG:-vlgrpo}" "$sig" >&2 || true
   exit $((128 + num))
 }
 
@@ -325,9 +335,9 @@ vg_help() {
   printf 'Never passed: %s. Everything else is dropped (the dry-run plan lists the names). ' "$(vg_env_names drop)"
   printf 'A launch is refused (exit 2) while any of these is set, since they make a process import or run what they\n'
   printf 'name: %s; so is `RAY_ADDRESS` unless it equals `VLGRPO_RAY_ADDRESS`.\n' "$(vg_env_names refused)"
-  printf '\nSignals: SIGINT, SIGTERM or SIGHUP sent to the entrypoint during the checks (`docker stop` sends SIGTERM to\n'
-  printf 'PID 1) stop the running check with everything it started and end the launch with exit 128+signal, nothing\n'
-  printf 'started; once verl runs (exec, same PID) the signals are verl'"'"'s.\n'
+  printf '\nSignals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGPIPE sent to the entrypoint during the\n'
+  printf 'checks (`docker stop` sends SIGTERM to PID 1) stop the running check with everything it started and end the\n'
+  printf 'launch with exit 128+signal, nothing started; once verl runs (exec, same PID) the signals are verl'"'"'s.\n'
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
@@ -445,6 +455,6 @@ vg_entry() {
   fi
   printf '%s: launching %s (%s; preflight %s)\n' "$VG_PROG" "${VG_PROGRAM[2]}" "$VG_TOPOLOGY" "$VG_PREFLIGHT_RESULT" >&2
   vg_child_prefix
-  trap - INT TERM HUP EXIT # the working directory stays: it is verl's
+  trap - INT TERM HUP QUIT USR1 USR2 PIPE EXIT # the working directory stays: it is verl's
   exec "${VG_CHILD_PREFIX[@]}" "${VG_ARGV[@]}"
 }

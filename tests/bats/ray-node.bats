@@ -377,7 +377,7 @@ EOF
   export T_DIR=$T
 }
 
-@test "SIGTERM reaches ray start by PID and ray-node.sh exits 0" {
+@test "SIGTERM reaches ray start by PID and ray-node.sh exits 143 once it stopped" {
   davinci 8
   scripted_npu_smi
   long_running_ray
@@ -387,7 +387,9 @@ EOF
   for ((i = 0; i < 50; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done
   assert_file_exists "$T/ray.pid"
   kill -TERM "$pid"
-  wait "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
+  assert_equal "$rc" 143
   assert_file_exists "$T/ray.got-term"
   run kill -0 "$(cat "$T/ray.pid")"
   assert_failure
@@ -404,10 +406,70 @@ EOF
   local pid=$! i start=$SECONDS
   for ((i = 0; i < 50; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done
   kill -TERM "$pid"
-  wait "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
+  assert_equal "$rc" 143
   ((SECONDS - start < 10))
   run kill -0 "$(cat "$T/ray.pid")"
   assert_failure
   run cat "$T/out"
   assert_output --partial "sending SIGKILL"
+}
+
+
+# signal_node SIGNAL ROLE — start `ray_node_main ROLE` as PID 1 of a container starts (own process group, every
+# disposition at its default), send SIGNAL to its pid alone once $T/ready exists; sets rc and elapsed (ms)
+signal_node() {
+  local sig=$1 role=$2 pid i t0
+  set -m
+  env --default-signal bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$RN" "$T/dev" "$role" >"$T/out" 2>&1 &
+  pid=$!
+  set +m
+  for ((i = 0; i < 100; i++)); do [[ -e $T/ready ]] && break; sleep 0.1; done
+  assert_file_exists "$T/ready"
+  t0=${EPOCHREALTIME/./}
+  kill -s "$sig" "$pid"
+  for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  elapsed=$(((${EPOCHREALTIME/./} - t0) / 1000))
+  kill -0 "$pid" 2>/dev/null && { kill -KILL -- "-$pid"; fail "ray-node.sh still running 5 s after SIG$sig"; }
+  rc=0
+  wait "$pid" || rc=$?
+}
+
+@test "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGPIPE while ray start runs: it is stopped by PID, exit 128+signal" {
+  davinci 8
+  scripted_npu_smi
+  long_running_ray
+  export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt
+  local sig num
+  for sig in HUP:1 QUIT:3 USR1:10 USR2:12 PIPE:13; do
+    rm -f "$T/ray.pid" "$T/ray.got-term" "$T/ready"
+    ( for ((i = 0; i < 100; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done; : >"$T/ready" ) &
+    signal_node "${sig%:*}" head
+    num=${sig#*:}
+    assert_equal "$rc" "$((128 + num))"
+    ((elapsed < 2000)) || fail "SIG${sig%:*}: ended ${elapsed} ms after the signal"
+    assert_file_exists "$T/ray.got-term" # ray start got its one SIGTERM
+    run kill -0 "$(cat "$T/ray.pid")"
+    assert_failure
+  done
+}
+
+@test "a signal while a worker waits for the head: exit 128+signal within 2 s, no probe or sleep left" {
+  davinci 8
+  scripted_npu_smi
+  export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt VLGRPO_RAY_HEAD=127.0.0.1:9 VLGRPO_RAY_HEAD_WAIT=60
+  local sig
+  for sig in TERM:15 HUP:1 USR1:10; do
+    rm -f "$T/ready" "$T/out"
+    ( for ((i = 0; i < 100; i++)); do grep -qs 'waiting for the head' "$T/out" && break; sleep 0.1; done; : >"$T/ready" ) &
+    signal_node "${sig%:*}" worker
+    assert_equal "$rc" "$((128 + ${sig#*:}))"
+    ((elapsed < 2000)) || fail "SIG${sig%:*}: ended ${elapsed} ms after the signal"
+    grep -q "stopped by SIG${sig%:*}" "$T/out" || fail "$(cat "$T/out")"
+    sleep 0.2
+    # nothing of this test's node is left: no sleep of the wait, no TCP probe
+    run pgrep -f -s 0 -x 'sleep 2'
+    assert_failure
+  done
 }

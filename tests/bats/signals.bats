@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Signals during the checks (issue 12, Why 6 / What to build 5): SIGINT, SIGTERM or SIGHUP sent to the
+# Signals during the checks: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGPIPE sent to the
 # entrypoint's pid alone -- what `docker stop` (SIGTERM to PID 1) and `docker kill -s` do -- while the preflight
 # or `vlgrpo cluster wait` runs must end the launch with 128+signal within 2 s, leave no process of that child
 # behind (its own children included), and exec nothing.
@@ -62,7 +62,7 @@ signal_during() {
   # started as PID 1 of a container starts, with every disposition at its default, whatever this test run
   # inherited (nohup ignores SIGHUP; a job started with & from a script ignores SIGINT; bash cannot trap a
   # signal that was ignored when it started)
-  env --default-signal=HUP,INT,QUIT,TERM "$HARNESS" "$(recipe_path "$recipe")" >"$T/out" 2>"$T/err" &
+  env --default-signal "$HARNESS" "$(recipe_path "$recipe")" >"$T/out" 2>"$T/err" &
   pid=$!
   set +m
   for ((i = 0; i < 300; i++)); do [[ -s $SIG/child.pid && -s $SIG/grandchild.pid ]] && break; sleep 0.1; done
@@ -150,7 +150,7 @@ exec "$T/rec/python3" "\$@"
 EOF
   chmod +x "$T/bin/python3"
   set -m
-  env --default-signal=HUP,INT,QUIT,TERM "$HARNESS" "$FA" >"$T/out" 2>"$T/err" &
+  env --default-signal "$HARNESS" "$FA" >"$T/out" 2>"$T/err" &
   local pid=$! ign
   set +m
   wait "$pid" || fail "launch failed: $(cat "$T/err")"
@@ -159,4 +159,64 @@ EOF
   ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' "$SIG/status.last")
   # bits 1 (HUP), 2 (INT), 15 (TERM) of the ignored mask are clear
   (((16#$ign & ((1 << 0) | (1 << 1) | (1 << 14))) == 0)) || fail "verl starts with SigIgn $ign"
+}
+
+
+# The other signals that end a process (or that bash ignores: SIGQUIT): before, SIGQUIT was ignored and the launch
+# went on to exec verl; SIGUSR1, SIGUSR2 and SIGPIPE ended bash alone and left the preflight (its own process group)
+# running.
+@test "SIGQUIT to the entrypoint during the preflight: exit 131 within 2 s, no child left, nothing exec'd" {
+  signal_during preflight QUIT fa
+  assert_stopped QUIT 3
+}
+
+@test "SIGUSR1 to the entrypoint during the preflight: exit 138 within 2 s, no child left, nothing exec'd" {
+  signal_during preflight USR1 vo
+  assert_stopped USR1 10
+}
+
+@test "SIGPIPE to the entrypoint during the preflight: exit 141 within 2 s, no child left, nothing exec'd" {
+  signal_during preflight PIPE fa
+  assert_stopped PIPE 13
+}
+
+@test "SIGUSR2 to the entrypoint during the preflight: exit 140 within 2 s, no child left, nothing exec'd" {
+  signal_during preflight USR2 vo
+  assert_stopped USR2 12
+}
+
+@test "SIGQUIT and SIGUSR1 during vlgrpo cluster wait, SIGPIPE and SIGUSR2 while the device counter hangs" {
+  export VLGRPO_RAY_ADDRESS=10.0.0.1:6379
+  signal_during wait QUIT fa
+  assert_stopped QUIT 3
+  rm -f "$SIG"/*.pid "$T/out" "$T/err"
+  signal_during wait USR1 vo
+  assert_stopped USR1 10
+  unset VLGRPO_RAY_ADDRESS
+  rm -f "$SIG"/*.pid "$T/out" "$T/err"
+  signal_during devices PIPE vo
+  assert_stopped PIPE 13
+  rm -f "$SIG"/*.pid "$T/out" "$T/err"
+  signal_during devices USR2 fa
+  assert_stopped USR2 12
+}
+
+@test "after the checks verl starts with SIGQUIT, SIGUSR1, SIGUSR2 and SIGPIPE at their defaults too" {
+  # read by a child of the stub (/proc/self): bash ignores SIGQUIT for itself while it runs a script, and gives its
+  # children what it inherited, which is what the exec'd program got
+  cat >"$T/bin/python3" <<EOF
+#!/usr/bin/env bash
+grep -E '^Sig(Ign|Cgt):' /proc/self/status >"$SIG/status.last"
+exec "$T/rec/python3" "\$@"
+EOF
+  chmod +x "$T/bin/python3"
+  set -m
+  env --default-signal "$HARNESS" "$VO" >"$T/out" 2>"$T/err" &
+  local pid=$! ign
+  set +m
+  wait "$pid" || fail "launch failed: $(cat "$T/err")"
+  [[ $(call_argv "$(($(calls | wc -l) - 1))") == *verl* ]] || fail "no launch: $(calls)"
+  ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' "$SIG/status.last")
+  # bits of QUIT (3), USR1 (10), USR2 (12), PIPE (13) in the ignored mask are clear
+  (((16#$ign & ((1 << 2) | (1 << 9) | (1 << 11) | (1 << 12))) == 0)) || fail "verl starts with SigIgn $ign"
 }

@@ -110,7 +110,7 @@ def test_under_slurm_ray_start_gets_only_slurms_sigterm(tmp_path, cleanup):
     proc, log, ray_pid = start_node(tmp_path, SLURM_JOB_ID="7", SLURM_STEP_ID="1")
     cleanup.append(proc)
     out, took = stop(proc, ray_pid, proc.pid)  # what slurmstepd does: every process of the step
-    assert proc.returncode == 0, out
+    assert proc.returncode == 128 + signal.SIGTERM, out
     assert log.read_text().split("\n")[1:] == ["TERM", "exit", ""], log.read_text()
     assert "ray-node: stopped (ray start exit 1)" in out
     assert took < 6, f"{took:.1f}s"
@@ -121,7 +121,7 @@ def test_elsewhere_ray_node_forwards_its_sigterm(tmp_path, cleanup):
     proc, log, _ = start_node(tmp_path)
     cleanup.append(proc)
     out, took = stop(proc, proc.pid)
-    assert proc.returncode == 0, out
+    assert proc.returncode == 128 + signal.SIGTERM, out
     assert log.read_text().split("\n")[1:] == ["TERM", "exit", ""], log.read_text()
     assert "ray-node: stopping ray start" in out and took < 6
 
@@ -131,6 +131,23 @@ def test_under_slurm_a_sigterm_to_ray_node_alone_still_stops_ray(tmp_path, clean
     proc, log, _ = start_node(tmp_path, SLURM_JOB_ID="7", SLURM_STEP_ID="1", VLGRPO_RAY_STOP_GRACE="30")
     cleanup.append(proc)
     out, took = stop(proc, proc.pid)
-    assert proc.returncode == 0, out
+    assert proc.returncode == 128 + signal.SIGTERM, out
     assert log.read_text().split("\n")[1:] == ["TERM", "exit", ""], log.read_text()
     assert 9 < took < 20, f"{took:.1f}s"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1])
+def test_the_other_stop_signals_reach_ray_start_as_one_sigterm(tmp_path, cleanup, sig):
+    """SIGHUP (a closed terminal, a supervisor's reload) and the other signals that end a process: before, they ended
+    ray-node.sh alone (exit 128+signal) and left `ray start --block` and its Ray processes running."""
+    proc, log, ray_pid = start_node(tmp_path)
+    cleanup.append(proc)
+    t0 = time.monotonic()
+    os.kill(proc.pid, sig)
+    out, _ = proc.communicate(timeout=40)
+    took = time.monotonic() - t0
+    assert proc.returncode == 128 + sig, out
+    assert log.read_text().split("\n")[1:] == ["TERM", "exit", ""], log.read_text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(ray_pid, 0)
+    assert "ray-node: stopping ray start" in out and took < 6, f"{took:.1f}s"
