@@ -72,7 +72,7 @@ def test_checks_declare_known_codes_and_inputs_given_before_them():
     assert given == set(checks.CODES)  # every code has a check (or the runner) that gives it
     code_loading = {c.code for c in checks.CODES.values() if c.runs_code}
     assert code_loading == {"security.trust-remote-code", "security.code-loading", "security.target",
-                            "model.auto-map", "model.python-file", "model.redirect"}
+                            "model.auto-map", "model.python-file", "model.redirect", "patches.safety-off"}
 
 
 def test_codes_subcommand_lists_every_check_and_code_from_the_declarations():
