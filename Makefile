@@ -71,6 +71,10 @@ docs-patches: venv ## regenerate docs/patches.md's patch table, README.md's summ
 	$(PY) -m vlgrpo patches table --summary --file README.md
 	$(PY) -m vlgrpo patches index --write
 
+.PHONY: hooks
+hooks: ## use the repository's git hooks (scripts/hooks: commit-msg checks the commit convention of CONTRIBUTING.md)
+	git config core.hooksPath scripts/hooks
+
 .PHONY: tools
 tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-wlm + munge) from Debian
 	scripts/install-test-tools.sh

@@ -30,3 +30,7 @@ echo "lint: compose config clean (compose.yaml, compose.yaml + tests/docker/comp
 python3 tests/docker/check_pins.py
 python3 docker/images.py check
 scripts/gen-docs --check
+
+# the commit convention over the commits after the recorded base (.ci/commit-base; scripts/hooks/commit-msg is the
+# same check at commit time, installed by make hooks)
+python3 scripts/commit_check.py range
