@@ -539,7 +539,7 @@ def render(meta, results, grads, grads_bf16=None) -> str:
                 lines.append(f"| {label} | error: {g['error']} ||||")
                 continue
             lines.append(f"| {label} | {g['x']:.2g} | {g['w']:.2g} | {g['gate_up']:.2g} | {g['down']:.2g} |")
-    lines += ["", "Bar (issue 15):"] + verdicts(results)
+    lines += ["", "Targets:"] + verdicts(results)
     return "\n".join(lines)
 
 

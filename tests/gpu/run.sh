@@ -18,7 +18,7 @@
 #   VLGRPO_GPU_PARTS  which parts run, comma separated (default pytest,bench,cuda-tests)
 #   VLGRPO_GPU_BENCHES  which benchmarks run (default moe_experts,model_step,pos_embed,startup)
 #
-# Two GPUs (issue 18): the tests marked two_gpus -- FSDP2 CPU offload of the pos-embed fix over 2 ranks
+# Two GPUs: the tests marked two_gpus -- FSDP2 CPU offload of the pos-embed fix over 2 ranks
 # (test_gpu_fsdp_offload.py) and the 2-rank FSDP2 of a 2-layer Qwen3-VL-MoE at real widths with the grouped
 # experts, with and without CPU offload, 3 AdamW steps against the 4.57.6 loop (test_gpu_fsdp_moe.py: losses,
 # per-parameter gradient norms within 1e-2, step times) -- run in the pytest part whenever 2 CUDA devices are
@@ -99,7 +99,7 @@ fi
 status=0
 NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if ((NGPU < 2)); then
-    log "two-GPU cases (marker two_gpus, issue 18): skipped here ($NGPU CUDA device(s)); they run where 2 are visible"
+    log "two-GPU cases (marker two_gpus): skipped here ($NGPU CUDA device(s)); they run where 2 are visible"
 fi
 if part pytest; then
     log "pytest tests/gpu ${VLGRPO_GPU_PYTEST_ARGS:-}"
@@ -157,7 +157,7 @@ if [[ ${VLGRPO_GPU_SKIP_BENCH:-0} != 1 ]] && part bench; then
     run_bench startup env PYTHONPATH= "$PY" bench/startup.py --runs 30 --markdown
 fi
 
-# The pos-embed tests of the CPU suite run their CUDA variants here (issue 2: "on CPU and CUDA"; issue 15:
+# The pos-embed tests of the CPU suite run their CUDA variants here (on CPU and CUDA;
 # torch.compile on CUDA, compilations counted over 60 batches): transformers 4.57.6 from the wheels, vlgrpo
 # from python/src.
 if [[ ${VLGRPO_GPU_SKIP_POSEMBED_TESTS:-0} != 1 ]] && part cuda-tests && [[ -f tests/python/patches/test_pos_embed.py ]]; then

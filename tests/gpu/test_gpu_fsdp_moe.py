@@ -1,11 +1,11 @@
 """FSDP2 of a 2-layer Qwen3-VL-MoE at real widths with the grouped experts (patch ``qwen3_vl_moe.grouped_experts``),
 with and without CPU offload, 3 AdamW steps, against transformers 4.57.6's own per-expert loop; through
-tests/gpu/gpu_fsdp_moe.py under torchrun (see its docstring). One GPU (issue 15, item 5) and two GPUs (issue 18:
+tests/gpu/gpu_fsdp_moe.py under torchrun (see its docstring). One GPU and two GPUs (the
 experts sharded on dim 0 across the ranks; skipped with the reason on one GPU).
 
 Tolerances (bf16 compute, fp32 master weights): losses of the grouped and the loop runs within 1e-2 relative at
 every step (the two sum the same bf16 products in another order; a few near-tie top-8 choices of the second layer
-can flip); every parameter's gradient norm within 1e-2 relative (issue 18's bar); offload against no offload with
+can flip); every parameter's gradient norm within 1e-2 relative; offload against no offload with
 the same experts code within 2e-3 (offload moves the fp32 master weights and the optimizer to the CPU only).
 """
 
@@ -69,5 +69,5 @@ def test_fsdp2_grouped_experts_match_the_loop_1gpu():
 
 @pytest.mark.two_gpus
 def test_fsdp2_grouped_experts_match_the_loop_2gpus():
-    """Issue 18: the experts' 128 rows split 64/64 over two GPUs, all-gathered per layer in forward/backward."""
+    """Two GPUs: the experts' 128 rows split 64/64 over two GPUs, all-gathered per layer in forward/backward."""
     _check(_run(2), 2)

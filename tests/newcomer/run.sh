@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Newcomer test (issues 6 and 16): a fresh clone of this repository in a new temporary folder, then the two
+# Newcomer test: a fresh clone of this repository in a new temporary folder, then the two
 # commands README.md gives, exactly as it shows them: the quick-start block (the fenced block after
 # `<!-- newcomer: demo -->`: git clone, make demo) and the test block (after `<!-- newcomer: test -->`:
 # make test), run one after the other by bash in a clean environment, as on the README's platform (a Debian 12

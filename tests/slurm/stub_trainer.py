@@ -1,6 +1,6 @@
 """Stand-in for verl's trainer in the Slurm test: what the recipe execs in place of
 ``python3 -m verl.experimental.fully_async_policy.fully_async_main`` (the test's ``python3`` on PATH routes that
-one module here; tests/slurm/test_sbatch.py writes that wrapper).
+one module here; tests/slurm/test_sbatch_cluster.py writes that wrapper).
 
     python stub_trainer.py RECORD_DIR -m verl.experimental.fully_async_policy.fully_async_main OVERRIDE...
 

@@ -1,4 +1,4 @@
-"""The patch module's switches follow the registry's rules (issue 12, Why 8): ``VLGRPO_POS_EMBED_TRITON`` and
+"""The patch module's switches follow the registry's rules: ``VLGRPO_POS_EMBED_TRITON`` and
 ``VLGRPO_POS_EMBED_CACHE_MB`` are rows of python/src/vlgrpo/environment.tsv, so the value an entrypoint accepts is
 the value the patch reads the same way, and one it refuses the patch refuses too."""
 

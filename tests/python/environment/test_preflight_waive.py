@@ -1,4 +1,4 @@
-"""Issue 12, Why 2: VLGRPO_PREFLIGHT=warn may pass over findings that cannot run code, never the others.
+"""VLGRPO_PREFLIGHT=warn may pass over findings that cannot run code, never the others.
 
 The real entrypoint (fully-async-grpo.sh, through the test harness) runs the real preflight
 (``python3 -P -s -m vlgrpo preflight --argv-file F --waive``) on a copy of the shipped Qwen3-VL-30B-A3B metadata

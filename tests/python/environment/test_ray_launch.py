@@ -1,4 +1,4 @@
-"""Issue 12, Why 1 and 5, against real Ray 2.48.0 on loopback.
+"""The launch environment against real Ray 2.48.0 on loopback.
 
 Each test first shows the attack working without the entrypoint (the control: a plain driver in the hostile
 environment, so the test can fail), then runs fully-async-grpo.sh (through the test harness, with a python3

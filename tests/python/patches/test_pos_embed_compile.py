@@ -89,7 +89,7 @@ def test_fullgraph_fails_no_worse_than_transformers_4576(device, monkeypatch):
         assert ours is None, f"4.57.6 compiles with fullgraph=True, the patch does not: {ours}"
     else:
         # both stop at a graph break (data-dependent sizes there, the host-side plan here): dynamo's own error,
-        # not a failure inside the patch's code under fake tensors (the pin_memory error of issue 15)
+        # not a failure inside the patch's code under fake tensors (the pin_memory error under fake tensors)
         assert ours is None or isinstance(ours, torch._dynamo.exc.TorchDynamoException), repr(ours)[:500]
         assert "pin_memory" not in str(ours) and "fake tensor" not in str(ours).lower()
 
