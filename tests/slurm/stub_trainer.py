@@ -26,7 +26,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     import ray
 
-    for attempt in range(30):  # a loaded machine: the GCS may miss an RPC deadline at first (as in vlgrpo.cluster)
+    for _attempt in range(30):  # a loaded machine: the GCS may miss an RPC deadline at first (as in vlgrpo.cluster)
         try:
             ray.init(logging_level="ERROR", log_to_driver=False)
             break

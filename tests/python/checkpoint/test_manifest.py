@@ -124,7 +124,7 @@ def test_foreign_owned_file_and_manifest_refused(tmp_path):
         manifest.inventory(step_dir)
     os.chown(step_dir / "actor/model_world_size_2_rank_1.pt", 0, 0)
     os.chown(step_dir / "vlgrpo-manifest-rollouter.json", FOREIGN_UID, FOREIGN_UID)
-    with pytest.raises(CheckpointRefused, match=rf"vlgrpo-manifest-rollouter.json: manifest is owned by uid"):
+    with pytest.raises(CheckpointRefused, match=r"vlgrpo-manifest-rollouter.json: manifest is owned by uid"):
         manifest.inventory(step_dir)
 
 

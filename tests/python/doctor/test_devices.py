@@ -182,7 +182,7 @@ def test_cli_json_and_torch_count_with_the_stand_in(tmp_path):
     dev = davinci(tmp_path, 8)
     standin = REPO / "tests" / "python" / "ray"
     out = run_cli("--torch", "--format", "json", "--platform", "npu", "--dev-dir", str(dev),
-                  PATH=f"/usr/bin:/bin", PYTHONPATH=str(standin), VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+                  PATH="/usr/bin:/bin", PYTHONPATH=str(standin), VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
                   STANDIN_PHYSICAL_NPUS="8", ASCEND_RT_VISIBLE_DEVICES="0,1,2")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)

@@ -8,7 +8,6 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import pytest
 from patch_helpers import REPO, SHIM, run_py
 
 from vlgrpo.patches import registry

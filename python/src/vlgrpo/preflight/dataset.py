@@ -657,7 +657,7 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                      Where(key=key, file=path, row=placeholder_rows[0])),
                     "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
                     "policy is trained on the literal text '<image>' and never sees the diagram",
-                    f"set data.image_key to the images column, or reconvert the data so every such row has its image"))
+                    "set data.image_key to the images column, or reconvert the data so every such row has its image"))
             info["over_budget"] += len(over) + sum(1 for r in kept_overlong if r[1] > max_len)
             info["rollout_overlong"] = info.get("rollout_overlong", 0) + len(kept_overlong)
             info["dropped_by_filter"] = info.get("dropped_by_filter", 0) + dropped

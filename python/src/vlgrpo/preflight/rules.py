@@ -113,7 +113,7 @@ def check_value_types(work: Any, report: Report, loc: Locator) -> bool:
             if minimum == -1:
                 expected = "a positive whole number or -1"
             bad(key, value, expected, f"{key}=<whole number>, no quotes" + (
-                f" (or drop the override to keep verl's default)" if nullable else ""))
+                " (or drop the override to keep verl's default)" if nullable else ""))
     for key in STR_KEYS:
         value = OmegaConf.select(work, key, default=_ABSENT)
         if value is _ABSENT:

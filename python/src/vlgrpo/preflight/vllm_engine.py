@@ -39,7 +39,7 @@ import math
 import os
 from typing import Any
 
-from .report import ERROR, WARNING, Finding, Report, Where
+from .report import ERROR, WARNING, Finding, Report
 
 VLLM_PIN = "0.13.0"
 ROLLOUT = "actor_rollout_ref.rollout"

@@ -105,7 +105,7 @@ def _rollouter(mode, root):
                                              sampler=create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 3}),
                                                                        data))
     it = iter(ro.train_dataloader)
-    drawn = [int(next(it)) for _ in range(6)]
+    _drawn = [int(next(it)) for _ in range(6)]  # six prompts drawn before the save
     if mode == "save":
         asyncio.run(ro.save_checkpoint(os.path.join(root, "global_step_1")))
         with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as fh:

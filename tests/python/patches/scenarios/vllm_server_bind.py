@@ -9,7 +9,6 @@ test_rollout_server_loopback.py with the sitecustomize shim. Prints one JSON lin
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import traceback
