@@ -83,9 +83,20 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-
 .PHONY: test
 test: venv tools lint test-python test-bats test-slurm test-docker ## run every suite (what CI runs)
 
+# pytest-xdist: two workers on the 2-core CI machine; the real-Ray tests form one group (tests/python/conftest.py),
+# run one after another by one worker while the other takes the rest. PYTEST_JOBS=0 runs in one process.
+PYTEST_JOBS ?= 2
+XDIST = $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadgroup)
+
 .PHONY: test-python
 test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## pytest suites of the vlgrpo package (CPU, strict patch mode)
-	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest tests/python
+	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest $(XDIST) tests/python
+
+.PHONY: check
+check: venv tools verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## the fast tier (about 3 min): make lint, the package's tests not marked slow or ray, the fast bats files
+	scripts/lint.sh
+	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest -q -m "not slow and not ray" tests/python
+	tests/bats/run.sh --fast
 
 .PHONY: test-slurm
 test-slurm: venv tools ## the Slurm example under a private two-node Slurm 22.05 on loopback (real Ray), and its srun lines
