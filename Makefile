@@ -83,9 +83,10 @@ tools: ## install the system test tools (bats-core + helpers, shellcheck, slurm-
 .PHONY: test
 test: venv tools lint test-python test-bats test-slurm test-docker ## run every suite (what CI runs)
 
-# pytest-xdist: two workers on the 2-core CI machine; the real-Ray tests form one group (tests/python/conftest.py),
-# run one after another by one worker while the other takes the rest. PYTEST_JOBS=0 runs in one process.
-PYTEST_JOBS ?= 2
+# pytest-xdist, opt in: PYTEST_JOBS=2 runs two workers, the real-Ray tests in one group (tests/python/conftest.py)
+# that one worker runs one after another while the other takes the rest. Off by default until it is measured on a
+# quiet 2-core machine (bench/RESULTS.md, "Test tiers": one A B pair 2.5x, the next 1.0x on the shared one).
+PYTEST_JOBS ?= 0
 XDIST = $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadgroup)
 
 .PHONY: test-python
