@@ -272,7 +272,7 @@ def list_problem(platform: str, value: str | None, node_devices: int, noset: boo
     if not ids:
         return "", ""
     var, noset_var = VISIBILITY_VAR[platform], NOSET_VAR[platform]
-    shown = f"{var}={value.split(chr(10), 1)[0]}"
+    shown = f"{var}={(value or '').split(chr(10), 1)[0]}"
     n = len(ids)
     indices = ",".join(str(i) for i in range(len(set(ids))))
     repeated = sorted({i for i in ids if ids.count(i) > 1})

@@ -89,7 +89,9 @@ def test_other_remote_sources(tmp_path, entry):
 
 def test_null_bytes_make_verl_raise_and_are_refused(tmp_path, verl_build, png):
     entry = {"bytes": None, "path": png[1]}
-    with pytest.raises(Exception):  # PIL cannot open BytesIO(None): UnidentifiedImageError
+    from PIL import UnidentifiedImageError
+
+    with pytest.raises(UnidentifiedImageError):  # PIL cannot open BytesIO(None)
         verl_build(_row(entry))
     assert verl_image_source(entry)[0] == "null-bytes"
 

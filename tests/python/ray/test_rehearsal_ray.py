@@ -189,7 +189,7 @@ def test_c06_ray_node_refuses_an_unordered_or_repeated_list(tmp_path, value, wor
                 ASCEND_RT_VISIBLE_DEVICES=value)
     out = subprocess.run(["bash", str(RAY_NODE), "head"], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"ASCEND_RT_VISIBLE_DEVICES=" in out.stderr + out.stdout and words in out.stderr + out.stdout
+    assert "ASCEND_RT_VISIBLE_DEVICES=" in out.stderr + out.stdout and words in out.stderr + out.stdout
     assert not c.close()
 
 

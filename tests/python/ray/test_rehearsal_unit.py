@@ -5,7 +5,6 @@ cupy are not in this venv), the CLI's input checks, and the probe's verdict on C
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 

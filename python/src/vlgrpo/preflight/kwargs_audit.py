@@ -253,7 +253,7 @@ def absorbs(resolver: _Resolver, found, key: str, depth: int = 0):
         return False
     if other:
         return None
-    verdicts = []
+    verdicts: list = []
     binds = _bindings(tree, module, path.endswith("__init__.py"))
     for call in forwards:
         target = _dotted(call.func) if isinstance(call, ast.Call) else None
