@@ -385,6 +385,16 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
         why = _job_env_var_problem(name, owner, pass_env, value)
         if not why and not isinstance(value, str):
             why = f"its value is a JSON {type(value).__name__}, not a string"
+        if not why and "$" in value:
+            # Ray 2.48.0 update_envs (ray/_private/utils.py) runs os.path.expandvars on each value, in key order,
+            # after this check: PATH=/x/$LANG with LANG=../evil is judged as written and used as expanded
+            why = "its value has a '$': Ray expands $NAME in env_vars values when it starts each worker, so the value " \
+                  "checked here is not the one the workers get"
+        if not why:
+            row = env_row(name, owner)
+            if row is not None and row.kind == "set" and (not row.default or value != row.default):
+                why = (f"the launch sets it itself ({row.meaning})" if not row.default else
+                       f"the launch sets it to {row.default!r} for every child ({row.meaning})")
         if not why:
             row = _checked_row(name, owner, pass_env)
             if row is not None and row.type and row.kind in ("pass", "pass-on-request"):
@@ -481,6 +491,10 @@ def _runtime_env_config_problems(cfg):
             out.append(f"runtime_env config {key} is {value!r}: Ray takes true or false")
         elif kind == "strings" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             out.append(f"runtime_env config {key} is {value!r}: Ray takes a list of strings")
+        elif kind == "strings" and any("/" in v or "\\" in v or v in ("", ".", "..") for v in value):
+            # Ray's agent opens os.path.join(log_dir, name) for each: a path creates a file anywhere it may write
+            out.append(f"runtime_env config {key} names a path, not a file name of Ray's log folder: "
+                       + ", ".join(repr(v) for v in value if "/" in v or "\\" in v or v in ("", ".", ".."))[:200])
     return out
 
 

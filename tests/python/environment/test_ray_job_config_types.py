@@ -91,3 +91,35 @@ def test_surrogate_names_print_through_the_cli():
                        timeout=60)
     assert r.returncode == 2 and "\\ud800NCCL: not a valid environment variable name" in r.stdout, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_ray_expands_dollar_names_after_the_check_so_they_are_refused():
+    """The fresh review's PATH=/x/$LANG with LANG=../evil: Ray's own update_envs (ray/_private/utils.py) expands it
+    when it starts a worker; the checker judged the literal text."""
+    import os
+
+    from ray._private.utils import update_envs
+
+    saved = dict(os.environ)
+    try:
+        update_envs({"LANG": "../attack-other", "PATH": "/tmp/attack-w/$LANG:/usr/bin:/bin"})
+        assert os.environ["PATH"] == "/tmp/attack-w/../attack-other:/usr/bin:/bin"  # the canary fires in Ray
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    for env_vars in ({"LANG": "../x", "PATH": "/tmp/$LANG:/usr/bin"}, {"LANG": "this.x", "PYTHONWARNINGS": "ignore::$LANG"},
+                     {"HOME": "/tmp/${LANG}"}, {"NCCL_DEBUG": "$X"}):
+        problems = _problems({"runtime_env": {"env_vars": env_vars}})
+        assert any("Ray expands $NAME" in why for _, why, _ in problems), (env_vars, problems)
+
+
+@pytest.mark.parametrize("names,ok", [(["/tmp/x.log"], False), (["../../../tmp/y"], False), (["a/b.log"], False),
+                                      ([".."], False), (["worker.log", "raylet.out"], True)])
+def test_log_files_are_plain_names_of_rays_log_folder(names, ok):
+    assert (_problems({"runtime_env": {"config": {"log_files": names}}}) == []) == ok
+
+
+@pytest.mark.parametrize("name,value,ok", [("RAY_ADDRESS", "203.0.113.9:6379", False), ("PYTHONSAFEPATH", "", False),
+                                           ("PYTHONNOUSERSITE", "0", False), ("PYTHONSAFEPATH", "1", True)])
+def test_values_the_launch_sets_itself(name, value, ok):
+    assert (_problems({"runtime_env": {"env_vars": {name: value}}}) == []) == ok
