@@ -212,7 +212,8 @@ def test_entrypoint_with_max_prompt_length_170_stops_on_the_row(row_344, tmp_pat
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
     (bin_dir / "python3").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") or k == "VLGRPO_PATCHES_STRICT"}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("VLGRPO_") or k == "VLGRPO_PATCHES_STRICT") and k != "RAY_ADDRESS"}
     env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu",
                 "VLGRPO_PLAN_DEVICES_PER_NODE": "16", "VLGRPO_MODEL_PATH": MODEL_30B, "VLGRPO_TRAIN_FILE": row_344,
                 "VLGRPO_VAL_FILE": row_344, "VLGRPO_CHECKPOINT_DIR": str(tmp_path / "ckpt"),

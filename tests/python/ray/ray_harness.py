@@ -224,7 +224,8 @@ class Cluster:
         problems = []
         for node in reversed(self.nodes):
             rc, survivors = node.stop()
-            if rc != 0 or survivors:
+            # ray-node.sh ends with 128+15 when SIGTERM stops it (the launch's signal rule), 0 when ray start ended
+            if rc not in (0, 128 + signal.SIGTERM) or survivors:
                 problems.append(f"{node.role} {node.ip}: exit {rc}, survivors {survivors}")
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return problems
