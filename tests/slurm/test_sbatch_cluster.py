@@ -95,7 +95,14 @@ class Setup:
         )
         shutil.copytree(HERE / "standin", r / "standin")
         (r / "standin" / "torch_npu" / "physical").write_text("8\n")
-        recipe = ["VLGRPO_TRAINER_NNODES=1", "VLGRPO_ROLLOUT_NNODES=1", "VLGRPO_TRAINER_DEVICES_PER_NODE=8",
+        # the Ascend-runtime stand-in of the rehearsal, copied so its node count can be written beside it (the Ray
+        # steps get only named variables: STANDIN_PHYSICAL_NPUS would not reach them)
+        shutil.copytree(REPO / "tests" / "python" / "ray" / "standin_rt", r / "standin_rt")
+        (r / "standin_rt" / "torch_npu" / "physical").write_text("8\n")
+        # no saves (save_freq -1): the stub trainer writes no checkpoint, and the space rule (kept x size, capped by the
+        # disk under a loop image) needs 746 GB of real disk; it is tested in tests/python/preflight
+        recipe = ["VLGRPO_SAVE_FREQ=-1",
+                  "VLGRPO_TRAINER_NNODES=1", "VLGRPO_ROLLOUT_NNODES=1", "VLGRPO_TRAINER_DEVICES_PER_NODE=8",
                   "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8", "VLGRPO_LOGGER=console", "VLGRPO_RAY_WAIT_TIMEOUT=150",
                   # the recipe step is the probe's job driver: the stand-in torch_npu reaches it through
                   # PYTHONPATH, which the entrypoint's built environment drops unless named (an image has it)
@@ -130,8 +137,7 @@ class Setup:
             # the Ray workers: the Ascend-runtime stand-in loaded like torch_npu (tests/python/ray/standin_rt,
             # set_device checked, is_available only in verl's workers), then this test's own; the recipe step's
             # torch_npu too: the device probe counts the launching process's NPUs (B14)
-            "PYTHONPATH": f"{REPO}/tests/python/ray/standin_rt:{self.cluster.root}/standin:{REPO}/tests/python/ray",
-            "STANDIN_PHYSICAL_NPUS": "8",
+            "PYTHONPATH": f"{self.cluster.root}/standin_rt:{self.cluster.root}/standin:{REPO}/tests/python/ray",
         }
         return self.cluster.sbatch(SBATCH, env, "--nodes=2")
 

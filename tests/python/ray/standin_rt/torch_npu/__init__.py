@@ -19,8 +19,20 @@ import torch
 __version__ = "0.0+rehearsal-standin"
 
 
+def _physical() -> int:
+    """STANDIN_PHYSICAL_NPUS, else a ``physical`` file next to this module (a test that copies the stand-in into its
+    own folder writes it there, as the Slurm test does: its steps pass only named variables), else 0."""
+    value = os.environ.get("STANDIN_PHYSICAL_NPUS")
+    if value is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "physical")
+        if os.path.isfile(path):
+            with open(path, encoding="ascii") as fh:
+                value = fh.read().strip()
+    return int(value or "0")
+
+
 def _visible() -> list:
-    physical = int(os.environ.get("STANDIN_PHYSICAL_NPUS", "0"))
+    physical = _physical()
     value = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
     if value is None:
         return list(range(physical))
