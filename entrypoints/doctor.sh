@@ -27,10 +27,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     vg_problem RAY_ADDRESS "set (value not shown): the doctor's Ray check would join that cluster and run its actors there" \
       "unset RAY_ADDRESS (the doctor checks this node with a private Ray instance)"
   fi
-  vg_environment_check
-  vg_environment_apply
-  vg_check_values
-  vg_check_lookalikes
+  vg_build_child_environment
   vg_flush_problems
   vg_image_env
   vg_child_prefix

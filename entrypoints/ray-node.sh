@@ -353,10 +353,7 @@ ray_node_main() {
   vg_signals_on
   vg_read_settings
   vg_check_unknown_vars
-  vg_environment_check
-  vg_environment_apply
-  vg_check_values
-  vg_check_lookalikes
+  vg_build_child_environment
   if [[ $role == worker && -z ${VG_VAL[RAY_HEAD]-} && -z ${VG_RAW[RAY_HEAD]-} ]]; then
     vg_problem VLGRPO_RAY_HEAD "required for a worker" "set it to the head's HOST:PORT, e.g. VLGRPO_RAY_HEAD=10.0.0.1:6379"
   fi

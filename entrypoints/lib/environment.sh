@@ -181,6 +181,17 @@ _vg_near_miss() {
   fi
 }
 
+# vg_build_child_environment — the children's environment, in the order every entrypoint needs it: classify the
+# inherited variables (vg_environment_check, after vg_read_settings), make this shell's exports the built set
+# (vg_environment_apply), then check the passed values (vg_check_values) and the non-ASCII names
+# (vg_check_lookalikes). Problems are recorded, not printed: the caller adds its own, then vg_flush_problems.
+vg_build_child_environment() {
+  vg_environment_check
+  vg_environment_apply
+  vg_check_values
+  vg_check_lookalikes
+}
+
 # vg_check_lookalikes — each inherited name with non-ASCII characters (VG_ENV_NONASCII) is reduced to its
 # skeleton by vlgrpo.environment (Unicode NFKC, upper case, Greek/Cyrillic/Cherokee letters that look Latin mapped
 # to those letters); a skeleton that is a declared setting (or any VLGRPO_* name) is refused naming the setting:

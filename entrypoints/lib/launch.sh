@@ -419,10 +419,7 @@ vg_entry() {
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
   vg_check_unknown_vars
   vg_check_ray_address
-  vg_environment_check
-  vg_environment_apply
-  vg_check_values
-  vg_check_lookalikes
+  vg_build_child_environment
   vg_flush_problems
   vg_image_env
   export RAY_ADDRESS=${VG_VAL[RAY_ADDRESS]:-local}
