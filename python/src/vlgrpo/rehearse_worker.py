@@ -104,15 +104,20 @@ class RehearsalWorker(Worker):
     def group_allreduce(self, timeout_s: float, gloo: bool) -> dict:
         """verl's process-group init over this worker group (``cpu:gloo`` when ``gloo``, else verl's default
         ``cpu:gloo,<device>:<hccl|nccl>``) with a ``timeout_s`` deadline, one all_reduce, destroy."""
-        import torch.distributed as dist
-
         t0 = time.monotonic()
         gloo = gloo or not self.device_type_exists()
         out = {"rank": self._info["rank"], "ip": self._info["ip"], "error": "", "value": None, "gloo": gloo,
                "master": f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"}
+        return self._one_all_reduce(out, t0, gloo, lambda: verl_distributed.initialize_global_process_group_ray(
+            timeout_second=timeout_s, backend="cpu:gloo" if gloo else None), verl_distributed.destroy_global_process_group)
+
+    def _one_all_reduce(self, out: dict, t0: float, gloo: bool, init, destroy) -> dict:
+        """``init()`` the process group, one all_reduce of this rank's tensor into ``out["value"]`` (or the error into
+        ``out["error"]``), then ``destroy()`` whatever happened; ``out["seconds"]`` since ``t0``."""
+        import torch.distributed as dist
+
         try:
-            verl_distributed.initialize_global_process_group_ray(timeout_second=timeout_s,
-                                                                 backend="cpu:gloo" if gloo else None)
+            init()
             t = self._tensor(gloo)
             dist.all_reduce(t)
             out["value"] = float(t.item())
@@ -120,7 +125,7 @@ class RehearsalWorker(Worker):
             out["error"] = _err(exc)
         finally:
             try:
-                verl_distributed.destroy_global_process_group()
+                destroy()
             except Exception:  # noqa: BLE001
                 pass
         out["seconds"] = round(time.monotonic() - t0, 3)
@@ -139,19 +144,7 @@ class RehearsalWorker(Worker):
         out = {"rank": rank, "ip": self._info["ip"], "error": "", "value": None, "gloo": gloo,
                "master": f"{addr}:{port}"}
         backend = "gloo" if gloo else ("hccl" if get_device_name() == "npu" else "nccl")
-        try:
-            dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
-                                    timeout=timedelta(seconds=timeout_s))
-            t = self._tensor(gloo)
-            dist.all_reduce(t)
-            out["value"] = float(t.item())
-        except Exception as exc:  # noqa: BLE001
-            out["error"] = _err(exc)
-        finally:
-            try:
-                if dist.is_initialized():
-                    dist.destroy_process_group()
-            except Exception:  # noqa: BLE001
-                pass
-        out["seconds"] = round(time.monotonic() - t0, 3)
-        return out
+        return self._one_all_reduce(
+            out, t0, gloo, lambda: dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
+                                                           world_size=world, timeout=timedelta(seconds=timeout_s)),
+            lambda: dist.destroy_process_group() if dist.is_initialized() else None)
