@@ -72,7 +72,42 @@ vg_build_argv() {
     done
     ((keep)) && VG_ARGV+=("$el")
   done
+  if [[ -n ${VG_VAL[OVERRIDES_FILE]-} ]]; then vg_overrides; fi
   return 0
+}
+
+# vg_overrides — VLGRPO_OVERRIDES_FILE: `python3 -m vlgrpo.preflight.overrides` checks the file against the pinned
+# verl and the recipe (exit 2 with the reasons) and prints the accepted `key=value` overrides, NUL-terminated; each
+# takes the place of the template's element of the same key, or is appended, and is listed in the plan.
+vg_overrides() {
+  local f el key i rc=0
+  local -a cmd=()
+  if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-overrides.XXXXXX" 2>/dev/null); then
+    printf '%s: cannot create a temporary file in %s (set TMPDIR to a writable folder); nothing was started\n' \
+      "$VG_PROG" "$(vg_show "${TMPDIR:-/tmp}")" >&2
+    exit "$VG_EXIT_FAILURE"
+  fi
+  VG_ARGV_FILE=$f
+  vg_child_prefix
+  cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo.preflight.overrides --owner "$VG_OWNER" --module "${VG_PROGRAM[2]}"
+    --prog "$VG_PROG" --file "${VG_VAL[OVERRIDES_FILE]}" --fixed "$VG_FIXED_NOTE" -- "${VG_TEMPLATE[@]}")
+  vg_run_child cmd >"$f" || rc=$?
+  if ((rc != 0)); then
+    ((rc == 2)) || printf '%s: the VLGRPO_OVERRIDES_FILE check could not run (exit %s); nothing was started\n' "$VG_PROG" "$rc" >&2
+    exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
+  fi
+  while IFS= read -r -d '' el; do
+    _vg_key "$el"
+    key=$REPLY
+    for ((i = ${#VG_PROGRAM[@]}; i < ${#VG_ARGV[@]}; i++)); do
+      _vg_key "${VG_ARGV[i]}"
+      [[ $REPLY != "$key" ]] || break
+    done
+    VG_NOTES+=("override from VLGRPO_OVERRIDES_FILE: $el${VG_ARGV[i]:+ (in place of the template element ${VG_ARGV[i]})}")
+    VG_ARGV[i]=$el
+  done <"$f"
+  rm -f -- "$f"
+  VG_ARGV_FILE=""
 }
 
 # vg_check_duplicates ARRAY_NAME [FIRST] — field case B11: Hydra keeps the last of two overrides of the

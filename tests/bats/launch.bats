@@ -227,3 +227,28 @@ setup() {
   assert_success
   assert_line --partial '# cluster: this plan needs a Ray cluster of '
 }
+
+@test "VLGRPO_OVERRIDES_FILE: accepted keys take their template element's place or are appended, are in the plan and the preflight's argv; refused ones stop the launch" {
+  printf '%s\n' '# a user experiment' 'algorithm.kl_ctrl.kl_coef: 0.001' 'trainer.total_epochs: 3' >"$T/overrides.yaml"
+  VLGRPO_OVERRIDES_FILE=$T/overrides.yaml VLGRPO_DRY_RUN=1 entry fa
+  assert_success
+  diff <(expected_defaults fa | sed 's/^algorithm\.kl_ctrl\.kl_coef=0\.0$/algorithm.kl_ctrl.kl_coef=0.001/'
+    echo trainer.total_epochs=3) <(plan_argv)
+  assert_line '# override from VLGRPO_OVERRIDES_FILE: algorithm.kl_ctrl.kl_coef=0.001 (in place of the template element algorithm.kl_ctrl.kl_coef=0.0)'
+  assert_line '# override from VLGRPO_OVERRIDES_FILE: trainer.total_epochs=3'
+  # the preflight gets the same argv, overrides included
+  [[ $(calls) == $'0000.npu-smi\n0001.python3' ]] || fail "calls: $(calls)"
+  diff <(plan_argv) "$STUB_LOG/0001.python3.argv-file"
+  # refused: a code-loading key, a key a setting owns, a typo (did you mean), an interpolation; nothing else runs
+  rm -rf "${STUB_LOG:?}"/*
+  printf '%s\n' 'custom_reward_function.path: /tmp/reward.py' 'data.max_prompt_length: 2048' 'trainer.total_epoch: 3' \
+    'trainer.val_only: ${oc.env:HOME}' >"$T/bad.yaml"
+  VLGRPO_OVERRIDES_FILE=$T/bad.yaml VLGRPO_DRY_RUN=1 entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_OVERRIDES_FILE ($T/bad.yaml, line 1): custom_reward_function.path: its value reaches code loading"* ]] || fail "$stderr"
+  [[ $stderr == *"line 2): data.max_prompt_length: is set by VLGRPO_MAX_PROMPT_LENGTH; fix: set VLGRPO_MAX_PROMPT_LENGTH"* ]] || fail "$stderr"
+  [[ $stderr == *"line 3): trainer.total_epoch: "*"(did you mean trainer.total_epochs?)"* ]] || fail "$stderr"
+  [[ $stderr == *"line 4): trainer.val_only: the value is computed at run time (resolver oc.env)"* ]] || fail "$stderr"
+  [[ $stderr == *"4 problem(s) in VLGRPO_OVERRIDES_FILE; nothing was started"* ]] || fail "$stderr"
+  [[ $(calls) == '0000.npu-smi' ]] || fail "calls: $(calls)"
+}
