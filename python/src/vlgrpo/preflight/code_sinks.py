@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 from typing import Any
 
 #: fully qualified callee -> (positional index, keyword name) of the argument that names code, and whether the
@@ -57,6 +58,11 @@ TRUST_KEYWORD = "trust_remote_code"
 _STR_METHODS = {"split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "replace", "format",
                 "removeprefix", "removesuffix", "partition", "rpartition", "encode", "decode"}
 _MAX_DEPTH = 24
+#: text that a file with a sink call holds (files without any are parsed only when a flow leads there)
+_SINK_TOKENS = ("import_module", "spec_from_file_location", "find_spec", "__import__", "run_path", "run_module",
+                "exec(", "eval(", "instantiate", "get_class", "get_method", "get_object", "import call", "utils.call",
+                TRUST_KEYWORD)
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 #: calls that convert a config node without changing its keys (the key goes on below them)
 _SAME_KEYS = ("omega_conf_to_dataclass", "to_container", "to_object", "structured", "create", "deepcopy", "copy",
               "dict", "DictConfigWrap")
@@ -203,40 +209,41 @@ def _callee_name(call: ast.Call) -> str | None:
 class Sweep:
     """The sweep over one installed verl package folder (see the module docstring). ``hits``: every flow found."""
 
-    def __init__(self, verl_dir: str):
+    def __init__(self, verl_dir: str, lazy: bool = True):
         self.verl_dir = verl_dir
-        self.modules: list[_Module] = []
+        self.texts: dict[str, str] = {}
         for folder, dirs, files in os.walk(verl_dir):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for fn in sorted(files):
-                if not fn.endswith(".py"):
-                    continue
-                path = os.path.join(folder, fn)
-                try:
-                    with open(path, encoding="utf-8") as fh:
-                        tree = ast.parse(fh.read(), filename=path)
-                except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-                    continue
-                self.modules.append(_Module(os.path.relpath(path, verl_dir), tree))
+                if fn.endswith(".py"):
+                    path = os.path.join(folder, fn)
+                    try:
+                        with open(path, encoding="utf-8") as fh:
+                            self.texts[os.path.relpath(path, verl_dir)] = fh.read()
+                    except (OSError, UnicodeDecodeError):
+                        continue
+        self.modules: list[_Module] = []
         self.globals_writes: dict[str, list[tuple[_Func, ast.AST]]] = {}
-        for m in self.modules:
-            for fn in m.funcs + [m.top]:
-                for sub in fn.stores:
-                    for t in sub.targets:
-                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                            self.globals_writes.setdefault(t.value.id, []).append((fn, sub.value))
         self.calls: dict[str, list[tuple[_Func, ast.Call]]] = {}
-        for m in self.modules:
-            for fn in m.funcs + [m.top]:
-                for sub in fn.calls:
-                    self.calls.setdefault(_callee_name(sub) or "", []).append((fn, sub))
-        self.defs: dict[str, list[_Func]] = {}
-        for m in self.modules:
-            for fn in m.funcs:
-                self.defs.setdefault(fn.node.name, []).append(fn)
+        #: how many functions of each name verl defines (all files, parsed or not)
+        self.defcount: dict[str, int] = {}
+        for text in self.texts.values():
+            for name in _DEF.findall(text):
+                self.defcount[name] = self.defcount.get(name, 0) + 1
+        self._loaded: set[str] = set()
+        self._ensured: set[str] = set()
+        # Only files that can matter are parsed: those with a sink's name, then (as the flows need them) those that
+        # name a function found to be a sink, a module-level table, or a key segment assigned to.
+        for rel, text in self.texts.items():
+            if not lazy or any(tok in text for tok in _SINK_TOKENS):
+                self._load(rel)
         self._memo: dict[tuple[int, int, int, frozenset], set[Access]] = {}
         self.hits: list[Hit] = []
         self._run()
+        for hit in list(self.hits):
+            for seg in hit.segs:
+                if seg != "[]":
+                    self._ensure(seg, assigned=True)
         #: config copies: ``config.reward.custom_reward_function = config.custom_reward_function`` (verl's legacy-key
         #: migration): (target segments, value segments, file, line), both below the same parameter
         self.copies: list[tuple[tuple[str, ...], tuple[str, ...], str, int]] = []
@@ -251,6 +258,35 @@ class Sweep:
                         for v in self.origins(fn, sub.value):
                             if v.root == "param" and v.name == t.name and v.segs:
                                 self.copies.append((t.segs, v.segs, m.rel, sub.lineno))
+
+    def _load(self, rel: str) -> None:
+        if rel in self._loaded:
+            return
+        self._loaded.add(rel)
+        try:
+            tree = ast.parse(self.texts[rel], filename=rel)
+        except (SyntaxError, ValueError):
+            return
+        m = _Module(rel, tree)
+        self.modules.append(m)
+        for fn in m.funcs + [m.top]:
+            for sub in fn.stores:
+                for t in sub.targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                        self.globals_writes.setdefault(t.value.id, []).append((fn, sub.value))
+            for call in fn.calls:
+                self.calls.setdefault(_callee_name(call) or "", []).append((fn, call))
+
+    def _ensure(self, name: str, assigned: bool = False) -> None:
+        """Parse every file that names ``name`` (as a word; with ``assigned``, only where ``.name`` is assigned)."""
+        key = f"{name}={assigned}"
+        if key in self._ensured or not name:
+            return
+        self._ensured.add(key)
+        pattern = re.compile(rf"\.{re.escape(name)}\s*=[^=]" if assigned else rf"\b{re.escape(name)}\b")
+        for rel, text in self.texts.items():
+            if rel not in self._loaded and name in text and pattern.search(text):
+                self._load(rel)
 
     # ---- value origins ----------------------------------------------------------------------------------------
     def origins(self, fn: _Func, expr: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> set[Access]:
@@ -289,6 +325,8 @@ class Sweep:
             out = set()
             for a in base:
                 if a.root == "global" and not a.segs and ("global", a.name) not in seen:
+                    if a.name in fn.module.top.assigns or a.name in fn.module.aliases:  # a module-level table
+                        self._ensure(a.name)
                     for wfn, value in self.globals_writes.get(a.name, []):
                         out |= self.origins(wfn, value, depth + 1, seen | {("global", a.name)})
                 else:
@@ -355,7 +393,7 @@ class Sweep:
         q = caller.module.qualname(f)
         if q == want:
             return True
-        return not init and len(self.defs.get(callee.node.name, [])) == 1 and not callee.node.name.startswith("__")
+        return not init and self.defcount.get(callee.node.name, 0) == 1 and not callee.node.name.startswith("__")
 
     # ---- sinks and the fixed point ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -373,8 +411,8 @@ class Sweep:
                 elif a.root == "self":
                     self.hits.append(Hit(segs, a.name, sink, target, file, line, via))
 
-        for calls in self.calls.values():
-            for fn, sub in calls:
+        for calls in list(self.calls.values()):
+            for fn, sub in list(calls):
                     m = fn.module
                     q = m.qualname(sub.func)
                     if q in SINKS:
@@ -396,7 +434,8 @@ class Sweep:
             if index is not None and owner.method:
                 index -= 1
             callers = 0
-            for fn, sub in self.calls.get(owner.node.name if owner.node.name != "__init__" else owner.cls or "", []):
+            self._ensure(owner.node.name if owner.node.name != "__init__" else owner.cls or "")
+            for fn, sub in list(self.calls.get(owner.node.name if owner.node.name != "__init__" else owner.cls or "", [])):
                 if not self._calls(fn, sub, owner):
                     continue
                 callers += 1
