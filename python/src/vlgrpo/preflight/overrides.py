@@ -421,6 +421,8 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
             verdict = classify(base, key)
             if verdict.field:
                 bad(f"is a field of verl's {verdict.dataclass} that its YAML lacks", f"write it with a '+': +{key}")
+            elif verdict.known:
+                bad(f"is a new key ({verdict.how}), which Hydra adds only with a '+'", f"write it with a '+': +{key}")
             else:
                 hints = list(verdict.suggestions)
                 bad(f"is not in verl {version}'s config for this recipe"
