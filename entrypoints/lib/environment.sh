@@ -349,7 +349,7 @@ vg_env_plan() {
   while IFS= read -r n; do [[ $n == _ ]] || got+=" $n"; done < <(compgen -e | LC_ALL=C sort)
   for n in "${VG_SET_NAMES[@]}"; do
     [[ -n ${!n+x} ]] || continue
-    if [[ $n == WANDB_API_KEY ]]; then fixed+=" $n=(not shown)"; else fixed+=" $n=${!n}"; fi
+    if [[ $n == WANDB_API_KEY || $n == SWANLAB_API_KEY ]]; then fixed+=" $n=(not shown)"; else fixed+=" $n=${!n}"; fi
   done
   printf '%schild environment (%s; %d names, values not shown):%s\n' "$p" "$who" "$(wc -w <<<"$got")" "$got"
   if [[ -n $fixed ]]; then printf '%sset by the entrypoint:%s\n' "$p" "$fixed"; fi

@@ -178,6 +178,49 @@ vg_secrets() {
   return 0
 }
 
+# vg_trackers — the experiment trackers' settings (registry rows owned by `trackers`: VLGRPO_TENSORBOARD_DIR,
+# VLGRPO_MLFLOW_TRACKING_URI, VLGRPO_SWANLAB_*), by the one rule, vlgrpo.trackers plan: checked against the logger
+# list (a selected logger without its required setting is a problem, a setting of a logger not selected a note),
+# and what verl's loggers read (TENSORBOARD_DIR, MLFLOW_TRACKING_URI, SWANLAB_API_KEY from its file, ...) exported for
+# the children; ray-node.sh (no logger list) exports every one given. The values go NUL-separated on stdin of
+# `python3 -m vlgrpo.environment trackers` (the registry's command line, which hands them to vlgrpo.trackers).
+vg_trackers() {
+  local out rc n kind a b c given="" loggers=${VG_VAL[LOGGER]-}
+  local -a dry=() sent=()
+  for n in "${VG_NAMES[@]}"; do
+    _vg_has_owner "${VG_READERS[$n]-}" trackers && sent+=("$n")
+  done
+  # an inherited value of a variable set here never reaches the children (kind set): only the setting's
+  for n in "${!VG_SET[@]}"; do
+    case $n in TENSORBOARD_DIR | MLFLOW_TRACKING_URI | SWANLAB_*) unset -v "$n" ;; esac
+  done
+  for n in "${sent[@]}"; do given+=${VG_VAL[$n]:+1}; done
+  # nothing to check or export: no tracker setting given, no logger that needs one
+  [[ -n $given || $loggers == *tensorboard* || $loggers == *mlflow* || $loggers == *swanlab* ]] || return 0
+  if ((VG_DRY_RUN)); then dry=(--dry-run); fi
+  rc=0
+  vg_helper_prefix
+  out=$(for n in "${sent[@]}"; do
+    if [[ -n ${VG_VAL[$n]-} ]]; then printf 'VLGRPO_%s=%s\0' "$n" "${VG_VAL[$n]}"; fi
+  done | "${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment trackers "--owner=$VG_OWNER" "--loggers=$loggers" "${dry[@]}" 2>&1) || rc=$?
+  if ((rc != 0 && rc != 2)); then
+    vg_problem "VLGRPO_LOGGER" "the tracker settings could not be checked (python3 -m vlgrpo.environment trackers exit $rc)" \
+      "run the launch in the image (its python3 has the vlgrpo package)"
+    return 0
+  fi
+  while IFS=$'\t' read -r kind a b c; do
+    case $kind in
+      problem) vg_problem "$a" "$b" "$c" ;;
+      note) VG_NOTES+=("$a") ;;
+      export)
+        [[ -n ${VG_SET[$a]+x} ]] || vg_die_internal "vlgrpo.trackers exports $a, which is no set row of $VG_OWNER"
+        export "$a=$b"
+        ;;
+    esac
+  done <<<"$out"
+  return 0
+}
+
 VG_NOTES=()
 
 # ---- signals during the checks -------------------------------------------------------------------------------
@@ -271,8 +314,10 @@ vg_cluster() {
     printf '%s: cluster %s is not ready (vlgrpo cluster wait exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
+  local loggers=${VG_VAL[LOGGER]-}
+  loggers=${loggers#[}
   cmd=("${VG_CHILD_PREFIX[@]}" python3 -P -s -m vlgrpo cluster probe --address "$addr" --resource "$res"
-    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE")
+    --nodes "$VG_CLUSTER_NODES" --per-node "$VG_CLUSTER_PER_NODE" --loggers "${loggers%]}")
   vg_run_child cmd >&2 || rc=$?
   if ((rc != 0)); then
     printf '%s: device probe on cluster %s failed (vlgrpo cluster probe exit %s); nothing was started\n' "$VG_PROG" "$addr" "$rc" >&2
@@ -473,6 +518,7 @@ vg_entry() {
   "$VG_RECIPE_CHECK"
   if [[ -n ${VG_VAL[CHECKPOINT_DIR]-} ]]; then vg_check_checkpoint_dir VLGRPO_CHECKPOINT_DIR "${VG_VAL[CHECKPOINT_DIR]}"; fi
   vg_secrets
+  vg_trackers
   vg_build_argv
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
   vg_flush_problems

@@ -19,6 +19,7 @@
 #   addr   ""                                        HOST:PORT (hostname or IPv4, port 1-65535)
 #   ids    ""                                        comma-separated identifiers [a-z0-9_.-]
 #   envnames ""                                      comma-separated variable names (VLGRPO_PASS_ENV)
+#   uri    ""                                        http(s)://HOST[:PORT][/PATH] without credentials, or file:///PATH
 # DEFAULT: a literal (formatted like a value), "" for "unset" (the template lines that use it are left
 # out), or "@function:description" for a value the recipe derives after all settings are read.
 
@@ -111,6 +112,7 @@ vg_allowed_text() {
     ids) printf 'comma list of ids' ;;
     envnames) printf 'comma list of variable names' ;;
     ipv4) printf 'IPv4 address' ;;
+    uri) printf 'http(s) URL or file: path' ;;
   esac
 }
 
@@ -255,6 +257,26 @@ vg_validate() {
       else
         vg_problem "$var" "$(vg_show "$raw") is not a comma list of distinct variable names" \
           "list names such as NCCL_NET_PLUGIN,PYTHONPATH (letters, digits, '_'; at most 64)"
+      fi
+      ;;
+    uri)
+      # http(s)://HOST[:PORT][/PATH] (HOST as for addr; no user:password@, query or fragment) or file:///PATH, file:/PATH;
+      # a file: store's folder is checked by vlgrpo.trackers (the path rule)
+      local ure='^https?://([^/:@?#]{1,253})(:([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?$' fre='^file:(///|/)([A-Za-z0-9._-][A-Za-z0-9._/-]*)?$' uok=0 uh up
+      if [[ $raw =~ $ure ]]; then
+        uh=${BASH_REMATCH[1]} up=${BASH_REMATCH[3]-}
+        if _vg_host "$uh" && { [[ -z $up ]] || ((up <= 65535)); }; then uok=1; fi
+      elif [[ $raw =~ $fre ]]; then
+        uok=1
+      fi
+      if ((uok)); then
+        VG_VAL[$name]=$raw
+      elif [[ $raw == *@* ]]; then
+        vg_problem "$var" "holds credentials (user:password@ or a token; value not shown): a URL is printed in plans and logs" \
+          "set the URL without them; credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+      else
+        vg_problem "$var" "$(vg_show "$raw") is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, nor a file:///PATH" \
+          "set e.g. http://mlflow:5000 or file:///checkpoints/mlruns; credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
       fi
       ;;
     ipv4)

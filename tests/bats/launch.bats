@@ -92,7 +92,7 @@ setup() {
   run call_argv 1
   assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --timeout 120)"
   run call_argv 2
-  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16)"
+  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --loggers console,wandb)"
   run call_argv 3
   assert_line --index 4 preflight
   assert_file_contains "$STUB_LOG/0004.python3.env" '^RAY_ADDRESS=10.0.0.1:6379$'

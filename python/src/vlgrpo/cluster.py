@@ -25,7 +25,11 @@ not visible to the job) makes vLLM find no NPU. Two sub-commands guard a launch:
     ``set_device``, a process group with one all-reduce per group, the trainer <-> rollout rendezvous), each
     stage with a deadline (``--stage-timeout``); layout from ``--argv-file`` (the recipe's final argv), else
     one group of ``--nodes`` x ``--per-node``. ``--rehearse``: the rehearsal alone; ``--no-rehearse``: the
-    probe alone; ``--backend gloo``: gloo on CPU tensors (CPU test clusters).
+    probe alone; ``--backend gloo``: gloo on CPU tensors (CPU test clusters). ``--loggers console,wandb,...``
+    (verl's ``trainer.logger``; the recipes pass theirs): every probed actor must also see what those loggers read
+    -- the W&B key, ``TENSORBOARD_DIR``, ``MLFLOW_TRACKING_URI``, the SwanLab key (:mod:`vlgrpo.trackers`; names
+    only, a secret never leaves its actor), since verl's ``Tracking`` lives in a Ray actor that may run on any
+    node; a node that lacks one is named (exit 2).
 
 Device visibility (Ray 2.48.0). Ray restricts each worker process to the accelerator ids it holds by setting
 ``ASCEND_RT_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` (``ray/_private/utils.py``
@@ -297,7 +301,9 @@ class View:
     resource, as verl's workers). ``visible``: the torch-level device count in that process; ``source``:
     which backend counted; ``env``: its visibility and NOSET variables; ``node_devices``/``node_source``: the
     node's own count from the device counter in that process's container; ``job_driver``: the process is a
-    ``ray job submit`` driver; ``error``: the device import failed."""
+    ``ray job submit`` driver; ``error``: the device import failed; ``trackers``: what the process sees of the variables
+    verl's loggers read (:func:`vlgrpo.trackers.node_view`: secrets as presence only), when the probe was given
+    loggers."""
 
     kind: str
     ip: str
@@ -310,17 +316,20 @@ class View:
     node_source: str
     job_driver: bool = False
     error: str = ""
+    trackers: dict = dataclasses.field(default_factory=dict)
 
     def who(self, resource: str) -> str:
         return {"driver": "the job driver", "cpu": f"an actor holding no {resource}",
                 "device": f"an actor holding 1 {resource}"}[self.kind]
 
 
-def process_view(kind: str, platform: str, standin: Callable[[], int] | None) -> dict:
+def process_view(kind: str, platform: str, standin: Callable[[], int] | None, loggers: str = "") -> dict:
     """Runs inside each probed process (and in the driver): its view as a dict of :class:`View` fields."""
     import socket as _socket
 
     import ray as _ray
+
+    from vlgrpo import trackers
 
     seen = devices.torch_count(platform, standin)
     node = devices.count(platform)
@@ -328,7 +337,8 @@ def process_view(kind: str, platform: str, standin: Callable[[], int] | None) ->
     return {"kind": kind, "ip": _ray.util.get_node_ip_address(), "node_id": _ray.get_runtime_context().get_node_id(),
             "hostname": _socket.gethostname(), "visible": seen.visible, "source": seen.source, "env": env,
             "node_devices": node.node_devices, "node_source": node.node_source,
-            "job_driver": devices.RAY_JOB_CONFIG_VAR in os.environ, "error": seen.error}
+            "job_driver": devices.RAY_JOB_CONFIG_VAR in os.environ, "error": seen.error,
+            "trackers": trackers.node_view() if trackers.node_needs(loggers) else {}}
 
 
 def need(view: View, platform: str, per_node: int) -> int:
@@ -423,6 +433,24 @@ def _in_use(resource: str, want: float, driver: View, platform: str, settle_s: f
             "device; verl places its own workers), or wait until the other job that holds them ends")
 
 
+def tracker_problems(views: list[View], loggers: str, launch: dict | None = None) -> list[str]:
+    """One line per node and variable that verl's ``loggers`` need and that node's Ray processes lack (or have
+    with another value than the launch's: ``launch``, default this process's environment), from the actors' views
+    (:func:`vlgrpo.trackers.node_problems`); names only, never a value."""
+    from vlgrpo import trackers
+
+    out, seen = [], set()
+    for view in views:
+        if view.kind == "driver":
+            continue
+        for var, why in trackers.node_problems(loggers, view.trackers, launch):
+            if (view.node_id, var) in seen:
+                continue
+            seen.add((view.node_id, var))
+            out.append(f"node {view.ip} ({view.hostname}): {why}")
+    return out
+
+
 def probe(
     address: str,
     resource: str,
@@ -431,6 +459,7 @@ def probe(
     timeout: float = 300.0,
     count_fn: Callable[[], int] | None = None,
     log: Callable[[str], None] = _say,
+    loggers: str = "",
 ) -> tuple[list[View], list[str]]:
     """Probe the devices the job's processes see, started the way the job starts them.
 
@@ -439,7 +468,11 @@ def probe(
     ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` and with no runtime_env of the probe's own (so the
     job's runtime_env and the node's environment decide, as for verl's actors), one actor holding no
     accelerator (as verl's TaskRunner) and one holding one unit (``resources={"NPU": 1}`` / ``num_gpus=1``)
-    count theirs. Before the actors start, the cluster must have ``nnodes * per_node`` units free. Returns
+    count theirs. ``loggers`` (``trainer.logger``, e.g. ``console,wandb``): each actor also reports which of the
+    variables verl's loggers read it sees (names; secrets never leave the actor), and a node whose processes lack
+    one (:func:`vlgrpo.trackers.node_problems`: the W&B key, TENSORBOARD_DIR, ...) is a problem naming the node --
+    verl creates its ``Tracking`` in a Ray actor, which may run on any node. Before the actors start, the cluster
+    must have ``nnodes * per_node`` units free. Returns
     (views, problems); ``problems`` is empty when every process sees what :func:`need` asks. Raises
     ``TimeoutError`` if the actors do not answer within ``timeout``.
     """
@@ -460,8 +493,8 @@ def probe(
 
     @ray.remote(num_cpus=0, max_restarts=0)
     class _DeviceView:
-        def view(self, kind, plat, fn):
-            return process_view(kind, plat, fn)
+        def view(self, kind, plat, fn, logs):
+            return process_view(kind, plat, fn, logs)
 
     actors, refs = [], []
     for node in verdict.ready_nodes[:nnodes]:
@@ -470,7 +503,7 @@ def probe(
         for kind, opts in (("cpu", {}), ("device", holding)):
             actor = _DeviceView.options(scheduling_strategy=pin, **opts).remote()
             actors.append(actor)
-            refs.append((node, kind, actor.view.remote(kind, platform, count_fn)))
+            refs.append((node, kind, actor.view.remote(kind, platform, count_fn, loggers)))
     try:
         pending = [r for _, _, r in refs]
         _, not_ready = ray.wait(pending, num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
@@ -485,6 +518,7 @@ def probe(
             problem = judge(view, platform, per_node)
             if problem:
                 problems.append(problem)
+        problems += tracker_problems(views, loggers)
     finally:
         for actor in actors:
             ray.kill(actor)
@@ -538,6 +572,8 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--rehearse", action="store_true",
                            help="run only the rehearsal of verl's worker groups (vlgrpo.rehearse), not the visibility probe")
             s.add_argument("--no-rehearse", action="store_true", help="run only the visibility probe")
+            s.add_argument("--loggers", default="", help="verl's trainer.logger list (e.g. console,wandb): each node's "
+                           "Ray processes must see what those loggers read (the W&B key, TENSORBOARD_DIR, ...)")
             s.add_argument("--argv-file", help="the recipe's final argv, one element per line (the worker groups' "
                            "layout); default: one group of --nodes x --per-node")
             s.add_argument("--stage-timeout", type=_positive_float, default=REHEARSAL_STAGE_TIMEOUT,
@@ -638,10 +674,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.rehearse:
             return _rehearse_main(args, groups, sync)
-        views, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn)
+        views, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn,
+                                loggers=args.loggers)
         for v in views:
+            seen = f" trackers={sorted(k for k, x in v.trackers.items() if x)}" if v.kind != "driver" and v.trackers else ""
             _say(f"cluster: probe {v.ip} ({v.hostname}): {v.who(args.resource)} sees {v.visible} {args.resource} "
-                 f"[{v.source}] env={v.env} node={v.node_devices} ({v.node_source or '-'})")
+                 f"[{v.source}] env={v.env} node={v.node_devices} ({v.node_source or '-'}){seen}")
         for p in problems:
             print(f"cluster: FAIL {p}", file=sys.stderr)
         if problems:

@@ -15,7 +15,8 @@ Command line (``python3 -m vlgrpo.environment``): ``check-values [--owner=O] [--
 reads NUL-separated ``NAME=VALUE`` records on stdin (the typed variables an entrypoint passes) and
 ``check-ray-job-config`` a Ray job config JSON (``RAY_JOB_CONFIG_JSON_ENV_VAR``); both print one problem per line
 (``NAME<TAB>why<TAB>fix``), exit 2 when there are any; ``skeleton NAME...`` prints each name's look-alike skeleton (:func:`skeleton`), one a line;
-``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view.
+``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view; ``trackers ...`` is
+``python3 -m vlgrpo.trackers plan ...`` (:mod:`vlgrpo.trackers`).
 """
 
 import os
@@ -240,15 +241,21 @@ def _validate_re(t, a, raw, cwd):
         # settings.sh _vg_host: a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
         # and is not a hex number (what inet_aton would read as an address: 010.0.0.1, 0x0a.0.0.1, 167772161, 10.1)
         m = re.fullmatch(r"([^:]{1,253}):([1-9][0-9]{0,4})", raw)
-        label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-        if m and int(m.group(2)) <= 65535:
-            host = m.group(1)
-            last = host.rsplit(".", 1)[-1]
-            if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", host) or (
-                    re.fullmatch(rf"({label}\.)*{label}", host) and re.search("[A-Za-z]", last)
-                    and not re.fullmatch(r"0[xX][0-9A-Fa-f]*", last)):
-                return raw
+        if m and int(m.group(2)) <= 65535 and _host_ok(m.group(1), o):
+            return raw
         raise ValueError(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
+    if t == "uri":
+        # settings.sh vg_validate uri: http(s)://HOST[:PORT][/PATH] (HOST as for addr) without user:password@, query or
+        # fragment, or file:///PATH, file:/PATH (the folder of a file: store is checked by vlgrpo.trackers)
+        m = re.fullmatch(r"https?://([^/:@?#]{1,253})(:([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?", raw)
+        if m and _host_ok(m.group(1), o) and (not m.group(3) or int(m.group(3)) <= 65535):
+            return raw
+        if re.fullmatch(r"file:(///|/)([A-Za-z0-9._-][A-Za-z0-9._/-]*)?", raw):
+            return raw
+        if "@" in raw:
+            raise ValueError("holds credentials (user:password@ or a token; value not shown)")
+        raise ValueError(f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
+                         "nor a file:///PATH")
     if t == "ipv4":
         if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", raw):
             return raw
@@ -273,6 +280,18 @@ def _validate_re(t, a, raw, cwd):
             raise ValueError(f"{path} is not a readable directory")
         return path
     raise ValueError(f"setting {t!r} is not a type the registry knows")
+
+
+def _host_ok(host, o):
+    """settings.sh _vg_host: a dotted quad (octets ``o``) without leading zeros, or RFC 1123 labels whose last one has
+    a letter and is not a hexadecimal number."""
+    import re
+
+    label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    last = host.rsplit(".", 1)[-1]
+    return bool(re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", host) or (
+        re.fullmatch(rf"({label}\.)*{label}", host) and re.search("[A-Za-z]", last)
+        and not re.fullmatch(r"0[xX][0-9A-Fa-f]*", last)))
 
 
 def read_setting(name, environ=None, owner="patches"):
@@ -711,6 +730,11 @@ def main(argv=None):
             sys.stdout.buffer.write((line + "\n").encode("utf-8", "surrogateescape"))
         sys.stdout.flush()
         return 2 if problems else 0
+    if args[:1] == ["trackers"]:
+        # the experiment trackers' settings (lib/launch.sh vg_trackers): the rules are vlgrpo.trackers'
+        from vlgrpo import trackers
+
+        return trackers.main(["plan"] + args[1:])
     if args[:1] == ["skeleton"]:
         # one line per name, in order (lib/environment.sh vg_check_lookalikes); a line break in a skeleton is shown
         # as '?' so that the lines stay one per name

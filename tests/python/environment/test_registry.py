@@ -17,7 +17,7 @@ from vlgrpo import environment
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-TYPES = {"int", "float", "bool", "enum", "list", "path", "name", "addr", "ids", "ipv4", "envnames"}
+TYPES = {"int", "float", "bool", "enum", "list", "path", "name", "addr", "ids", "ipv4", "envnames", "uri"}
 CHECKS = {"warnings", "rayjob", "bashenv", "tmpdir", "dir", "dirs", "shaped"}
 
 
@@ -89,6 +89,11 @@ CASES = [
                       "a" * 129, ",".join(f"V{i}" for i in range(64)), ",".join(f"V{i}" for i in range(65))]),
     ("ipv4", "", ["10.0.0.1", "0.0.0.0", "255.255.255.255", "010.0.0.1", "10.0.0.01", "1.2.3.256", "00.1.2.3", "10.1",
                   "167772161", "0x0a.0.0.1"]),
+    ("uri", "", ["http://mlflow:5000", "https://mlflow.example.com/a-b_c.d/", "http://10.0.0.1", "file:///mlruns",
+                 "file:/mlruns", "file:/", "https://user:pw@mlflow", "http://mlflow:0", "http://mlflow:65536",
+                 "http://010.0.0.1:5000", "http://mlflow/?x=1", "ftp://mlflow", "sqlite:///a.db", "file:relative",
+                 "file://host/x", "file:////x", "http://", "http://a..b", "HTTP://mlflow"] + ["http://" + h
+                 for h in ADDR_HOSTS[:8]]),
 ]
 
 

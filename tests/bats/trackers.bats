@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# The experiment trackers' settings through the entrypoints (python/src/vlgrpo/trackers.py has the rules): a
+# selected logger without its setting is refused naming it, a setting of a logger not selected is a warning, and
+# the values reach verl's environment (and ray start's, through ray-node.sh) as the variables verl 0.8.0's
+# loggers read (verl/utils/tracking.py: TENSORBOARD_DIR, MLFLOW_TRACKING_URI, SWANLAB_API_KEY, ...).
+
+setup() {
+  load helpers/common
+  common_setup
+  mkdir -m 0700 "$T/tb" "$T/mlruns"
+}
+
+@test "a selected tracker without its setting is refused naming the setting and the fix, before any launch step" {
+  VLGRPO_LOGGER=console,tensorboard entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_TENSORBOARD_DIR: unset, but VLGRPO_LOGGER has tensorboard"*"fix: set VLGRPO_TENSORBOARD_DIR"*"or drop tensorboard from VLGRPO_LOGGER"* ]] || fail "$stderr"
+  assert_no_python
+  VLGRPO_LOGGER=mlflow entry vo --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_MLFLOW_TRACKING_URI: unset, but VLGRPO_LOGGER has mlflow"* ]] || fail "$stderr"
+  # an inherited TENSORBOARD_DIR is not the setting: still refused, and it never reaches a child
+  TENSORBOARD_DIR=$T/tb VLGRPO_LOGGER=tensorboard entry fa
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_TENSORBOARD_DIR: unset"* ]] || fail "$stderr"
+}
+
+@test "tracker values: the path rule for folders, no credentials in the MLflow URI, the SwanLab key file" {
+  chmod 0777 "$T/tb"
+  VLGRPO_LOGGER=tensorboard VLGRPO_TENSORBOARD_DIR=$T/tb entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_TENSORBOARD_DIR: $T/tb can be written by every user (mode 0777)"* ]] || fail "$stderr"
+  VLGRPO_LOGGER=mlflow VLGRPO_MLFLOW_TRACKING_URI=https://user:pw@mlflow.example entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_MLFLOW_TRACKING_URI: holds credentials"*"fix: "*"MLFLOW_TRACKING_USERNAME"* ]] || fail "$stderr"
+  [[ $stderr != *"pw@"* ]] || fail "the URL's password was printed: $stderr"
+  printf 'two\nlines-secret-ish-text\n' >"$T/swan.key"
+  VLGRPO_LOGGER=swanlab VLGRPO_SWANLAB_API_KEY_FILE=$T/swan.key entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_SWANLAB_API_KEY_FILE: the file holds more than one line (contents not shown)"* ]] || fail "$stderr"
+  [[ $stderr != *"secret-ish"* ]]
+  # swanlab in cloud mode with no key: refused for a launch, a warning in a dry run (as for wandb)
+  VLGRPO_LOGGER=swanlab entry fa
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_SWANLAB_API_KEY_FILE: VLGRPO_LOGGER has swanlab in cloud mode"* ]] || fail "$stderr"
+  VLGRPO_LOGGER=swanlab entry fa --dry-run
+  assert_success
+  assert_line --partial '# warning: VLGRPO_LOGGER has swanlab in cloud mode, but VLGRPO_SWANLAB_API_KEY_FILE is unset'
+  VLGRPO_LOGGER=swanlab VLGRPO_SWANLAB_MODE=offline entry fa --dry-run
+  assert_success
+  refute_line --partial 'warning: VLGRPO_LOGGER has swanlab'
+}
+
+@test "the tracker settings reach verl's environment; a setting of a logger not selected is a warning and not passed" {
+  local key=swan0123456789abcdef0123456789
+  printf '%s\n' "$key" >"$T/swan.key"
+  VLGRPO_LOGGER=console,tensorboard,mlflow,swanlab VLGRPO_TENSORBOARD_DIR=$T/tb \
+    VLGRPO_MLFLOW_TRACKING_URI="file://$T/mlruns" VLGRPO_SWANLAB_API_KEY_FILE=$T/swan.key VLGRPO_SWANLAB_MODE=local \
+    TENSORBOARD_DIR=/elsewhere entry fa
+  assert_success
+  run call_environ 2
+  assert_line "TENSORBOARD_DIR=$T/tb"
+  assert_line "MLFLOW_TRACKING_URI=file://$T/mlruns"
+  assert_line "SWANLAB_API_KEY=$key"
+  assert_line "SWANLAB_MODE=local"
+  refute_line --partial "VLGRPO_TENSORBOARD_DIR"
+  # the key is never in argv or on the terminal; the plan shows it is set, not its value
+  VLGRPO_LOGGER=swanlab VLGRPO_SWANLAB_API_KEY_FILE=$T/swan.key entry fa --dry-run
+  assert_success
+  assert_line --partial "SWANLAB_API_KEY=(not shown)"
+  [[ $output != *"$key"* && $stderr != *"$key"* ]]
+  ! grep -rq "$key" "$STUB_LOG"/*.python3
+  # mlflow not selected: a warning, and MLFLOW_TRACKING_URI does not reach verl
+  VLGRPO_LOGGER=console VLGRPO_MLFLOW_TRACKING_URI=http://mlflow:5000 entry fa --dry-run
+  assert_success
+  assert_line '# warning: VLGRPO_MLFLOW_TRACKING_URI is set but VLGRPO_LOGGER has no mlflow: it is not used'
+  [[ $output != *"MLFLOW_TRACKING_URI="* ]] || fail "$output"
+}
+
+# node ROLE — ray-node.sh's main with the /dev hook at $T/dev (the recording npu-smi counts 16 NPUs), dry run
+node() {
+  run --separate-stderr env VLGRPO_DRY_RUN=1 HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 \
+    bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev" "$1"
+}
+
+@test "ray-node.sh carries the W&B key file and the tracker settings into ray start's environment" {
+  local key=0123456789abcdef0123456789abcdef01234567
+  printf '%s\n' "$key" >"$T/wandb.key"
+  export VLGRPO_RAY_HEAD=10.0.0.1:6379 WANDB_API_KEY_FILE=$T/wandb.key VLGRPO_TENSORBOARD_DIR=$T/tb
+  export VLGRPO_MLFLOW_TRACKING_URI=http://mlflow:5000
+  node worker
+  assert_success
+  assert_line --partial "TENSORBOARD_DIR=$T/tb MLFLOW_TRACKING_URI=http://mlflow:5000"
+  assert_line --regexp '^ray-node: child environment .* WANDB_API_KEY( |$)'
+  [[ $output != *"$key"* && $stderr != *"$key"* ]]
+  # without them, ray start's environment has none of these names
+  unset WANDB_API_KEY_FILE VLGRPO_TENSORBOARD_DIR VLGRPO_MLFLOW_TRACKING_URI
+  node worker
+  assert_success
+  refute_line --regexp 'WANDB_API_KEY|TENSORBOARD_DIR|MLFLOW_TRACKING_URI'
+  # a bad value is refused on the node too, naming the setting
+  VLGRPO_MLFLOW_TRACKING_URI=ftp://mlflow node worker
+  assert_failure 2
+  [[ $stderr == *"error: VLGRPO_MLFLOW_TRACKING_URI: "*"is not an http(s)://"* ]] || fail "$stderr"
+}
