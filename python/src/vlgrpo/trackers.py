@@ -213,7 +213,7 @@ def node_needs(loggers) -> list[tuple[str, str, str, tuple]]:
     """What a process that creates verl's ``Tracking`` must see for ``loggers``: ``(logger, variable, mode variable,
     modes that need no key)`` per requirement (the mode variable '' when the variable is always needed)."""
     chosen = parse_loggers(loggers) if isinstance(loggers, str) else tuple(loggers)
-    out = []
+    out: list[tuple[str, str, str, tuple]] = []
     if "wandb" in chosen:
         out.append(("wandb", "WANDB_API_KEY", "WANDB_MODE", WANDB_KEYLESS))
     for s in SETTINGS:

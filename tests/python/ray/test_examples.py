@@ -34,6 +34,7 @@ SBATCH = REPO / "examples" / "slurm" / "fully-async-grpo.sbatch"
 ENV_EXAMPLE = REPO / "examples" / "ray-node.env.example"
 CRD_DIR = Path(__file__).resolve().parent / "kuberay-crd"
 CRDS = sorted(CRD_DIR.glob("ray.io_rayjobs-*.yaml"))
+WANDB_KEY = "0123456789abcdef0123456789abcdef01234567"
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.4 MB: libyaml reads it in a second
 
 
@@ -70,11 +71,15 @@ def test_ray_node_env_example_names_only_declared_settings():
 
 @pytest.mark.parametrize("platform", sorted(RAYJOBS))
 @pytest.mark.parametrize("role", ["head", "worker"])
-def test_ray_node_accepts_the_rayjob_node_settings(role, platform):
+def test_ray_node_accepts_the_rayjob_node_settings(role, platform, tmp_path):
     c = containers(yaml.safe_load(RAYJOBS[platform].read_text()))[role]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "WANDB_"))}
+    key = tmp_path / "api-key"  # the pod's mounted secret (/run/secrets/wandb/api-key)
+    key.write_text(WANDB_KEY + "\n")
     for e in c["env"]:
         env[e["name"]] = "lo" if e["name"].endswith("_SOCKET_IFNAME") else str(e["value"])
+    assert env.get("WANDB_API_KEY_FILE") == "/run/secrets/wandb/api-key", "every node carries the W&B key"
+    env["WANDB_API_KEY_FILE"] = str(key)
     env.update(VLGRPO_DRY_RUN="1", VLGRPO_TEST_DEVICE_COUNT="8", VLGRPO_RAY_NODE_IP="10.0.0.2")
     # ray-node.sh counts the node with `python3 -m vlgrpo devices`: this interpreter's, as in the image
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -83,6 +88,9 @@ def test_ray_node_accepts_the_rayjob_node_settings(role, platform):
     out = subprocess.run(["bash", str(RAY_NODE), role], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     argv = out.stdout.splitlines()
+    # the key is read for ray start's environment (verl's W&B logger may run on this node), never printed
+    assert any(line.startswith("ray-node: child environment") and " WANDB_API_KEY" in line for line in argv), out.stdout
+    assert WANDB_KEY not in out.stdout + out.stderr
     if platform == "npu":
         assert '--resources={"NPU": 8}' in argv
         assert not any(a.startswith("--num-gpus") for a in argv)
@@ -115,6 +123,44 @@ def test_rayjob_entrypoint_reads_no_start_up_file_of_the_jobs_env_vars(tmp_path,
     assert out.returncode == 2, out.stderr
     assert any(line.startswith("fully-async-grpo.sh: error: BASH_ENV: ") for line in out.stderr.splitlines()), \
         out.stderr
+
+
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_rayjob_entrypoint_line_passes_its_dry_run_as_shipped(tmp_path, platform):
+    # the exact spec.entrypoint, through /bin/sh -c as Ray's job supervisor runs it, with the job's env_vars; what
+    # the head pod gives the job's driver stands in: its 8 devices (the dry run's planning override), the W&B key
+    # its ray-node.sh exported from the mounted secret (the driver is a child of the head's Ray), no RAY_ADDRESS
+    # (no cluster here: the plan says it needs one). Paths of the PVCs are the shipped model folder and data sample.
+    from ray_harness import MODEL_30B, geo3k_parquet
+
+    job = yaml.safe_load(RAYJOBS[platform].read_text())
+    entry = job["spec"]["entrypoint"].replace("/opt/vlgrpo/", f"{REPO}/")
+    env = {k: str(v) for k, v in yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"].items()}
+    train, val = geo3k_parquet(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(mode=0o700)
+    paths = {"/models/Qwen3-VL-30B-A3B-Instruct": str(MODEL_30B), "/data/geo3k/train.parquet": str(train),
+             "/data/geo3k/test.parquet": str(val), "/checkpoints": str(ckpt)}
+    assert {env[k] for k in env if k.endswith(("_PATH", "_FILE", "_DIR"))} == set(paths), "the example's paths changed"
+    env = {k: paths.get(v, v) for k, v in env.items()}
+    env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path), VLGRPO_DRY_RUN="1",
+               VLGRPO_PLAN_DEVICES_PER_NODE="8", WANDB_API_KEY=WANDB_KEY)
+    env.setdefault("VLGRPO_PLATFORM", platform)
+    cmd = [entry]
+    if os.path.exists("/.dockerenv"):
+        # in a container the checkpoint folder must be a mount of its own: bind it onto itself, privately
+        script = tmp_path / "bind.sh"
+        script.write_text('#!/bin/sh\nmount --bind "$1" "$1" && exec /bin/sh -c "$2"\n')
+        script.chmod(0o755)
+        cmd = ["unshare", "--mount", "--propagation", "private", str(script), str(ckpt), entry]
+    out = subprocess.run(cmd, shell=len(cmd) == 1, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    plan = [line for line in out.stdout.splitlines() if line.startswith("# ")]
+    assert plan[0] == "# fully-async-grpo.sh dry run: configuration valid, nothing started", plan
+    assert "# preflight: clean" in plan
+    assert "# cluster: this plan needs a Ray cluster of 2 node(s) with 8 " + platform + " each (set VLGRPO_RAY_ADDRESS to launch it)" in plan
+    assert not [line for line in plan if "warning: VLGRPO_LOGGER" in line], plan
+    assert "# environment: WANDB_API_KEY (set, not shown)" in plan and WANDB_KEY not in out.stdout + out.stderr
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (make tools)")
