@@ -342,7 +342,8 @@ ray_node_main() {
   case $role in
     head | worker) ;;
     -h | --help)
-      ray_node_usage
+      # a terminal gets plain text wrapped to its width; a pipe the Markdown (docs/settings.md)
+      if [[ -t 1 ]]; then ray_node_usage | vg_help_text; else ray_node_usage; fi
       return 0
       ;;
     *)

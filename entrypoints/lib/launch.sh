@@ -401,7 +401,9 @@ vg_help() {
   fi
   printf '\nFixed for every launch (no variable reaches them): %s\n' "$VG_FIXED_NOTE"
   printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed);\n'
-  printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch.\n'
+  printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch. The other trackers\n'
+  printf 'need their settings (tensorboard `VLGRPO_TENSORBOARD_DIR`, mlflow `VLGRPO_MLFLOW_TRACKING_URI`, swanlab\n'
+  printf '`VLGRPO_SWANLAB_API_KEY_FILE`); on a Ray cluster every node carries them too (docs/cluster.md).\n'
   local set="" n
   for n in "${VG_SET_NAMES[@]}"; do
     if [[ ${VG_SET[$n]} == - ]]; then set+="${set:+, }\`$n\`"; else set+="${set:+, }\`$n=${VG_SET[$n]}\`"; fi
@@ -418,6 +420,50 @@ vg_help() {
   printf '\nSignals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGPIPE sent to the entrypoint during the\n'
   printf 'checks (`docker stop` sends SIGTERM to PID 1) stop the running check with everything it started and end the\n'
   printf 'launch with exit 128+signal, nothing started; once verl runs (exec, same PID) the signals are verl'"'"'s.\n'
+}
+
+# vg_help_text — the Markdown of --help (stdin) as plain text for a terminal of COLUMNS columns (when that is a
+# number of at least 40, else 80): headings and paragraphs wrapped, each table row a block
+# (its first cell, then one indented "Header: value" line per other cell, wrapped), backticks and escapes
+# dropped. The entrypoints print it when stdout is a terminal; a pipe or file gets the Markdown, the source of
+# docs/settings.md. awk alone: --help runs before any check of the environment.
+vg_help_text() {
+  local w=${COLUMNS:-80}
+  [[ $w =~ ^[0-9]{2,3}$ ]] && ((w >= 40)) || w=80
+  LC_ALL=C awk -v W="$w" '
+    function plain(t) { gsub(/`/, "", t); gsub(/\\\|/, "|", t); gsub(/\*\*/, "", t); return t }
+    # wrap text t at W columns, first line prefixed by p1, the others by p2
+    function wrap(t, p1, p2,    n, i, words, line, out) {
+      n = split(t, words, / +/); line = p1; out = ""
+      for (i = 1; i <= n; i++) {
+        if (words[i] == "") continue
+        if (line != p1 && line != p2 && length(line) + 1 + length(words[i]) > W) { out = out line "\n"; line = p2 }
+        line = (line == p1 || line == p2) ? line words[i] : line " " words[i]
+      }
+      printf "%s%s\n", out, line
+    }
+    function flush() { if (para != "") { wrap(para, "", ""); para = "" } }
+    function cells(line, arr,    n, i) {
+      sub(/^\| */, "", line); sub(/ *\|$/, "", line)
+      gsub(/\\\|/, "\001", line)
+      n = split(line, arr, / *\| */)
+      for (i = 1; i <= n; i++) { gsub(/\001/, "|", arr[i]); arr[i] = plain(arr[i]) }
+      return n
+    }
+    /^\|/ {
+      flush()
+      if (!intable) { nh = cells($0, head); intable = 1; next }
+      if ($0 ~ /^\|[-| ]+\|$/) next
+      n = cells($0, c)
+      print c[1]
+      for (i = 2; i <= n; i++) if (c[i] != "" && c[i] != "—") wrap(c[i], "    " head[i] ": ", "        ")
+      next
+    }
+    { intable = 0 }
+    /^#+ / { flush(); t = $0; sub(/^#+ /, "", t); print plain(t); next }
+    /^$/ { flush(); print ""; next }
+    { para = para (para == "" ? "" : " ") plain($0) }
+    END { flush() }'
 }
 
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
@@ -491,7 +537,7 @@ vg_entry() {
   local e
   if ((VG_HELP)); then
     VG_PROBLEMS=()
-    vg_help
+    if [[ -t 1 ]]; then vg_help | vg_help_text; else vg_help; fi
     exit 0
   fi
   vg_signals_on
