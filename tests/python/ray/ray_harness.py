@@ -193,6 +193,7 @@ class Cluster:
         node = RayNode("head", "127.0.0.2", env, self.root / "head.log")
         self.nodes.append(node)
         self._wait_listening(node, "127.0.0.2", self.port)
+        self.wait_sockets()
         if dashboard:
             self._wait_listening(node, "127.0.0.2", self.dashboard_port, timeout=180)
         return node
@@ -203,9 +204,44 @@ class Cluster:
 
     def start_worker(self, ip: str = "127.0.0.3", devices: int = 8, physical: int = 8, **extra: str) -> RayNode:
         env = self.env(ip, devices, physical, VLGRPO_RAY_HEAD=self.address, VLGRPO_RAY_HEAD_WAIT="30", **extra)
+        self.wait_sockets()
         node = RayNode("worker", ip, env, self.root / f"worker-{ip}.log")
         self.nodes.append(node)
+        self.wait_sockets()
         return node
+
+    def wait_sockets(self, nodes: int | None = None, timeout: float = 180) -> None:
+        """Wait until ``nodes`` (default: every node started so far) raylets have their sockets in the session.
+
+        Every node of this one-host cluster lives in the head's session folder (Ray's workers take the head's
+        temp dir), and Ray 2.48.0 names a node's sockets by the first free name there (``plasma_store``,
+        ``plasma_store.1``, ...: ray/_private/node.py ``_make_inc_temp``, checked but not created). Two nodes
+        that start at once can pick the same name, and the second bind fails ("bind: Address already in use"
+        in raylet.err): the node never registers. One node per host, as on a real cluster, never meets it;
+        here each node starts only when the previous ones have bound theirs.
+        """
+        want = len(self.nodes) if nodes is None else nodes
+        sockets = self.temp_dir / "session_latest" / "sockets"
+        deadline = time.monotonic() + timeout
+        while True:
+            names = os.listdir(sockets) if sockets.is_dir() else []
+            if sum(n.startswith("plasma_store") for n in names) >= want and sum(n.startswith("raylet") for n in names) >= want:
+                return
+            dead = [n for n in self.nodes if n.proc.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                why = "exited" if dead else f"has not bound its sockets after {timeout:.0f}s"
+                raise AssertionError(f"ray-node.sh {(dead or self.nodes)[-1].role} {why} ({sorted(names)}):\n"
+                                     + "".join(n.output()[-2000:] for n in self.nodes) + self._raylet_errors())
+            time.sleep(0.3)
+
+    def _raylet_errors(self) -> str:
+        """The last lines of each raylet's error log in the session (why a node did not register)."""
+        logs = self.temp_dir / "session_latest" / "logs"
+        out = []
+        for path in sorted(logs.glob("raylet*.err")) if logs.is_dir() else []:
+            lines = [l for l in path.read_text(errors="replace").splitlines() if "Unhandled exception" in l or " F " in l]
+            out += [f"{path.name}: {l[:300]}" for l in lines[-3:]]
+        return "\n".join(out)
 
     @staticmethod
     def _wait_listening(node: RayNode, host: str, port: int, timeout: float = 60) -> None:

@@ -125,6 +125,7 @@ def test_a_node_whose_interface_does_not_exist_is_named_within_the_deadline(two,
                RAY_raylet_start_wait_time_s="120",
                GLOO_SOCKET_IFNAME="nosuch0", STANDIN_PHYSICAL_NPUS="2")
     ray = str(Path(PY).parent / "ray")
+    two.wait_sockets()  # a third raylet in the same session folder picks its socket names after the others'
     node = RayNode("worker", "127.0.0.4", env, tmp_path / "n4.log",
                    [ray, "start", "--block", f"--address={two.address}", "--node-ip-address=127.0.0.4", "--num-cpus=8",
                     "--resources={\"NPU\": 2}", "--memory=300000000", "--object-store-memory=80000000",
