@@ -3,8 +3,8 @@
 The registry is ``environment.tsv`` next to this module (one row per variable or ``*`` pattern; its header
 describes the columns). It is the single source for the bash entrypoints (``entrypoints/lib/registry.sh``
 validates settings and builds each child's environment from it) and for the Python side: this module reads
-the same rows, validates a value by the same type rules as ``entrypoints/lib/settings.sh`` (``vg_validate``),
-and classifies a variable name by the same precedence as ``vg_env_row`` (an exact row, else the matching
+the same rows, validates a value by its type (:func:`validate`, the one definition: the entrypoints' settings
+step, :mod:`vlgrpo.launch`, calls it), and classifies a variable name by the same precedence as ``vg_env_row`` (an exact row, else the matching
 pattern with the most characters, ties broken by reverse byte order).
 
 Standard library only, and nothing beyond ``os`` at import time: :func:`read_setting` runs at every interpreter
@@ -35,6 +35,16 @@ class Row:
     """One registry row. Empty cells (``-`` in the file) are ``""``; ``owners`` is the owner column as a tuple."""
 
     __slots__ = COLUMNS + ("owners",)
+    name: str
+    owner: str
+    kind: str
+    type: str
+    allowed: str
+    default: str
+    hydra: str
+    meaning: str
+    fix: str
+    owners: "tuple[str, ...]"
 
     def __init__(self, cells):
         for col, cell in zip(COLUMNS, cells):
@@ -52,7 +62,7 @@ def _split(line):
     return cells
 
 
-def rows():
+def rows() -> "list[Row]":
     """Every row of the registry, in file order (read once). Raises OSError / ValueError for a broken file."""
     if not _ROWS:
         with open(PATH, encoding="utf-8") as fh:
@@ -134,6 +144,19 @@ def env_row(name, owner="fa"):
 
 # ---- values: the type rules of entrypoints/lib/settings.sh vg_validate -----------------------------------
 
+class Refused(ValueError):
+    """A value :func:`validate` refuses. ``reason`` says which rule it broke: ``"plain"`` (not printable ASCII
+    without spaces, or too long), ``"type"`` (not a value of its type and allowed values), and for paths
+    ``"path-chars"``, ``"path-resolves"`` (made absolute, it has characters Hydra cannot take), ``"path-file"``
+    or ``"path-dir"``; ``path`` is the absolute path for the last three. :mod:`vlgrpo.launch.settings` words the
+    entrypoints' refusal from it."""
+
+    def __init__(self, message: str, reason: str = "type", path: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
+
+
 _DIGITS = "0123456789"
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _UPPER = _LOWER.upper()
@@ -182,40 +205,42 @@ def _words(raw, alphabet):
     return bool(raw) and all(c in alphabet for c in raw)
 
 
-def validate(row, raw, cwd=None):
+def validate(row: Row, raw: str, cwd: "str | None" = None) -> object:
     """The value of ``raw`` for setting ``row`` under its registry type, or raise ValueError naming what is wrong.
 
     Returns (as the entrypoints pass it on): int -> int, float -> float, bool -> bool, enum/name/addr/ipv4 ->
     str, list/ids/envnames -> tuple of str, path -> absolute path str (made absolute against ``cwd``, default
-    the working directory, without resolving symlinks; existence checked for file/dir/dirw). Mirrors
-    ``vg_validate`` in entrypoints/lib/settings.sh (a test runs both on the same values)."""
+    the working directory, without resolving symlinks; existence checked for file/dir/dirw). The one value rule
+    of the registry: the entrypoints apply it through :mod:`vlgrpo.launch.settings`, the patch switches through
+    :func:`read_setting`. A refused value raises :class:`Refused`; a type the registry does not know, a plain
+    ValueError."""
     t, a = row.type, row.allowed
     if not _plain(raw):
-        raise ValueError(f"value contains spaces, control or non-ASCII characters, or is longer than {MAX_LEN}")
+        raise Refused(f"value contains spaces, control or non-ASCII characters, or is longer than {MAX_LEN}", "plain")
     if t == "int":
         if _is_int(raw) and _int_in(a, int(raw)):
             return int(raw)
-        raise ValueError(f"{raw!r} is not an integer in {a.replace('|', ' or ')}")
+        raise Refused(f"{raw!r} is not an integer in {a.replace('|', ' or ')}")
     if t == "float":
         lo, hi = a.split("..", 1)
         if _is_float(raw) and float(lo) <= float(raw) <= float(hi):
             return float(raw)
-        raise ValueError(f"{raw!r} is not a number in {a}")
+        raise Refused(f"{raw!r} is not a number in {a}")
     if t == "bool":
         if raw in ("true", "True", "1"):
             return True
         if raw in ("false", "False", "0"):
             return False
-        raise ValueError(f"{raw!r} is not a boolean (true or false)")
+        raise Refused(f"{raw!r} is not a boolean (true or false)")
     if t == "enum":
         if _words(raw, _LOWER + _DIGITS + "_") and raw in a.split():
             return raw
-        raise ValueError(f"{raw!r} is not one of {', '.join(a.split())}")
+        raise Refused(f"{raw!r} is not one of {', '.join(a.split())}")
     if t == "list":
         items = raw.split(",")
         if all(_words(i, _LOWER + _DIGITS + "_") and i in a.split() for i in items) and len(set(items)) == len(items):
             return tuple(items)
-        raise ValueError(f"{raw!r} is not a comma list of distinct values from: {', '.join(a.split())}")
+        raise Refused(f"{raw!r} is not a comma list of distinct values from: {', '.join(a.split())}")
     if t == "ids":
         items = raw.split(",")
         ok = len(items) <= 32 and all(
@@ -223,7 +248,7 @@ def validate(row, raw, cwd=None):
             for i in items)
         if ok:
             return tuple(items)
-        raise ValueError(f"{raw!r} is not a comma list of ids (lower-case letters, digits, '_', '.', '-')")
+        raise Refused(f"{raw!r} is not a comma list of ids (lower-case letters, digits, '_', '.', '-')")
     return _validate_re(t, a, raw, cwd)
 
 
@@ -235,7 +260,7 @@ def _validate_re(t, a, raw, cwd):
         if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", raw) and not number and raw.lower() not in (
                 "true", "false", "null", "nan", "inf"):
             return raw
-        raise ValueError(f"{raw!r} is not a plain name")
+        raise Refused(f"{raw!r} is not a plain name")
     o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
     if t == "addr":
         # settings.sh _vg_host: a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
@@ -243,7 +268,7 @@ def _validate_re(t, a, raw, cwd):
         m = re.fullmatch(r"([^:]{1,253}):([1-9][0-9]{0,4})", raw)
         if m and int(m.group(2)) <= 65535 and _host_ok(m.group(1), o):
             return raw
-        raise ValueError(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
+        raise Refused(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
     if t == "uri":
         # settings.sh vg_validate uri: http(s)://HOST[:PORT][/PATH] (HOST as for addr) without user:password@, query or
         # fragment, or file:///PATH, file:/PATH (the folder of a file: store is checked by vlgrpo.trackers)
@@ -253,31 +278,32 @@ def _validate_re(t, a, raw, cwd):
         if re.fullmatch(r"file:(///|/)([A-Za-z0-9._-][A-Za-z0-9._/-]*)?", raw):
             return raw
         if "@" in raw:
-            raise ValueError("holds credentials (user:password@ or a token; value not shown)")
-        raise ValueError(f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
+            raise Refused("holds credentials (user:password@ or a token; value not shown)")
+        raise Refused(f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
                          "nor a file:///PATH")
     if t == "ipv4":
         if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", raw):
             return raw
-        raise ValueError(f"{raw!r} is not an IPv4 address")
+        raise Refused(f"{raw!r} is not an IPv4 address")
     if t == "envnames":
         items = raw.split(",")
         if len(items) <= 64 and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", i) for i in items) and len(
                 set(items)) == len(items):
             return tuple(items)
-        raise ValueError(f"{raw!r} is not a comma list of distinct variable names")
+        raise Refused(f"{raw!r} is not a comma list of distinct variable names")
     if t == "path":
         if not re.fullmatch(r"[A-Za-z0-9._/][A-Za-z0-9._/-]*", raw):
-            raise ValueError(f"path {raw!r} has characters the launch cannot pass safely")
+            raise Refused(f"path {raw!r} has characters the launch cannot pass safely", "path-chars")
         path = os.path.normpath(raw if raw.startswith("/") else os.path.join(cwd or os.getcwd(), raw))
         if path.startswith("//"):
             path = "/" + path.lstrip("/")
         if not re.fullmatch(r"/[A-Za-z0-9._/-]*", path):
-            raise ValueError(f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take")
+            raise Refused(f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take",
+                          "path-resolves", path)
         if a == "file" and not (os.path.isfile(path) and os.access(path, os.R_OK)):
-            raise ValueError(f"{path} is not a readable file")
+            raise Refused(f"{path} is not a readable file", "path-file", path)
         if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
-            raise ValueError(f"{path} is not a readable directory")
+            raise Refused(f"{path} is not a readable directory", "path-dir", path)
         return path
     raise ValueError(f"setting {t!r} is not a type the registry knows")
 

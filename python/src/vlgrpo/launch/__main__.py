@@ -1,0 +1,115 @@
+"""``python3 -I -m vlgrpo.launch``: the launcher's steps, as the bash entrypoints call them.
+
+Every step takes ``--registry FILE``: the registry the entrypoint loaded (``entrypoints/lib/environment.tsv`` in the
+images, a copy of this package's), so that bash and Python read the same rows; without it, the package's own.
+
+``settings OWNER --cwd DIR [--names-only]``: stdin holds the exported ``VLGRPO_*`` variables as bash sees them,
+``NAME=VALUE`` records each ended by a NUL byte, in ``compgen -e`` order. stdout gets NUL-ended records (bash
+reads them with ``read -r -d ''``; nothing is ever evaluated): ``v:SHORT=TEXT`` the Hydra text of a setting,
+``r:SHORT=RAW`` the value read or the literal default, ``s:SHORT=SOURCE`` (env, default, derived, unset),
+``p:LINE`` a problem of a value, ``u:LINE`` a problem of a name (unknown, another entrypoint's, case), and last
+``end:``. ``--names-only`` checks the names alone (the doctor, which checks its values itself).
+
+``derived OWNER --cwd DIR``: stdin holds ``SHORT``, ``RAW``, ``INPUTS`` NUL-ended triples (a derived default the
+recipe computed, and the inputs it came from in words); stdout ``v:SHORT=TEXT`` or ``p:LINE`` records, then
+``end:``.
+
+Exit status 0 when the step ran (its problems are records), 2 for a usage error, 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vlgrpo import environment
+from vlgrpo.launch import settings
+
+USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] --cwd DIR [--names-only] < NAME=VALUE "
+         "records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] --cwd DIR < SHORT RAW INPUTS records")
+
+
+def _records(data: bytes) -> list[str]:
+    text = data.decode("utf-8", "surrogateescape")
+    parts = text.split("\0")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _emit(out: list[str]) -> None:
+    for rec in out + ["end:"]:
+        sys.stdout.buffer.write(rec.encode("utf-8", "surrogateescape") + b"\0")
+    sys.stdout.flush()
+
+
+def run_settings(owner: str, records: list[str], cwd: str, names_only: bool) -> list[str]:
+    """The output records of the settings step (see the module docstring)."""
+    env: dict[str, str] = {}
+    names: list[str] = []
+    for rec in records:
+        name, _, value = rec.partition("=")
+        names.append(name)
+        env[name] = value
+    out: list[str] = []
+    if not names_only:
+        got = settings.read_settings(owner, env, cwd)
+        for short, text in got.values.items():
+            out.append(f"v:{short}={text}")
+        for short, raw in got.raw.items():
+            out.append(f"r:{short}={raw}")
+        for short, src in got.source.items():
+            out.append(f"s:{short}={src}")
+        out += ["p:" + line for line in got.problems]
+    out += ["u:" + line for line in settings.unknown_vars(owner, names)]
+    return out
+
+
+def run_derived(owner: str, records: list[str], cwd: str) -> list[str]:
+    """The output records of the derived step (see the module docstring)."""
+    if len(records) % 3:
+        raise ValueError("derived: the records are not SHORT RAW INPUTS triples")
+    out: list[str] = []
+    for i in range(0, len(records), 3):
+        short, raw, inputs = records[i:i + 3]
+        text, line = settings.check_derived(owner, short, raw, inputs, cwd)
+        out.append(f"v:{short}={text}" if line is None else "p:" + line)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2 or args[0] not in ("settings", "derived") or args[1] not in settings.OWNERS:
+        print(USAGE, file=sys.stderr)
+        return 2
+    step, owner, rest = args[0], args[1], args[2:]
+    cwd, names_only, registry = "", False, ""
+    while rest:
+        if rest[0] == "--cwd" and len(rest) > 1:
+            cwd, rest = rest[1], rest[2:]
+        elif rest[0] == "--registry" and len(rest) > 1:
+            registry, rest = rest[1], rest[2:]
+        elif rest[0] == "--names-only" and step == "settings":
+            names_only, rest = True, rest[1:]
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
+    if not cwd.startswith("/"):
+        print("vlgrpo.launch: --cwd needs an absolute folder\n" + USAGE, file=sys.stderr)
+        return 2
+    if registry:
+        environment.PATH = registry  # read on first use (nothing has read the registry yet)
+    try:
+        records = _records(sys.stdin.buffer.read())
+        if step == "settings":
+            out = run_settings(owner, records, cwd, names_only)
+        else:
+            out = run_derived(owner, records, cwd)
+    except (OSError, ValueError) as exc:
+        print(f"vlgrpo.launch {step}: {exc}", file=sys.stderr)
+        return 1
+    _emit(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
