@@ -140,8 +140,10 @@ refused() {
   # the device counter (stdlib only) runs with the system interpreter: uid 65534 cannot run the venv's under /root
   py=$(PATH=/usr/bin:/bin command -v python3) || skip "no system python3 for uid 65534"
   # the entrypoint's own checks of typed variables (python3 -m vlgrpo.environment) run without PYTHONPATH (it is one
-  # of them): the stub hands them to this interpreter, which finds the checkout's package by itself
-  printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$REPO_ROOT/python/src" "$py" >"$d/py-helper"
+  # of them): the stub hands them to this interpreter, which finds the checkout's package by itself; the settings
+  # step runs isolated (-I, which ignores PYTHONPATH: the images install the package), here -P -s instead
+  printf '#!/bin/sh\nif [ "$1" = -I ]; then shift; set -- -P -s "$@"; fi\nPYTHONPATH=%s exec %s "$@"\n' \
+    "$REPO_ROOT/python/src" "$py" >"$d/py-helper"
   chmod 755 "$d/py-helper"
   printf '%s\n' "$d/py-helper" >"$d/real-python"
   run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$d/bin:$PATH" STUB_LOG="$d/calls" \

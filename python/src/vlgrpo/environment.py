@@ -25,7 +25,7 @@ PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "environment.tsv
 COLUMNS = ("name", "owner", "kind", "type", "allowed", "default", "hydra", "meaning", "fix")
 KINDS = ("setting", "set", "pass", "pass-on-request", "drop", "refused")
 ENTRYPOINTS = {"fa": "fully-async-grpo.sh", "vo": "veomni-grpo.sh", "node": "ray-node.sh"}
-MAX_LEN = 1024  # entrypoints/lib/settings.sh VG_MAX_LEN
+MAX_LEN = 1024  # characters of a setting value at most
 
 _ROWS = []
 _SETTING_CACHE = {}
@@ -142,7 +142,7 @@ def env_row(name, owner="fa"):
     return None
 
 
-# ---- values: the type rules of entrypoints/lib/settings.sh vg_validate -----------------------------------
+# ---- values: the type rules of the registry (the one definition; vlgrpo.launch words the refusals) -------
 
 class Refused(ValueError):
     """A value :func:`validate` refuses. ``reason`` says which rule it broke: ``"plain"`` (not printable ASCII
@@ -263,7 +263,7 @@ def _validate_re(t, a, raw, cwd):
         raise Refused(f"{raw!r} is not a plain name")
     o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
     if t == "addr":
-        # settings.sh _vg_host: a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
+        # a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
         # and is not a hex number (what inet_aton would read as an address: 010.0.0.1, 0x0a.0.0.1, 167772161, 10.1)
         m = re.fullmatch(r"([^:]{1,253}):([1-9][0-9]{0,4})", raw)
         if m and int(m.group(2)) <= 65535 and _host_ok(m.group(1), o):

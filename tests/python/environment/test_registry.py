@@ -1,8 +1,9 @@
 """The launch environment registry (python/src/vlgrpo/environment.tsv) and its stdlib accessor vlgrpo.environment.
 
-The accessor is held to the entrypoints' own bash rules, not to a copy of them: every value below goes through
-bash's vg_validate (validate_cases.sh) and through vlgrpo.environment.validate, and every name through bash's
-vg_env_row (env_row_names.sh) and environment.env_row; the two must agree case by case.
+vlgrpo.environment.validate is the one value rule (the entrypoints' settings step, vlgrpo.launch, calls it): every
+value below is held to an independent reading of the type rules documented in docs/settings.md (regular expressions
+and the stdlib's parsers, written here), and every name goes through bash's vg_env_row (env_row_names.sh) and
+environment.env_row, which must agree case by case.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def test_every_entrypoint_has_its_settings_and_the_patch_switches():
     assert {"VLGRPO_PATCHES", "VLGRPO_PATCHES_DISABLED", "VLGRPO_PATCHES_STRICT"} <= patches
 
 
-# ---- values: Python and bash agree ------------------------------------------------------------------------
+# ---- values: the documented rule of each type ------------------------------------------------------------------------
 
 HOSTILE = ["$(touch x)", "`id`", ";id", "a b", "'q'", '"q"', "k=v", ",x", "x,y=1", "${HOME}", "${oc.env:X}", "+a=1",
            "~a", "x\ny", "\tx", "x\r", "\x1b[31m", "x\x7f", "modèle", "模型", "a" * 1100, "-rf", "*", "[a,b]", "#c",
@@ -97,43 +98,93 @@ CASES = [
 ]
 
 
-def _bash_validate(cases):
-    data = b"".join(f"{t}\0{a}\0{v}\0".encode() for t, a, v in cases)
-    out = subprocess.run([str(HERE / "validate_cases.sh")], input=data, capture_output=True, check=True,
-                         env={"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8"}).stdout.decode()
-    return out.splitlines()
+def _reference(t, a, v, cwd):
+    """The documented rule of type ``t`` (allowed ``a``) for value ``v``: ``"ok <hydra text>"`` or ``"refused"``."""
+    import re
 
-
-def _py_validate(t, a, v, cwd=None):
-    row = environment.Row(["VLGRPO_CASE", "fa", "setting", t, a or "-", "-", "-", "case", "-"])
-    try:
-        value = environment.validate(row, v, cwd=cwd)
-    except ValueError:
+    if len(v) > 1024 or not re.fullmatch(r"[!-~]*", v):
         return "refused"
-    if t == "bool":
-        return f"ok {value}"
-    if t == "list":
-        return "ok [" + ",".join(value) + "]"
-    if t in ("ids", "envnames"):
-        return "ok " + ",".join(value)
-    return f"ok {v if t in ('int', 'float') else value}"
+    ok = False
+    if t == "int":
+        ok = bool(re.fullmatch(r"-1|0|[1-9][0-9]{0,8}", v)) and any(
+            (lambda lo, hi: int(lo) <= int(v) <= int(hi))(*alt.split("..")) if ".." in alt else int(v) == int(alt)
+            for alt in a.split("|"))
+    elif t == "float":
+        lo, hi = a.split("..")
+        ok = bool(re.fullmatch(r"(0|[1-9][0-9]{0,8})(\.[0-9]{1,9})?([eE]-?[0-9]{1,2})?", v)) and \
+            float(lo) <= float(v) <= float(hi)
+    elif t == "bool":
+        if v in ("true", "True", "1", "false", "False", "0"):
+            return f"ok {v in ('true', 'True', '1')}"
+    elif t == "enum":
+        ok = v in a.split(" ")
+    elif t == "list":
+        items = v.split(",")
+        if all(i in a.split(" ") for i in items) and len(set(items)) == len(items):
+            return f"ok [{v}]"
+    elif t == "ids":
+        ok = bool(re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}(,[a-z0-9][a-z0-9_.-]{0,63}){0,31}", v))
+    elif t == "name":
+        ok = bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", v)) and v.lower() not in (
+            "true", "false", "null", "nan", "inf") and not re.fullmatch(
+            r"([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE]-?[0-9_]+)?", v)
+    elif t == "addr":
+        ok = _reference_addr_ok(v)
+    elif t == "envnames":
+        items = v.split(",")
+        ok = len(items) <= 64 and len(set(items)) == len(items) and all(
+            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", i) for i in items)
+    elif t == "ipv4":
+        import ipaddress
+
+        try:
+            ok = str(ipaddress.IPv4Address(v)) == v
+        except ValueError:
+            ok = False
+    elif t == "path":
+        if not re.fullmatch(r"[A-Za-z0-9._/][A-Za-z0-9._/-]*", v):
+            return "refused"
+        # `realpath -s -m`: absolute against the working directory, '.' and '..' and repeated '/' folded, no
+        # symlink resolved
+        parts: list[str] = []
+        for part in (v if v.startswith("/") else cwd + "/" + v).split("/"):
+            if part == "..":
+                parts = parts[:-1]
+            elif part not in ("", "."):
+                parts.append(part)
+        path = "/" + "/".join(parts)
+        if a == "file" and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            return "refused"
+        if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
+            return "refused"
+        return f"ok {path}"
+    return f"ok {v}" if ok else "refused"
 
 
-def test_python_validates_every_value_as_bash_does(tmp_path):
+def _validate(t, a, v, cwd=None):
+    from vlgrpo.launch import settings
+
+    row = environment.Row(["VLGRPO_CASE", "fa", "setting", t, a or "-", "-", "-", "case", "-"])
+    text, problem = settings.check(row, v, cwd or os.getcwd())
+    return "refused" if problem else f"ok {text}"
+
+
+def test_every_value_follows_the_documented_rule_of_its_type(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "f.parquet").write_text("")
     paths = [("path", "dir", str(tmp_path / "d")), ("path", "dir", str(tmp_path / "f.parquet")),
              ("path", "file", str(tmp_path / "f.parquet")), ("path", "file", str(tmp_path / "missing")),
              ("path", "dirw", str(tmp_path / "d") + "/../d"), ("path", "any", str(tmp_path / "x,y")),
-             ("path", "any", "//a//b/"), ("path", "file", str(tmp_path / "f.parquet") + "/")]
+             ("path", "any", "//a//b/"), ("path", "file", str(tmp_path / "f.parquet") + "/"),
+             ("path", "dir", "d"), ("path", "dir", "./d/../d"), ("path", "any", "../../x")]
     cases = [(t, a, v) for t, a, values in CASES for v in values + HOSTILE] + [(t, a, v) for t, a, v in paths]
-    bash = _bash_validate(cases)
-    assert len(bash) == len(cases)
-    diffs = [(t, a, v, b, p) for (t, a, v), b in zip(cases, bash) if b != (p := _py_validate(t, a, v))]
-    assert not diffs, "\n".join(f"{t} {a!r} {v!r}: bash {b!r} python {p!r}" for t, a, v, b, p in diffs[:20])
+    got = [_validate(t, a, v, str(tmp_path)) for t, a, v in cases]
+    want = [_reference(t, a, v, str(tmp_path)) for t, a, v in cases]
+    diffs = [(c, g, w) for c, g, w in zip(cases, got, want) if g != w]
+    assert not diffs, "\n".join(f"{t} {a!r} {v!r}: ours {g!r} rule {w!r}" for (t, a, v), g, w in diffs[:20])
     # and the table is not trivial: both outcomes occur for every type
     for t in {c[0] for c in cases}:
-        outs = {b.split()[0] for (ct, _, _), b in zip(cases, bash) if ct == t}
+        outs = {w.split()[0] for (ct, _, _), w in zip(cases, want) if ct == t}
         assert outs == {"ok", "refused"}, (t, outs)
 
 

@@ -287,3 +287,14 @@ def test_the_entrypoint_prints_the_launchers_problems(tmp_path):
     want.append(f"fully-async-grpo.sh: {len(lines)} configuration problem(s); nothing was started (see --help)")
     assert proc.stderr.splitlines() == want
     assert proc.stdout == ""
+
+
+def test_cli_records_on_another_fd_keep_stdout_free():
+    r, w = os.pipe()
+    proc = subprocess.run([sys.executable, "-I", "-m", "vlgrpo.launch", "settings", "fa", "--fd", str(w), "--cwd", "/"],
+                          input=b"VLGRPO_NOPE=1\0", capture_output=True, pass_fds=(w,), env={"PATH": os.environ["PATH"]})
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        recs = fh.read().split(b"\0")
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert recs[-2:] == [b"end:", b""] and any(x.startswith(b"u:VLGRPO_NOPE: ") for x in recs)

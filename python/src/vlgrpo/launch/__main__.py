@@ -1,7 +1,8 @@
 """``python3 -I -m vlgrpo.launch``: the launcher's steps, as the bash entrypoints call them.
 
-Every step takes ``--registry FILE``: the registry the entrypoint loaded (``entrypoints/lib/environment.tsv`` in the
-images, a copy of this package's), so that bash and Python read the same rows; without it, the package's own.
+Every step takes ``--registry FILE``: the registry the entrypoint loaded (in the images the copy in the
+entrypoints' lib/, next to the scripts, a copy of this package's), so that bash and Python read the same rows;
+without it, the package's own.
 
 ``settings OWNER --cwd DIR [--names-only]``: stdin holds the exported ``VLGRPO_*`` variables as bash sees them,
 ``NAME=VALUE`` records each ended by a NUL byte, in ``compgen -e`` order. stdout gets NUL-ended records (bash
@@ -14,6 +15,9 @@ reads them with ``read -r -d ''``; nothing is ever evaluated): ``v:SHORT=TEXT`` 
 recipe computed, and the inputs it came from in words); stdout ``v:SHORT=TEXT`` or ``p:LINE`` records, then
 ``end:``.
 
+``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
+stderr, so that whatever else the interpreter prints at start cannot mix with the records).
+
 Exit status 0 when the step ran (its problems are records), 2 for a usage error, 1 for anything else.
 """
 
@@ -24,8 +28,9 @@ import sys
 from vlgrpo import environment
 from vlgrpo.launch import settings
 
-USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] --cwd DIR [--names-only] < NAME=VALUE "
-         "records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] --cwd DIR < SHORT RAW INPUTS records")
+USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
+         "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
+         "< SHORT RAW INPUTS records")
 
 
 def _records(data: bytes) -> list[str]:
@@ -36,10 +41,14 @@ def _records(data: bytes) -> list[str]:
     return parts
 
 
-def _emit(out: list[str]) -> None:
-    for rec in out + ["end:"]:
-        sys.stdout.buffer.write(rec.encode("utf-8", "surrogateescape") + b"\0")
-    sys.stdout.flush()
+def _emit(out: list[str], fd: int) -> None:
+    data = b"".join(rec.encode("utf-8", "surrogateescape") + b"\0" for rec in out + ["end:"])
+    if fd == 1:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    with open(fd, "wb", closefd=False) as fh:
+        fh.write(data)
 
 
 def run_settings(owner: str, records: list[str], cwd: str, names_only: bool) -> list[str]:
@@ -82,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     step, owner, rest = args[0], args[1], args[2:]
-    cwd, names_only, registry = "", False, ""
+    cwd, names_only, registry, fd = "", False, "", 1
     while rest:
+        if rest[0] == "--fd" and len(rest) > 1 and rest[1].isdigit():
+            fd, rest = int(rest[1]), rest[2:]
+            continue
         if rest[0] == "--cwd" and len(rest) > 1:
             cwd, rest = rest[1], rest[2:]
         elif rest[0] == "--registry" and len(rest) > 1:
@@ -107,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"vlgrpo.launch {step}: {exc}", file=sys.stderr)
         return 1
-    _emit(out)
+    try:
+        _emit(out, fd)
+    except OSError as exc:
+        print(f"vlgrpo.launch {step}: cannot write the records to fd {fd}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
