@@ -139,40 +139,64 @@ vg_settings_rows() {
 VG_NAME_PROBLEMS=() # u: records, added by vg_check_unknown_vars
 VG_SETTINGS_READ=0
 
-# _vg_launch STEP [FLAG] — run `python3 -I -m vlgrpo.launch STEP OWNER --registry FILE --fd 3 --cwd $PWD [FLAG]` with
-# VG_LAUNCH_IN (NUL-separated records) on stdin; VG_LAUNCH_OUT gets its records (fd 3; its stdout goes to stderr, so
-# nothing else it prints can mix with them) without the final end: record. A step that did not run to its end is an
-# internal failure (exit 1).
+# _vg_launch STEP [FLAG] — one request to the launcher, `python3 -I -m vlgrpo.launch serve OWNER --registry FILE --fd 3`,
+# a coprocess started on the first request (one interpreter for the settings and the derived step): STEP, the
+# working directory, FLAG and VG_LAUNCH_IN (NUL-separated records) go to it; VG_LAUNCH_OUT gets its answer (on its
+# fd 3; its stdout goes to stderr, so nothing else it prints can mix with the records) without the final end:
+# record. A launcher that does not answer to the end is an internal failure (exit 1). It ends when this shell closes
+# its input (vg_launch_stop, or at exec/exit: the coprocess's pipes are not inherited).
 VG_LAUNCH_IN=()
 VG_LAUNCH_OUT=()
+VG_LAUNCH=()
+VG_LAUNCH_PID=""
+VG_LAUNCH_CWD=""      # the working directory of the first request (PWD is gone once the environment is built)
+VG_LAUNCH_UNSET=()    # `-u NAME` for every exported PYTHON* variable (_vg_exported_settings)
 _vg_launch() {
-  local step=$1 flag=${2-} cwd=${PWD-}
-  [[ $cwd == /* ]] || cwd=$(pwd) # PWD is gone once the environment is built (vg_environment_apply)
-  local n
+  local step=$1 flag=${2-} rec w r ok=0
   local -a pre=()
   VG_LAUNCH_OUT=()
-  # the helpers' prefix (lib/environment.sh; before the environment is built it removes nothing), and every PYTHON*
-  # variable: -I ignores most of them, not PYTHONEXECUTABLE (CPython 3.11 then takes another sys.executable and
-  # prefix, and finds no vlgrpo package)
-  vg_helper_prefix
-  pre=("${VG_HELPER_PREFIX[@]}")
-  unset 'pre[-1]'
-  while IFS= read -r n; do
-    if [[ $n == PYTHON* ]]; then pre+=(-u "$n"); fi
-  done < <(compgen -e)
-  pre+=(--)
-  mapfile -d '' -t VG_LAUNCH_OUT < <(
-    if ((${#VG_LAUNCH_IN[@]})); then printf '%s\0' "${VG_LAUNCH_IN[@]}"; fi |
-      "${pre[@]}" python3 -I -m vlgrpo.launch "$step" "$VG_OWNER" --registry "$VG_REGISTRY" --fd 3 \
-        --cwd "$cwd" ${flag:+"$flag"} 3>&1 1>&2 || true
-  )
-  if ((${#VG_LAUNCH_OUT[@]} == 0)) || [[ ${VG_LAUNCH_OUT[-1]} != end: ]]; then
-    printf '%s: the settings could not be checked (python3 -I -m vlgrpo.launch %s did not finish; python3 must have the vlgrpo package, as the images do); nothing was started\n' \
-      "${VG_PROG:-vlgrpo}" "$step" >&2
-    exit "$VG_EXIT_FAILURE"
+  if [[ -z $VG_LAUNCH_PID ]]; then
+    VG_LAUNCH_CWD=${PWD-}
+    [[ $VG_LAUNCH_CWD == /* ]] || VG_LAUNCH_CWD=$(pwd)
+    # the helpers' prefix (lib/environment.sh; before the environment is built it removes nothing), and every
+    # PYTHON* variable: -I ignores most of them, not PYTHONEXECUTABLE (CPython 3.11 then takes another
+    # sys.executable and prefix, and finds no vlgrpo package)
+    vg_helper_prefix
+    if ((${#VG_HELPER_PREFIX[@]} > 2 || ${#VG_LAUNCH_UNSET[@]})); then
+      pre=("${VG_HELPER_PREFIX[@]}")
+      unset 'pre[-1]'
+      pre+=("${VG_LAUNCH_UNSET[@]}" --)
+    fi
+    coproc VG_LAUNCH { "${pre[@]}" python3 -I -m vlgrpo.launch serve "$VG_OWNER" --registry "$VG_REGISTRY" --fd 3 3>&1 1>&2; }
   fi
-  unset 'VG_LAUNCH_OUT[-1]'
-  return 0
+  w=${VG_LAUNCH[1]-} r=${VG_LAUNCH[0]-}
+  if [[ -n $w && -n $r ]]; then
+    # SIGPIPE ignored while writing (a launcher that died is a failed write here, not the end of the launch), then
+    # the launch's own trap again (lib/launch.sh vg_signals_on)
+    trap '' PIPE
+    if printf '%s\0' "$step" "$VG_LAUNCH_CWD" "$flag" "${#VG_LAUNCH_IN[@]}" "${VG_LAUNCH_IN[@]}" 1>&"$w" 2>/dev/null; then
+      ok=1
+    fi
+    if ((VG_SIGNALS)); then trap '_vg_on_signal PIPE 13' PIPE; else trap - PIPE; fi
+  fi
+  if ((ok)); then
+    while IFS= read -r -d '' -u "$r" rec; do
+      [[ $rec == end: ]] && return 0
+      VG_LAUNCH_OUT+=("$rec")
+    done
+  fi
+  printf '%s: the settings could not be checked (python3 -I -m vlgrpo.launch %s did not finish; python3 must have the vlgrpo package, as the images do); nothing was started\n' \
+    "${VG_PROG:-vlgrpo}" "$step" >&2
+  exit "$VG_EXIT_FAILURE"
+}
+
+# vg_launch_stop — end the launcher coprocess (its input closed, then waited for).
+vg_launch_stop() {
+  local pid=$VG_LAUNCH_PID w=${VG_LAUNCH[1]-}
+  [[ -n $pid ]] || return 0
+  if [[ -n $w ]]; then exec {w}>&-; fi
+  wait "$pid" 2>/dev/null || true
+  VG_LAUNCH_PID=""
 }
 
 # _vg_take RECORD — store one v:/r:/s: record of a declared setting (anything else is a bug).
@@ -187,12 +211,16 @@ _vg_take() {
   esac
 }
 
-# _vg_exported_settings — VG_LAUNCH_IN: NAME=VALUE of every exported VLGRPO_* variable, in compgen -e order.
+# _vg_exported_settings — VG_LAUNCH_IN: NAME=VALUE of every exported VLGRPO_* variable, in compgen -e order (and
+# VG_LAUNCH_UNSET for the launcher's start).
 _vg_exported_settings() {
   local v
-  VG_LAUNCH_IN=()
+  VG_LAUNCH_IN=() VG_LAUNCH_UNSET=()
   while IFS= read -r v; do
-    if [[ $v == VLGRPO_* ]]; then VG_LAUNCH_IN+=("$v=${!v-}"); fi
+    case $v in
+      VLGRPO_*) VG_LAUNCH_IN+=("$v=${!v-}") ;;
+      PYTHON*) VG_LAUNCH_UNSET+=(-u "$v") ;;
+    esac
   done < <(compgen -e)
   return 0
 }
@@ -254,8 +282,12 @@ vg_resolve_derived() {
     inputs+=("${VG_INPUTS[*]}")
     VG_LAUNCH_IN+=("$name" "$raw" "$from")
   done
-  ((${#names[@]})) || return 0
+  if ((${#names[@]} == 0)); then
+    vg_launch_stop
+    return 0
+  fi
   _vg_launch derived
+  vg_launch_stop
   ((${#VG_LAUNCH_OUT[@]} == ${#names[@]})) || vg_die_internal "vlgrpo.launch derived answered ${#VG_LAUNCH_OUT[@]} of ${#names[@]}"
   for ((i = 0; i < ${#names[@]}; i++)); do
     name=${names[i]}
@@ -307,5 +339,7 @@ vg_check_unknown_vars() {
   fi
   VG_PROBLEMS+=("${VG_NAME_PROBLEMS[@]}")
   VG_NAME_PROBLEMS=()
+  # the Ray node and the doctor derive nothing: the launcher is done
+  if [[ $VG_OWNER == node || $VG_OWNER == doctor ]]; then vg_launch_stop; fi
   return 0
 }

@@ -9,7 +9,7 @@ pattern with the most characters, ties broken by reverse byte order).
 
 Standard library only, and nothing beyond ``os`` at import time: :func:`read_setting` runs at every interpreter
 start (the patch switches, from :mod:`vlgrpo.patches`), so it scans the file for the rows it needs and caches
-them; ``re`` is imported only by the validators of types the patch switches do not use.
+them; no validator imports ``re`` (its import costs more than a launch's whole settings step).
 
 Command line (``python3 -m vlgrpo.environment``): ``check-values [--owner=O] [--pass-env=A,B] [--protect=DIR]...``
 reads NUL-separated ``NAME=VALUE`` records on stdin (the typed variables an entrypoint passes) and
@@ -148,7 +148,7 @@ class Refused(ValueError):
     """A value :func:`validate` refuses. ``reason`` says which rule it broke: ``"plain"`` (not printable ASCII
     without spaces, or too long), ``"type"`` (not a value of its type and allowed values), and for paths
     ``"path-chars"``, ``"path-resolves"`` (made absolute, it has characters Hydra cannot take), ``"path-file"``
-    or ``"path-dir"``; ``path`` is the absolute path for the last three. :mod:`vlgrpo.launch.settings` words the
+    or ``"path-dir"``, for URIs ``"uri-credentials"``; ``path`` is the absolute path of the path reasons. :mod:`vlgrpo.launch.settings` words the
     entrypoints' refusal from it."""
 
     def __init__(self, message: str, reason: str = "type", path: str = "") -> None:
@@ -252,52 +252,103 @@ def validate(row: Row, raw: str, cwd: "str | None" = None) -> object:
     return _validate_re(t, a, raw, cwd)
 
 
-def _validate_re(t, a, raw, cwd):
-    import re
+_ALNUM = _LOWER + _UPPER + _DIGITS
+_PATH_CHARS = frozenset(_ALNUM + "._/-")
+_LABEL_CHARS = frozenset(_ALNUM + "-")
+_URL_PATH_CHARS = frozenset(_ALNUM + "._~/-")
 
+
+def _octets(host):
+    """``host`` is a dotted quad of 0-255 without leading zeros (what ``inet_aton`` reads one way only)."""
+    parts = host.split(".")
+    return len(parts) == 4 and all(
+        p == "0" or (1 <= len(p) <= 3 and p[0] in "123456789" and all(c in _DIGITS for c in p) and int(p) <= 255)
+        for p in parts)
+
+
+def _hostname(host):
+    """RFC 1123 labels (1-63 letters, digits, '-', no '-' at either end) whose last has a letter and is not a
+    hexadecimal number (``0x1f`` is an address to ``inet_aton``)."""
+    labels = host.split(".")
+    if not all(1 <= len(x) <= 63 and x[0] != "-" and x[-1] != "-" and set(x) <= _LABEL_CHARS for x in labels):
+        return False
+    last = labels[-1]
+    hexnum = len(last) >= 2 and last[0] == "0" and last[1] in "xX" and all(c in _DIGITS + "abcdefABCDEF" for c in last[2:])
+    return any(c in _LOWER + _UPPER for c in last) and not hexnum
+
+
+def _number_like(raw):
+    """``([0-9][0-9_]*(\\.[0-9_]*)?|\\.[0-9][0-9_]*)([eE]-?[0-9_]+)?``: what Hydra's grammar reads as a number."""
+    mant, exp = raw, None
+    for i, c in enumerate(raw):
+        if c in "eE":
+            mant, exp = raw[:i], raw[i + 1:]
+            break
+    if exp is not None:
+        digits = exp[1:] if exp.startswith("-") else exp
+        if not digits or not all(c in _DIGITS + "_" for c in digits):
+            return False
+    if mant.startswith("."):
+        return len(mant) >= 2 and mant[1] in _DIGITS and all(c in _DIGITS + "_" for c in mant[2:])
+    whole, dot, frac = mant.partition(".")
+    return bool(whole) and whole[0] in _DIGITS and all(c in _DIGITS + "_" for c in whole[1:] + frac)
+
+
+def _identifier(name, limit):
+    return 1 <= len(name) <= limit and (name[0] in _LOWER + _UPPER + "_") and all(c in _ALNUM + "_" for c in name)
+
+
+def _validate_re(t, a, raw, cwd):
+    """The types of the launch's own settings (names, addresses, paths), written without ``re``: its import costs
+    more than the whole check at every launch."""
     if t == "name":
-        number = re.fullmatch(r"([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE]-?[0-9_]+)?", raw)
-        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", raw) and not number and raw.lower() not in (
-                "true", "false", "null", "nan", "inf"):
+        if 1 <= len(raw) <= 128 and raw[0] in _ALNUM and all(c in _ALNUM + "._-" for c in raw) and not \
+                _number_like(raw) and raw.lower() not in ("true", "false", "null", "nan", "inf"):
             return raw
         raise Refused(f"{raw!r} is not a plain name")
-    o = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
     if t == "addr":
         # a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
         # and is not a hex number (what inet_aton would read as an address: 010.0.0.1, 0x0a.0.0.1, 167772161, 10.1)
-        m = re.fullmatch(r"([^:]{1,253}):([1-9][0-9]{0,4})", raw)
-        if m and int(m.group(2)) <= 65535 and _host_ok(m.group(1), o):
+        host, sep, port = raw.partition(":")
+        if sep and 1 <= len(host) <= 253 and ":" not in port and 1 <= len(port) <= 5 and port[0] in "123456789" \
+                and all(c in _DIGITS for c in port) and int(port) <= 65535 and (_octets(host) or _hostname(host)):
             return raw
         raise Refused(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
     if t == "uri":
-        # settings.sh vg_validate uri: http(s)://HOST[:PORT][/PATH] (HOST as for addr) without user:password@, query or
-        # fragment, or file:///PATH, file:/PATH (the folder of a file: store is checked by vlgrpo.trackers)
-        m = re.fullmatch(r"https?://([^/:@?#]{1,253})(:([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?", raw)
-        if m and _host_ok(m.group(1), o) and (not m.group(3) or int(m.group(3)) <= 65535):
-            return raw
-        if re.fullmatch(r"file:(///|/)([A-Za-z0-9._-][A-Za-z0-9._/-]*)?", raw):
-            return raw
+        # http(s)://HOST[:PORT][/PATH] (HOST as for addr) without user:password@, query or fragment, or file:///PATH,
+        # file:/PATH (the folder of a file: store is checked by vlgrpo.trackers)
+        scheme, sep, rest = raw.partition("://")
+        if sep and scheme in ("http", "https"):
+            hostport, slash, path = rest.partition("/")
+            host, colon, port = hostport.partition(":")
+            if 1 <= len(host) <= 253 and (_octets(host) or _hostname(host)) and (not colon or (
+                    1 <= len(port) <= 5 and port[0] in "123456789" and all(c in _DIGITS for c in port)
+                    and int(port) <= 65535)) and set(path) <= _URL_PATH_CHARS:
+                return raw
+        elif raw.startswith("file:"):
+            path = raw[8:] if raw.startswith("file:///") else raw[6:] if raw.startswith("file:/") else None
+            if path is not None and (not path or (path[0] in _ALNUM + "._-" and set(path) <= _PATH_CHARS)):
+                return raw
         if "@" in raw:
-            raise Refused("holds credentials (user:password@ or a token; value not shown)")
+            raise Refused("holds credentials (user:password@ or a token; value not shown)", "uri-credentials")
         raise Refused(f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
-                         "nor a file:///PATH")
+                      "nor a file:///PATH")
     if t == "ipv4":
-        if re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", raw):
+        if _octets(raw):
             return raw
         raise Refused(f"{raw!r} is not an IPv4 address")
     if t == "envnames":
         items = raw.split(",")
-        if len(items) <= 64 and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", i) for i in items) and len(
-                set(items)) == len(items):
+        if len(items) <= 64 and all(_identifier(i, 128) for i in items) and len(set(items)) == len(items):
             return tuple(items)
         raise Refused(f"{raw!r} is not a comma list of distinct variable names")
     if t == "path":
-        if not re.fullmatch(r"[A-Za-z0-9._/][A-Za-z0-9._/-]*", raw):
+        if not raw or raw[0] == "-" or not set(raw) <= _PATH_CHARS:
             raise Refused(f"path {raw!r} has characters the launch cannot pass safely", "path-chars")
         path = os.path.normpath(raw if raw.startswith("/") else os.path.join(cwd or os.getcwd(), raw))
         if path.startswith("//"):
             path = "/" + path.lstrip("/")
-        if not re.fullmatch(r"/[A-Za-z0-9._/-]*", path):
+        if not (path.startswith("/") and set(path) <= _PATH_CHARS):
             raise Refused(f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take",
                           "path-resolves", path)
         if a == "file" and not (os.path.isfile(path) and os.access(path, os.R_OK)):
@@ -306,18 +357,6 @@ def _validate_re(t, a, raw, cwd):
             raise Refused(f"{path} is not a readable directory", "path-dir", path)
         return path
     raise ValueError(f"setting {t!r} is not a type the registry knows")
-
-
-def _host_ok(host, o):
-    """settings.sh _vg_host: a dotted quad (octets ``o``) without leading zeros, or RFC 1123 labels whose last one has
-    a letter and is not a hexadecimal number."""
-    import re
-
-    label = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    last = host.rsplit(".", 1)[-1]
-    return bool(re.fullmatch(rf"{o}\.{o}\.{o}\.{o}", host) or (
-        re.fullmatch(rf"({label}\.)*{label}", host) and re.search("[A-Za-z]", last)
-        and not re.fullmatch(r"0[xX][0-9A-Fa-f]*", last)))
 
 
 def read_setting(name, environ=None, owner="patches"):

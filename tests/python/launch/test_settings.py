@@ -298,3 +298,27 @@ def test_cli_records_on_another_fd_keep_stdout_free():
         recs = fh.read().split(b"\0")
     assert proc.returncode == 0 and proc.stdout == b""
     assert recs[-2:] == [b"end:", b""] and any(x.startswith(b"u:VLGRPO_NOPE: ") for x in recs)
+
+
+def test_serve_answers_each_request_before_the_next_and_ends_at_eof(tmp_path):
+    # one interpreter for the settings and the derived step (the entrypoints' coprocess): a request is answered
+    # before the next one is written
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "vlgrpo.launch", "serve", "fa"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={"PATH": os.environ["PATH"]})
+
+    def ask(*fields):
+        proc.stdin.write(b"".join(f.encode() + b"\0" for f in fields))
+        proc.stdin.flush()
+        recs = []
+        while not recs or recs[-1] != "end:":
+            rec = b""
+            while not rec.endswith(b"\0"):
+                rec += proc.stdout.read(1)
+            recs.append(rec[:-1].decode())
+        return recs[:-1]
+
+    first = ask("settings", str(tmp_path), "", "1", "VLGRPO_NOPE=1")
+    assert [r[2:] for r in first if r.startswith("u:")] == settings.unknown_vars("fa", ["VLGRPO_NOPE"])
+    assert ask("derived", "/", "", "3", "FSDP_SIZE", "8", "") == ["v:FSDP_SIZE=8"]
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0

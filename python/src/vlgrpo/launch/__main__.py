@@ -18,6 +18,10 @@ recipe computed, and the inputs it came from in words); stdout ``v:SHORT=TEXT`` 
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
 
+``serve OWNER [--registry FILE] [--fd N]``: both steps in one interpreter, for a bash coprocess (one start per
+launch): each request on stdin is NUL-ended fields ``STEP``, ``CWD``, ``FLAG`` (``--names-only`` or empty), ``N``
+and N records; each answer is that step's records and ``end:``. It ends at end of input.
+
 Exit status 0 when the step ran (its problems are records), 2 for a usage error, 1 for anything else.
 """
 
@@ -30,7 +34,7 @@ from vlgrpo.launch import settings
 
 USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
          "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
-         "< SHORT RAW INPUTS records")
+         "< SHORT RAW INPUTS records\n       python3 -I -m vlgrpo.launch serve OWNER [--registry FILE] [--fd N] < requests")
 
 
 def _records(data: bytes) -> list[str]:
@@ -85,8 +89,65 @@ def run_derived(owner: str, records: list[str], cwd: str) -> list[str]:
     return out
 
 
+class _Fields:
+    """NUL-ended fields read from a file descriptor as they arrive (a request is answered before the next)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf, self.eof = fd, b"", False
+
+    def next(self) -> str | None:
+        import os
+
+        while b"\0" not in self.buf:
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        field, _, self.buf = self.buf.partition(b"\0")
+        return field.decode("utf-8", "surrogateescape")
+
+
+def serve(owner: str, fd: int) -> int:
+    """Answer requests on stdin until its end (see the module docstring)."""
+    fields = _Fields(0)
+    while True:
+        head = [fields.next() for _ in range(4)]
+        if head[0] is None:
+            return 0
+        step, cwd, flag, count = head
+        if step not in ("settings", "derived") or cwd is None or not cwd.startswith("/") or flag is None \
+                or count is None or not count.isdigit():
+            print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
+            return 1
+        records = [fields.next() for _ in range(int(count))]
+        if None in records:
+            print("vlgrpo.launch serve: the input ended inside a request", file=sys.stderr)
+            return 1
+        got = [r for r in records if r is not None]
+        out = run_settings(owner, got, cwd, flag == "--names-only") if step == "settings" else \
+            run_derived(owner, got, cwd)
+        _emit(out, fd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) >= 2 and args[0] == "serve" and args[1] in settings.OWNERS:
+        rest, fd = args[2:], 1
+        while rest:
+            if rest[0] == "--registry" and len(rest) > 1:
+                environment.PATH, rest = rest[1], rest[2:]
+            elif rest[0] == "--fd" and len(rest) > 1 and rest[1].isdigit():
+                fd, rest = int(rest[1]), rest[2:]
+            else:
+                print(USAGE, file=sys.stderr)
+                return 2
+        try:
+            return serve(args[1], fd)
+        except (OSError, ValueError) as exc:
+            print(f"vlgrpo.launch serve: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the entrypoint reports it
+            return 130
     if len(args) < 2 or args[0] not in ("settings", "derived") or args[1] not in settings.OWNERS:
         print(USAGE, file=sys.stderr)
         return 2
