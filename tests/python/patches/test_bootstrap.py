@@ -220,11 +220,20 @@ def test_switch_disable_one_patch(shim_dir):
             "print(json.dumps([rows, getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None),"
             "getattr(m.Qwen3VLMoeVisionModel.fast_pos_embed_interpolate, '__vlgrpo_patch__', None)]))")
     rows, router, vision = run_py(code, path=[shim_dir],
-                                  env={"VLGRPO_PATCHES_DISABLED": " qwen3_vl_moe.router_dtype ,"}).json
+                                  env={"VLGRPO_PATCHES_DISABLED": "qwen3_vl_moe.router_dtype"}).json
     assert rows["qwen3_vl_moe.router_dtype"] == "disabled" and router is None
     assert rows["qwen3_vl.vision_pos_embed"] == "applied" and vision == "qwen3_vl.vision_pos_embed"
     # the train-routing patch still checks the (unpatched, transformers) block: no training guard there
     assert rows["npu.qwen3_vl_moe.train_routing"] == "not needed"
+
+
+def test_an_invalid_disabled_list_leaves_every_patch_on_and_says_so(shim_dir):
+    # the registry's ids rule (the entrypoints refuse these values): spaces, an empty item, upper case
+    code = "import vlgrpo.patches as P; print(P.bootstrap_state()['disabled_ids'])"
+    for value in (" qwen3_vl_moe.router_dtype ,", "qwen3_vl_moe.router_dtype,", "Qwen3_vl_moe.router_dtype"):
+        proc = run_py(code, path=[shim_dir], env={"VLGRPO_PATCHES_DISABLED": value})
+        assert proc.returncode == 0 and proc.stdout.strip() == "()", (value, proc.stderr)
+        assert "VLGRPO_PATCHES_DISABLED: " in proc.stderr and "(ignored: its default applies)" in proc.stderr
 
 
 def test_unknown_disabled_id_is_named(shim_dir):

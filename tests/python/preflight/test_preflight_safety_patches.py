@@ -35,7 +35,7 @@ def test_the_records_mark_the_code_execution_and_exposure_fixes():
 
 
 def test_patches_off_for_a_launch_is_refused_naming_both_safety_patches(fixed_argv, monkeypatch):
-    for value in ("off", " OFF "):
+    for value in ("off",):
         monkeypatch.setenv("VLGRPO_PATCHES", value)
         report = run_preflight(fixed_argv, check_data=False, purpose="launch")
         hits = _hits(report)
@@ -47,16 +47,21 @@ def test_patches_off_for_a_launch_is_refused_naming_both_safety_patches(fixed_ar
 
 def test_one_safety_patch_disabled_is_refused_other_patches_and_bad_values_are_not(fixed_argv, monkeypatch):
     for pid in SAFETY:
-        monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", f"qwen3_vl.vision_pos_embed, {pid}")
+        monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", f"qwen3_vl.vision_pos_embed,{pid}")
         (hit,) = _hits(run_preflight(fixed_argv, check_data=False, purpose="launch"))
         assert hit.severity == "error" and pid in hit.what and f"remove {pid}" in hit.fix
     monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", "qwen3_vl.vision_pos_embed")
     assert not _hits(run_preflight(fixed_argv, check_data=False, purpose="launch"))
     # a value the entrypoints refuse fails closed: the patches stay on, nothing to refuse here
     monkeypatch.delenv("VLGRPO_PATCHES_DISABLED")
-    for value in ("no", "0", "false", "disabled"):
+    for value in ("no", "0", "false", "disabled", " OFF ", "Off"):  # the registry's enum is exact: on or off
         monkeypatch.setenv("VLGRPO_PATCHES", value)
         assert not _hits(run_preflight(fixed_argv, check_data=False, purpose="launch")), value
+    monkeypatch.delenv("VLGRPO_PATCHES")
+    for pid in SAFETY:  # an id list the entrypoints refuse (a space, an empty item) leaves every patch on
+        for value in (f"qwen3_vl.vision_pos_embed, {pid}", f"{pid},"):
+            monkeypatch.setenv("VLGRPO_PATCHES_DISABLED", value)
+            assert not _hits(run_preflight(fixed_argv, check_data=False, purpose="launch")), value
 
 
 def test_warn_cannot_waive_a_safety_patch_switched_off(fixed_argv, tmp_path, monkeypatch):

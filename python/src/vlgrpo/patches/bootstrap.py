@@ -10,10 +10,11 @@ calls :func:`vlgrpo.patches.chain.chain_sitecustomize`.
 
 What :func:`install` does
 -------------------------
-1. Reads the switches (:func:`vlgrpo.patches.state.read_switches`): ``VLGRPO_PATCHES=off`` disables everything;
-   any other value than ``off`` and ``on`` fails closed: the patches stay on, with a warning naming the accepted
-   values (also in strict mode); ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` disables single patches;
-   ``VLGRPO_PATCHES_STRICT=1`` makes every other failure raise instead of being logged and recorded.
+1. Reads the switches (:func:`vlgrpo.patches.state.read_switches`, by their registry rows): ``VLGRPO_PATCHES=off``
+   disables everything; any other value than ``off`` and ``on`` fails closed: the patches stay on, with a warning
+   naming the accepted values (also in strict mode); ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` disables single
+   patches; ``VLGRPO_PATCHES_STRICT=1`` makes every other failure raise instead of being logged and recorded. An
+   invalid list or strict value is its default (nothing left out; not strict), with a warning.
 2. Puts :class:`vlgrpo.patches.hooks.PostImportFinder` at the front of ``sys.meta_path`` and registers a
    post-import hook for every module that an enabled patch targets. Modules already imported when :func:`install`
    runs get their hooks at once.
@@ -28,7 +29,7 @@ import os
 import sys
 
 from vlgrpo.patches import hooks
-from vlgrpo.patches.state import OFF_VALUES, ON_VALUES, STATE, log_once, read_switches, strict
+from vlgrpo.patches.state import OFF_VALUES, ON_VALUES, STATE, log_once, read_switches, strict, switch_problems
 
 
 def _engine_hook(module):
@@ -52,6 +53,9 @@ def install(via="api"):
         STATE["via"] = via
         STATE["strict"] = strict()
         switch, all_off, wanted = read_switches()
+        for name, problem in switch_problems().items():
+            if name != "VLGRPO_PATCHES":  # (worded below)
+                log_once("bad-" + name, 30, f"vlgrpo.patches: {problem} (ignored: its default applies)")
         if all_off:
             STATE["enabled"] = False
             return STATE

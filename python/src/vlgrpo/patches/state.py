@@ -1,19 +1,23 @@
 """Process-wide patch state, the switches and the status names (imported at interpreter start).
 
 Standard library only, and only what the interpreter has already loaded (``os``): every other module of the
-package imports this one, and it imports none of them except :mod:`vlgrpo.patches.log`, lazily, to log.
+package imports this one, and it imports none of them except :mod:`vlgrpo.patches.log`, lazily, to log, and
+:mod:`vlgrpo.environment` (stdlib only), lazily, when a switch is set.
 
-Switches (read by :func:`read_switches`): ``VLGRPO_PATCHES=off`` (the one value, in any case and spacing, that the
-registry's enum ``on off`` allows) switches every patch off; any other value fails closed: the patches stay on, with
-a warning (never an error: this runs in every interpreter; a launch refuses the value itself);
-``VLGRPO_PATCHES_DISABLED=<id>,<id>`` switches single patches off;
-``VLGRPO_PATCHES_STRICT=1`` makes every failure raise instead of being logged and recorded (:func:`strict`).
+Switches (read by :func:`read_switches` and :func:`strict`), each a row of the registry (vlgrpo/environment.tsv) read
+by its rule, :func:`vlgrpo.environment.read_setting`, the one the entrypoints apply (vlgrpo.launch): an unset or
+empty switch is its default (every switch's default is empty: patches on, none left out, not strict; a test holds the
+registry to that, so an interpreter with no switch set reads no file); an invalid value is its default too, with a
+warning (:func:`switch_problems`, logged by the bootstrap), never an error: this runs in every interpreter, and a
+launch refuses the value itself. ``VLGRPO_PATCHES=off`` switches every patch off (the registry's enum is ``on off``:
+``OFF``, ``no`` or ``0`` keep them on); ``VLGRPO_PATCHES_DISABLED=<id>,<id>`` switches single patches off;
+``VLGRPO_PATCHES_STRICT=1`` (or true) makes every failure raise instead of being logged and recorded.
 """
 
 import os
 
-#: Values of ``VLGRPO_PATCHES`` (stripped, lower-cased) that switch every patch off / keep them on, the registry
-#: row's enum (python/src/vlgrpo/environment.tsv). Anything else (``no``, ``0``, ``false``, ``disabled``, ...) fails
+#: Values of ``VLGRPO_PATCHES`` that switch every patch off / keep them on, the registry row's enum
+#: (python/src/vlgrpo/environment.tsv). Anything else (``no``, ``0``, ``OFF``, `` off``, ``disabled``, ...) fails
 #: closed: on, with a warning, so a value the entrypoints refuse cannot switch the patches off in a Ray worker that
 #: got it another way (a job's runtime_env).
 OFF_VALUES = ("off",)
@@ -42,19 +46,50 @@ STATE = {
 _LOGGED = set()
 
 
+SWITCHES = ("VLGRPO_PATCHES", "VLGRPO_PATCHES_DISABLED", "VLGRPO_PATCHES_STRICT")
+_PROBLEMS = {}  # switch name -> the problem of its value (read_switches, strict)
+
+
+def _switch(name):
+    """The value of switch ``name`` by its registry rule (None: the default), recording a problem of its value."""
+    if not os.environ.get(name, ""):
+        _PROBLEMS.pop(name, None)
+        return None
+    try:
+        from vlgrpo import environment
+
+        value, problem = environment.read_setting(name)
+    except Exception as exc:  # the registry unreadable: fail closed (the default), and say why
+        value, problem = None, f"{name}: could not be checked against the registry ({type(exc).__name__}: {exc})"
+    if problem:
+        _PROBLEMS[name] = problem
+    else:
+        _PROBLEMS.pop(name, None)
+    return value
+
+
+def switch_problems():
+    """``{switch name: problem}`` of the switches read so far whose value is invalid (each then has its default)."""
+    return dict(_PROBLEMS)
+
+
 def strict() -> bool:
-    """True when ``VLGRPO_PATCHES_STRICT`` is set to a true value (1/true/yes/on)."""
-    return os.environ.get("VLGRPO_PATCHES_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+    """True when ``VLGRPO_PATCHES_STRICT`` is a true value of the registry's bool (true, True, 1)."""
+    return _switch("VLGRPO_PATCHES_STRICT") is True
 
 
 def read_switches():
     """The patch switches as :func:`vlgrpo.patches.bootstrap.install` reads them: ``(switch, all_off, disabled)``
-    with ``switch`` the lower-cased ``VLGRPO_PATCHES`` value, ``all_off`` whether it switches every patch off, and
-    ``disabled`` the ids listed in ``VLGRPO_PATCHES_DISABLED`` (a tuple, known or not). Also read by the
-    preflight."""
-    switch = os.environ.get("VLGRPO_PATCHES", "on").strip().lower()
-    raw = os.environ.get("VLGRPO_PATCHES_DISABLED", "")
-    return switch, switch in OFF_VALUES, tuple(x.strip() for x in raw.split(",") if x.strip())
+    with ``switch`` the ``VLGRPO_PATCHES`` value (``""`` unset; as written when invalid), ``all_off`` whether it
+    switches every patch off, and ``disabled`` the ids listed in ``VLGRPO_PATCHES_DISABLED`` (a tuple, known or not;
+    empty when the list is invalid). Also read by the preflight and the doctor."""
+    value = _switch("VLGRPO_PATCHES")
+    if value is None and "VLGRPO_PATCHES" in _PROBLEMS:
+        switch = os.environ.get("VLGRPO_PATCHES", "")
+    else:
+        switch = value or ""
+    disabled = _switch("VLGRPO_PATCHES_DISABLED")
+    return switch, value in OFF_VALUES, tuple(disabled or ())
 
 
 def enabled(patch_id: str) -> bool:
