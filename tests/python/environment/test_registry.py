@@ -130,6 +130,8 @@ def _reference(t, a, v, cwd):
             r"([0-9][0-9_]*(\.[0-9_]*)?|\.[0-9][0-9_]*)([eE]-?[0-9_]+)?", v)
     elif t == "addr":
         ok = _reference_addr_ok(v)
+    elif t == "uri":
+        ok = _reference_uri_ok(v)
     elif t == "envnames":
         items = v.split(",")
         ok = len(items) <= 64 and len(set(items)) == len(items) and all(
@@ -186,6 +188,32 @@ def test_every_value_follows_the_documented_rule_of_its_type(tmp_path):
     for t in {c[0] for c in cases}:
         outs = {w.split()[0] for (ct, _, _), w in zip(cases, want) if ct == t}
         assert outs == {"ok", "refused"}, (t, outs)
+
+
+def _reference_uri_ok(value):
+    """An independent rule for a uri value, read with the stdlib's URL parser: an http or https URL whose network
+    location is an addr host (default port allowed) without user info, with no parameters, query or fragment and a
+    path of unreserved characters (RFC 3986 section 2.3) and '/'; or a file: URL with no host whose path is a plain
+    absolute path (a path setting's characters)."""
+    import re
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(value)
+        port = u.port
+    except ValueError:
+        return False
+    if u.query or u.fragment or "?" in value or "#" in value or "@" in u.netloc:
+        return False
+    if u.scheme in ("http", "https") and value.startswith(u.scheme + "://"):
+        host = u.netloc.rsplit(":", 1)[0] if ":" in u.netloc else u.netloc
+        return bool(host) and _reference_addr_ok(f"{host}:{port or 80}") and \
+            (":" not in u.netloc or bool(re.fullmatch(r"[1-9][0-9]{0,4}", u.netloc.rsplit(":", 1)[1]))) and \
+            bool(re.fullmatch(r"[A-Za-z0-9._~/-]*", u.path))
+    if u.scheme == "file" and not u.netloc and value.startswith(("file:/", "file:///")):
+        rest = value[len("file:///"):] if value.startswith("file:///") else value[len("file:/"):]
+        return not rest or bool(re.fullmatch(r"[A-Za-z0-9._-][A-Za-z0-9._/-]*", rest))
+    return False
 
 
 def _reference_addr_ok(value):

@@ -89,7 +89,8 @@ def allowed_text(row: environment.Row) -> str:
         return a.replace("|", " or ")
     words = {"bool": "true, false", "enum": ", ".join(a.split()), "list": "comma list of: " + ", ".join(a.split()),
              "name": "letters, digits, . _ - (not a number)", "addr": "HOST:PORT", "ids": "comma list of ids",
-             "envnames": "comma list of variable names", "ipv4": "IPv4 address"}
+             "envnames": "comma list of variable names", "ipv4": "IPv4 address",
+             "uri": "http(s) URL or file: path"}
     if t == "path":
         return {"file": "existing file", "dir": "existing directory", "dirw": "writable directory"}.get(a, "path")
     return words.get(t, "")
@@ -127,6 +128,11 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
     if exc.reason == "path-dir":
         return (f"{exc.path} is not a readable directory",
                 f"create it or mount it (e.g. docker -v HOST_DIR:{exc.path})")
+    mlflow_credentials = ("credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
+                          "(or MLFLOW_TRACKING_TOKEN)")
+    if exc.reason == "uri-credentials":
+        return ("holds credentials (user:password@ or a token; value not shown): a URL is printed in plans and logs",
+                f"set the URL without them; {mlflow_credentials}")
     first, _, rest = a.partition(" ")
     texts = {
         "int": (f"{shown} is not an integer in {alts}",
@@ -148,6 +154,8 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
                      "list names such as NCCL_NET_PLUGIN,PYTHONPATH (letters, digits, '_'; at most 64)"),
         "ipv4": (f"{shown} is not an IPv4 address",
                  "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)"),
+        "uri": (f"{shown} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, nor a "
+                "file:///PATH", f"set e.g. http://mlflow:5000 or file:///checkpoints/mlruns; {mlflow_credentials}"),
     }
     if t not in texts:
         raise ValueError(f"setting {row.name} has unknown type {t}")
