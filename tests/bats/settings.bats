@@ -10,6 +10,7 @@ setup() {
   : >"$T/model2/config.json"
   : >"$T/data/train2.parquet"
   : >"$T/data/test2.parquet"
+  printf 'actor_rollout_ref.actor.optim.lr_warmup_steps_ratio: 0.1\n' >"$T/overrides.yaml"
   export VLGRPO_DRY_RUN=1
 }
 
