@@ -60,7 +60,7 @@ vg_check_resume() {
   return 0
 }
 
-# File-system types that hold a checkpoint volume (field case C03/issue 14): disk and network/cluster file
+# File-system types that hold a checkpoint volume (field case C03; the checkpoint-volume threat model): disk and network/cluster file
 # systems. An allowlist: anything else (tmpfs, ramfs, devtmpfs, hugetlbfs, overlay, aufs, fuse-overlayfs, proc,
 # sysfs, ...) vanishes with the container or the node, or is not a volume at all.
 VG_VOLUME_FS='^(ext2|ext3|ext4|xfs|btrfs|zfs|f2fs|jfs|nfs|nfs4|lustre|gpfs|ceph|cephfs|fuse\.ceph|beegfs|glusterfs|fuse\.glusterfs|cifs|smb3|virtiofs|wekafs|fuse\.juicefs|fuse\.s3fs|fuse\.gcsfuse)$'

@@ -5,7 +5,7 @@
 # Test hooks: the globals below are plain shell variables assigned when this file is sourced.
 # The environment cannot change them (they are not read from it), so a real run always inspects the
 # real /dev, /proc/self/mountinfo and container markers. Tests source the entrypoint, reassign them
-# and call the main function (tests/bats/helpers/with-hooks.sh).
+# and call the main function (tests/bats/helpers/run-entry.sh).
 VG_DEV_DIR=/dev
 VG_DRIVER_ROOT=/ # where the host driver and the image's CUDA/CANN are read (python -m vlgrpo devices --driver)
 VG_MOUNTINFO=/proc/self/mountinfo

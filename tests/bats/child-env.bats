@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The environment of every child of a launch is built from the registry (python/src/vlgrpo/environment.tsv),
 # not inherited: the recording stubs keep each child's whole environment (NNNN.<stub>.environ), so these tests
-# look at what the preflight, the cluster tool, verl and `ray start` really got. Issue 12, Why 1, 3, 4, 5, 7.
+# look at what the preflight, the cluster tool, verl and `ray start` really got: inherited variables, refused names, what each child needs and nothing more.
 
 setup() {
   load helpers/common

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The small faults of issue 12 (Why 8 / What to build 6), each with three or more instances of its kind: every one
+# The small faults of the launch environment, each with three or more instances of its kind: every one
 # is an exit-2 message naming the variable and the fix, with the other problems of the launch still reported.
 
 setup() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The attack review of the env branch (issue 12 / 14 threat model: whoever sets the launch's environment or writes
+# The attack review of the env branch (threat model of the environment and the checkpoint volume: whoever sets the launch's environment or writes
 # into the checkpoint volume): each finding as a test of what the children really get (the recording stubs keep
 # each child's environment and working directory).
 

@@ -232,7 +232,7 @@ mountinfo() {
   ! grep -nE 'TEST_(DEV_DIR|MOUNTINFO|CONTAINER_MARKER)' "$FA" "$VO" "$REPO_ROOT"/entrypoints/lib/*.sh || fail "an entrypoint reads a test hook variable"
 }
 
-@test "issue 14: checkpoint mounts of a non-volume type are refused (devtmpfs, hugetlbfs, fuse-overlayfs, aufs, ramfs)" {
+@test "checkpoint volume: checkpoint mounts of a non-volume type are refused (devtmpfs, hugetlbfs, fuse-overlayfs, aufs, ramfs)" {
   davinci 16
   unset VLGRPO_DRY_RUN
   local t
@@ -252,7 +252,7 @@ mountinfo() {
   done
 }
 
-@test "issue 14: a folder named 'mnt\\057vol' on the container layer is not taken for the mount mnt/vol (path compared as bytes)" {
+@test "checkpoint volume: a folder named 'mnt\\057vol' on the container layer is not taken for the mount mnt/vol (path compared as bytes)" {
   davinci 16
   unset VLGRPO_DRY_RUN
   mkdir -p "$T/mnt/vol" "$T/mnt\\057vol"
@@ -269,7 +269,7 @@ mountinfo() {
   assert_success
 }
 
-@test "issue 14: a real ext4 loop mount is accepted in a container, the real /dev (devtmpfs) is refused" {
+@test "checkpoint volume: a real ext4 loop mount is accepted in a container, the real /dev (devtmpfs) is refused" {
   # mkfs.ext4 lives in /usr/sbin, which the CI's PATH (env -i: /usr/local/bin:/usr/bin:/bin) lacks
   local mkfs
   mkfs=$(PATH=$PATH:/usr/sbin:/sbin command -v mkfs.ext4) || mkfs=""
@@ -292,7 +292,7 @@ mountinfo() {
   [[ $stderr == *"VLGRPO_CHECKPOINT_DIR: /dev is on a devtmpfs mount (/dev)"* || $stderr == *"VLGRPO_CHECKPOINT_DIR: /dev is on a tmpfs mount (/dev)"* ]] || fail "$stderr"
 }
 
-@test "issue 14: VLGRPO_RESUME_FROM_PATH outside the checkpoint folder needs a vlgrpo manifest" {
+@test "checkpoint volume: VLGRPO_RESUME_FROM_PATH outside the checkpoint folder needs a vlgrpo manifest" {
   davinci 16
   mkdir -p "$T/elsewhere/global_step_7" "$T/ckpt/global_step_3"
   VLGRPO_RESUME_MODE=resume_path VLGRPO_RESUME_FROM_PATH=$T/elsewhere/global_step_7 entry fa

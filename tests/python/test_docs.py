@@ -255,8 +255,6 @@ def test_paths_named_in_the_docs_and_comments_exist():
     assert not bad, "paths named that do not exist (rename the reference or restore the file):\n" + "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="entrypoints/lib/node.sh:8 names tests/bats/helpers/with-hooks.sh, which does "
-                   "not exist; the launcher rewrite owns both folders: drop this marker when it lands")
 def test_paths_named_in_the_launcher_comments_exist():
     bad = _broken_references(lambda rel: rel.startswith(_LAUNCHER))
     assert not bad, "paths named in entrypoints/ and tests/bats/ that do not exist:\n" + "\n".join(bad)
@@ -285,8 +283,6 @@ def test_no_bare_issue_numbers_in_code_tests_or_docs():
         "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="entrypoints/, tests/bats/*.bats and one patch fix still cite issue numbers; "
-                   "their owners' branches rewrite them: drop this marker when the last lands")
 def test_no_bare_issue_numbers_in_the_launcher_and_the_fixes():
     bad = _bare_issue_numbers(lambda rel: rel.startswith(_OWNED_ELSEWHERE))
     assert not bad, "\n".join(bad)

@@ -1,4 +1,4 @@
-"""Patch ``qwen3_vl_moe.grouped_experts``: the Qwen3-VL-MoE text experts of transformers 4.57.x on GPU (issue 15).
+"""Patch ``qwen3_vl_moe.grouped_experts``: the Qwen3-VL-MoE text experts of transformers 4.57.x on GPU.
 
 transformers 4.57.x ``Qwen3VLMoeTextExperts.forward`` (``modeling_qwen3_vl_moe.py``) runs a Python loop over the hit
 experts in training, with one ``torch.where`` (a host sync) per expert per layer, and in eval mode repeats every
