@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the system tools the test suites need, from Debian's repositories, if they are missing:
-# bats-core with bats-support, bats-assert and bats-file (loaded with bats_load_library), shellcheck, and
+# bats-core with bats-support, bats-assert and bats-file (loaded with bats_load_library), GNU parallel (bats --jobs:
+# tests/bats/run.sh runs two files at a time), shellcheck, and
 # Slurm 22.05 (slurm-wlm: slurmctld, slurmd, the client commands) with munge for tests/slurm (a private
 # two-node Slurm on loopback that the test starts itself, by absolute path: the daemons live in /usr/sbin).
 set -Eeuo pipefail
@@ -17,6 +18,7 @@ for lib in bats-support bats-assert bats-file; do
   [[ -d /usr/lib/bats/$lib ]] || need+=("$lib")
 done
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v parallel >/dev/null 2>&1 || need+=(parallel)
 for bin in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sbatch; do
   [[ -x $bin ]] || { need+=(slurm-wlm); break; }
 done

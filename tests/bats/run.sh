@@ -4,6 +4,9 @@
 # Usage: tests/bats/run.sh [--fast] [FILE.bats...]   (default: all of tests/bats/*.bats)
 #   --fast  only the files of FAST below (make check): each takes seconds, not minutes, on the 2-core CI machine
 #           (per-file times in bench/RESULTS.md, "Test tiers"); make test-bats runs every file
+# Files run BATS_JOBS at a time (default 2, one per core of the CI machine: most cases wait on one bash or Python
+# child at a time), each file's cases one after another (bats --jobs with --no-parallelize-within-files, which needs
+# GNU parallel: scripts/install-test-tools.sh installs it); BATS_JOBS=1 runs one file at a time.
 set -Eeuo pipefail
 cd "$(dirname -- "${BASH_SOURCE[0]}")"
 FAST=(env-corpus.bats)
@@ -21,7 +24,15 @@ tap=$(mktemp)
 trap 'rm -f -- "$tap"' EXIT
 rc=0
 start=$SECONDS
-bats --tap "${files[@]}" | tee "$tap" || rc=$?
+jobs=${BATS_JOBS:-2}
+[[ $jobs =~ ^[1-9][0-9]?$ ]] || { echo "bats: BATS_JOBS=$jobs: give a number of parallel files from 1 to 99" >&2; exit 2; }
+parallel=()
+if ((jobs > 1 && ${#files[@]} > 1)); then
+  command -v parallel >/dev/null 2>&1 ||
+    { echo "bats: BATS_JOBS=$jobs needs GNU parallel (scripts/install-test-tools.sh, or BATS_JOBS=1)" >&2; exit 2; }
+  parallel=(--jobs "$jobs" --no-parallelize-within-files)
+fi
+bats --tap "${parallel[@]}" "${files[@]}" | tee "$tap" || rc=$?
 passed=$(grep -c '^ok ' "$tap" || true)
 failed=$(grep -c '^not ok ' "$tap" || true)
 skipped=$(grep -c '^ok .* # skip' "$tap" || true)
