@@ -125,6 +125,27 @@ REFUSED = [
     ("reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor", 0.5, "write it with a '+': +reward_model"),
     ("+trainer.total_epochz", 3, "(did you mean trainer.total_epochs?)"),
     ("algorithm.kl_ctrl", 0.1, "is a mapping in verl's config"),
+    # values that name a file, folder, URL or model: a path is a setting's (the tokenizer path reaches os.system in
+    # verl's hdfs_io for an hdfs:// value; a rollout or validation dump folder is where generations are written)
+    ("actor_rollout_ref.model.tokenizer_path", "hdfs://x;touch /tmp/p;#", "names a file, folder, URL or model"),
+    ("actor_rollout_ref.model.hf_config_path", "/tmp/evil", "names a file, folder, URL or model"),
+    ("trainer.rollout_data_dir", "/tmp/steal", "names a file, folder, URL or model"),
+    ("trainer.validation_data_dir", "/tmp/steal", "names a file, folder, URL or model"),
+    ("global_profiler.save_path", "/tmp/x", "names a file, folder, URL or model"),
+    # the inference engine's own arguments: vLLM reads unique prefixes and imports the classes some options name
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.trust_remote_cod", True, "the inference engine's own argument"),
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.tokenizer", "evil_tok", "the inference engine's own argument"),
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls", "evil.Ext",
+     "the inference engine's own argument"),
+    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.limit_mm_per.video", 5, "the inference engine's own argument"),
+    # a config group or a whole section
+    ("model_engine", "megatron", "is a top-level key of verl's config"),
+    ("trainer", 3, "is a top-level key of verl's config"),
+    # text that is not a plain word: paths, commands, terminal controls, non-ASCII
+    ("actor_rollout_ref.actor.optim.lr_scheduler_type", "run/../../x", "is not a plain word"),
+    ("actor_rollout_ref.actor.optim.lr_scheduler_type", "a;b", "is not a plain word"),
+    ("actor_rollout_ref.actor.optim.lr_scheduler_type", "ok\u009b2K", "is not a plain word"),
+    ("actor_rollout_ref.actor.optim.lr_scheduler_type", "caf\u00e9", "is not a plain word"),
 ]
 
 
@@ -282,3 +303,18 @@ def test_cli_prints_nul_separated_overrides_or_exits_2_naming_file_and_key(tmp_p
     os.chmod(bad, 0o666)  # the one path rule: a file others can write is refused before it is read
     assert overrides.main(args + ["--file", str(bad), "--"] + r["template"]) == 2
     assert "VLGRPO_OVERRIDES_FILE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, secret", [
+    ('password: "SECRETPW123\n', "SECRETPW123"),
+    ("[global]\nindex-url = https://__token__:pypi-AgEIcHlwaS5vcmc@example.org/simple\n", "pypi-AgEIcHlwaS5vcmc"),
+    ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key: [x\n", "AKIAIOSFODNN"),
+])
+def test_a_yaml_error_names_the_problem_and_place_never_the_text(tmp_path, text, secret):
+    # the setting can be pointed at any readable file, a credentials file included: PyYAML's message quotes a
+    # snippet of it, which would reach the launch's log
+    f = tmp_path / "ov.yaml"
+    f.write_text(text)
+    with pytest.raises(OverridesError) as err:
+        overrides.read_file(str(f))
+    assert secret not in str(err.value) and "line" in str(err.value), err.value

@@ -56,6 +56,18 @@ LAYOUT_LEAVES = re.compile(r"nnodes|n_gpus_per_node|nproc_per_node|world_size|de
 OWNED_TREES = ("ray_kwargs", "hydra")
 _KEY = re.compile(r"(\+)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
 _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f'\"\\]")
+#: the only text values an override may have: a plain word (verl's enum-like options, names of runs and projects).
+#: Paths, URLs, module names with '/' or ':', commands and anything non-ASCII go through the VLGRPO_* settings that
+#: check them (a tokenizer_path of 'hdfs://x;cmd' reaches os.system in verl's hdfs_io; a plain 'org/repo' a Hub
+#: download)
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+#: key leaves whose value names a file, a folder, a URL or a model to load: a path is a setting's, checked by the
+#: one path rule (rollout_data_dir, validation_data_dir, save_path, tokenizer_path, hf_config_path, model.path, ...)
+_PATH_LEAF = re.compile(r"(.*_)?(path|paths|dir|dirs|file|files|url|uri|root|folder|repo|repo_id|model_id)")
+#: subtrees handed to another program's own argument parser without verl's config types: vLLM and SGLang read
+#: unique prefixes of their options (trust-remote-cod is --trust-remote-code) and import classes they name
+#: (worker_extension_cls, logits_processors); they are the recipe's, through its settings
+_ENGINE_TREES = ("engine_kwargs",)
 
 
 class OverridesError(Exception):
@@ -125,8 +137,11 @@ def read_file(path: str) -> list[Entry]:
                                      "plain values")
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise OverridesError(f"is not valid YAML ({' '.join(str(exc).split())}); write one 'key: value' per "
-                             "line") from exc
+        # the problem and where, never PyYAML's snippet of the text (the file may be a secret that was pointed at)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or type(exc).__name__
+        raise OverridesError(f"is not valid YAML ({what}{where}); write one 'key: value' per line") from exc
     if root is None:
         return []
     if not isinstance(root, yaml.MappingNode):
@@ -361,6 +376,11 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
             continue
         key = e.name
         parts = key.split(".")
+        if len(parts) == 1:
+            bad("is a top-level key of verl's config: it selects a config group (model_engine picks which files "
+                "Hydra composes) or replaces a whole section", "set the keys inside it one by one, e.g. "
+                "trainer.total_epochs")
+            continue
         if isinstance(e.value, str):
             if len(e.value) > MAX_VALUE_LEN:
                 bad(f"the value is longer than {MAX_VALUE_LEN} characters", "shorten it")
@@ -404,6 +424,23 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
             bad("is a layout/device key: the entrypoint plans nodes, devices and parallel sizes from the VLGRPO_* "
                 "layout settings and the node, and checks them together",
                 "use the recipe's layout settings (--help lists them), or remove it")
+            continue
+        engine = next((p for p in parts if p in _ENGINE_TREES), None)
+        if engine is not None:
+            bad(f"{engine}.* goes to the inference engine's own argument parser, not through verl's typed config "
+                "(vLLM takes unique prefixes of its options, e.g. trust-remote-cod for --trust-remote-code, and "
+                "imports the classes some of them name)",
+                "remove it; the engine options the recipe supports are VLGRPO_* settings (--help)")
+            continue
+        if _PATH_LEAF.fullmatch(parts[-1]):
+            bad("names a file, folder, URL or model to load: paths are set through the VLGRPO_* settings, which "
+                "check them by the one path rule (VLGRPO_MODEL_PATH, VLGRPO_CHECKPOINT_DIR, ...)",
+                "use the setting that owns it, or remove it")
+            continue
+        if isinstance(e.value, str) and not _PLAIN_WORD.fullmatch(e.value):
+            bad("the text value is not a plain word (ASCII letters, digits, '_', '.', '-'; at most 128): paths, "
+                "URLs and commands are not override values", "write a number, true/false or a plain word; "
+                "paths go through the VLGRPO_* settings that check them")
             continue
         node = _node(base, key)
         if e.plus:
