@@ -640,6 +640,32 @@ def _dir_problem(path, protect, must_exist):
     return ""
 
 
+def _tmpdir_owner_problem(path):
+    """Why the temporary folder ``path`` (it passed :func:`_dir_problem`) lets another user replace what the launch
+    writes there (its working folder, the overrides it checked, the preflight's argv): a folder owned by another
+    user (its owner may rename or delete every entry, sticky bit or not), or one that others can write unless it
+    is a root-owned sticky folder such as ``/tmp``; and the folders above it by the one path rule
+    (:mod:`vlgrpo.pathrule`, OpenSSH StrictModes). ``""`` when it passes."""
+    import stat
+
+    from . import pathrule
+
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return ""
+    uid = os.geteuid()
+    if st.st_uid not in (0, uid):
+        return (f"is owned by uid {st.st_uid}, not by root or the launching user (uid {uid}): its owner can replace "
+                "the files the launch writes there")
+    if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
+        return f"can be written by others (mode {stat.S_IMODE(st.st_mode):04o}) and is not a root-owned sticky folder like /tmp"
+    parent = os.path.dirname(real)
+    problem = pathrule.check_path(parent, kind="dir", uid=uid) if parent != real else None
+    return f"lies below {problem.text()}" if problem else ""
+
+
 #: the check of a variable without a registry row that VLGRPO_PASS_ENV names: ``shaped`` (its loads and peer
 #: shapes pass, being requested; a path-shaped name gets the ``dirs`` rule)
 UNLISTED = Row(["(no row)", "-", "pass-on-request", "shaped"] + ["-"] * (len(COLUMNS) - 4))
@@ -721,7 +747,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     if t in ("tmpdir", "dir"):
         if t == "dir" and not value:
             return ""
-        return _dir_problem(value, protect, must_exist=(t == "tmpdir"))
+        return _dir_problem(value, protect, must_exist=(t == "tmpdir")) or (
+            _tmpdir_owner_problem(value) if t == "tmpdir" else "")
     if t == "shaped":
         kind = shape(name)
         if kind in ("loads", "peer") and name not in pass_env:

@@ -1,0 +1,56 @@
+"""TMPDIR: the launch writes its working folder, the checked overrides and the preflight's argv there, so a folder
+whose owner is another user (who may rename or delete every entry, sticky bit or not) is refused, and so are the
+folders above it that fail the one path rule; /tmp (root's, sticky) and a folder of the launching user pass."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from vlgrpo import environment
+
+
+def _tmpdir_row():
+    return next(r for r in environment.rows() if r.name == "TMPDIR")
+
+
+def test_tmp_and_an_own_folder_pass(tmp_path):
+    row = _tmpdir_row()
+    assert environment.check_value(row, "/tmp") == ""
+    own = tmp_path / "t"
+    own.mkdir(mode=0o700)
+    assert environment.check_value(row, str(own)) == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a folder to another uid")
+@pytest.mark.parametrize("mode", [0o1777, 0o0755, 0o0700])
+def test_a_folder_owned_by_another_user_is_refused_whatever_its_mode(tmp_path, mode):
+    other = tmp_path / "other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    other.chmod(mode)
+    tmp_path.chmod(0o755)
+    why = environment.check_value(_tmpdir_row(), str(other))
+    assert "owned by uid 65534" in why and "can replace" in why, why
+
+
+def test_a_group_writable_folder_of_ones_own_is_refused(tmp_path):
+    shared = tmp_path / "g"
+    shared.mkdir()
+    shared.chmod(0o0775)
+    why = environment.check_value(_tmpdir_row(), str(shared))
+    assert "can be written by others (mode 0775)" in why, why
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a folder to another uid")
+def test_a_folder_below_another_users_folder_is_refused(tmp_path):
+    parent = tmp_path / "theirs"
+    parent.mkdir()
+    os.chown(parent, 65534, 65534)
+    parent.chmod(0o755)
+    mine = parent / "mine"
+    mine.mkdir(mode=0o700)
+    os.chown(mine, 0, 0)
+    why = environment.check_value(_tmpdir_row(), str(mine))
+    assert why.startswith("lies below ") and "owned by" in why, why
