@@ -90,7 +90,18 @@ def parse_loggers(text: str) -> tuple[str, ...]:
 
 def read_key_file(path: str) -> tuple[str, str]:
     """``(key, "")`` from a key file, or ``("", why)``: a readable regular file of at most 4 KiB holding one line,
-    the key (letters, digits, ``_ . -``, 20-400 characters). The contents are never part of ``why``."""
+    the key (letters, digits, ``_ . -``, 20-400 characters), that passes the one path rule
+    (:func:`vlgrpo.pathrule.check_path`: no other user can replace it or a folder above it, since whoever can
+    send the run's metrics to their own account, or a token of theirs to the tracker). The contents are never part
+    of ``why``."""
+    from vlgrpo.pathrule import check_path
+
+    if any(p == k or p.startswith(k + "/") for p in (os.path.abspath(path), os.path.realpath(path))
+           for k in ("/proc", "/sys", "/dev")):
+        return "", f"{path} is a kernel or device file, not a key file"
+    problem = check_path(path, kind="file")
+    if problem is not None:
+        return "", f"{problem.text()} (the path rule: {problem.fix})"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -122,8 +133,12 @@ def read_key_file(path: str) -> tuple[str, str]:
 def _folder_problem(path: str) -> str:
     """Why the logger may not write its files to folder ``path`` (the path rule, :mod:`vlgrpo.pathrule`, and write
     access for this user), or ''."""
-    from vlgrpo.pathrule import check_path
+    from vlgrpo.pathrule import check_path, resolved
 
+    real = resolved(path)
+    given = os.path.abspath(path)
+    if any(p == k or p.startswith(k + "/") for p in (given, real) for k in ("/proc", "/sys", "/dev")):
+        return f"{path} is a kernel or device folder ({real}), not a folder for the logger's files"
     problem = check_path(path, kind="dir")
     if problem is not None:
         return f"{problem.text()} (the path rule: {problem.fix})"

@@ -193,3 +193,28 @@ def test_the_command_line_prints_one_record_per_line_and_exits_2_on_a_problem(fo
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert environment.main(["trackers", "--owner=vo", "--loggers=mlflow"]) == 2
     assert capsys.readouterr().out.startswith("problem\tVLGRPO_MLFLOW_TRACKING_URI\tunset")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a file to another uid")
+def test_a_swanlab_key_file_another_user_can_replace_is_refused(tmp_path):
+    # whoever can replace the key file sends the run's metrics to their own account (or a token of the run's
+    # to the tracker): the file and the folders above it pass the one path rule
+    tmp_path.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    theirs.write_text(KEY + "\n")
+    os.chown(theirs, 65534, 65534)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "key").write_text(KEY + "\n")
+    for path, why in ((theirs, "owned by"), (shared / "key", "can be written by every user")):
+        p = trackers.plan("swanlab", {"VLGRPO_SWANLAB_API_KEY_FILE": str(path)})
+        assert p.exports == {} and why in p.problems[0][1], p
+
+
+@pytest.mark.parametrize("path", ["/proc/self/cwd", "/proc/self/root/tmp", "/dev/shm", "/sys/kernel"])
+def test_kernel_and_device_folders_are_not_tracker_folders(path):
+    p = trackers.plan("tensorboard", {"VLGRPO_TENSORBOARD_DIR": path})
+    assert p.exports == {} and "kernel or device" in p.problems[0][1], p
+    p = trackers.plan("swanlab", {"VLGRPO_SWANLAB_API_KEY_FILE": "/proc/self/environ"})
+    assert p.exports == {} and "kernel or device file" in p.problems[0][1], p
