@@ -15,6 +15,11 @@ added to every task's environment on that node) gives each node its own ``VLGRPO
 ``VLGRPO_RAY_AGENT_PORT`` (two Ray nodes on one host need distinct ones). ``KillWait=120``, so a Ray process that
 is gone within 30 s of ``scancel`` was stopped by the SIGTERM handling of the example and of ray-node.sh, not by
 Slurm's SIGKILL.
+
+Each node has 8 NPUs as a generic resource (``GresTypes=npu``, ``Gres=npu:8``; a ``gres.conf`` of counts without
+device files), so the example's ``--gres=npu:8`` on every device step is granted or refused by Slurm itself.
+``node_own_folder`` gives one node a folder of its own in place of a shared one (a bind mount in that slurmd's
+mount namespace only): a node whose checkpoint folder is not the shared storage.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from reaper import descendants  # live processes below a PID (the reaper's own walk of /proc)
@@ -150,6 +156,7 @@ class SlurmCluster:
         self.ckpt = self.root / "ckpt"
         self.bind_ckpt = False
         self.ckpt_volume = ""
+        self.npus = 8  # generic resource npu per node
 
     # ---- configuration --------------------------------------------------------------------------
     def write_task_prolog(self) -> Path:
@@ -170,9 +177,12 @@ class SlurmCluster:
     def write_conf(self) -> None:
         r = self.root
         nodes = "\n".join(
-            f"NodeName={n} NodeAddr={ip} NodeHostname={self.hostname} Port={self.node_port[n]} CPUs=1 State=UNKNOWN"
+            f"NodeName={n} NodeAddr={ip} NodeHostname={self.hostname} Port={self.node_port[n]} CPUs=1 "
+            f"Gres=npu:{self.npus} State=UNKNOWN"
             for n, ip in self.node_ip.items()
         )
+        # slurmd reads gres.conf beside slurm.conf: counts only (NPUs have no GRES plugin, the stand-ins no devices)
+        (self.conf.parent / "gres.conf").write_text(f"Name=npu Count={self.npus}\n")
         self.conf.write_text(f"""\
 # private test cluster (tests/slurm/slurm_harness.py)
 ClusterName=vlgrpo{os.getpid()}
@@ -203,6 +213,7 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MailProg=/bin/true
+GresTypes=npu
 KillWait=120
 InactiveLimit=0
 MinJobAge=600
@@ -274,6 +285,23 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
             return ""
         self.ckpt.chmod(0o755)
         return str(image)
+
+    @contextmanager
+    def node_own_folder(self, node: str, folder: Path):
+        """While in the block, ``node`` sees an empty folder of its own at ``folder`` (a bind mount of
+        ``ROOT/own-NODE`` there, made in that slurmd's mount namespace: the other node and this process still see
+        the shared one), as a node without the shared storage mounted at that path would. Needs the nodes' own
+        mount namespaces (``self.bind_ckpt``); yields the node's folder."""
+        if not self.bind_ckpt:
+            raise RuntimeError("the nodes share this process's mount namespace (unshare --mount failed)")
+        own = self.root / f"own-{node}"
+        own.mkdir(exist_ok=True)
+        enter = ["nsenter", f"--target={self.daemons[node].reaper_pid}", "--mount", "--"]
+        subprocess.run([*enter, "mount", "--bind", str(own), str(folder)], check=True, capture_output=True, timeout=60)
+        try:
+            yield own
+        finally:
+            subprocess.run([*enter, "umount", str(folder)], check=True, capture_output=True, timeout=60)
 
     def _nodes_idle(self) -> bool:
         out = self.run(str(CLIENTS["sinfo"]), "-h", "-N", "-o", "%N %t", check=False)

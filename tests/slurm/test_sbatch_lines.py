@@ -1,6 +1,8 @@
 """The srun lines of examples/slurm/fully-async-grpo.sbatch, with recording stand-ins for srun, squeue, scancel
 and scontrol (tests/slurm/stubs): the CONTAINER=pyxis mode (pyxis/enroot cannot be installed here, so this is the
-only check of its --container-* lines), the CONTAINER=none lines, the stop order, the SIGTERM a time limit sends
+only check of its --container-* lines), the CONTAINER=none lines, the accelerator request of every step, the check
+that the checkpoint folder is one file system on every node (the stub reads a node's file through the step's mounts;
+STUB_LOCAL_CKPT gives a node a checkpoint folder of its own), the stop order, the SIGTERM a time limit sends
 (--signal=B:TERM@120), a node step that ends early, and every refusal of the script's own settings.
 
 The script runs under bash directly, as the batch step would run it, with SLURM_JOB_ID and SLURM_JOB_NODELIST set.
@@ -73,6 +75,8 @@ def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VL
     (tmp / "ray-node.env").write_text("\n".join(["# node settings", *node_lines]) + "\n")
     (tmp / "vlgrpo.env").write_text("\n".join(recipe_lines) + "\n")
     (tmp / "plan").write_text(plan)
+    (tmp / "ckpt").mkdir(exist_ok=True)  # the shared checkpoint folder (the batch shell writes its token there)
+    (tmp / "vlgrpo.sqsh").write_bytes(b"hsqs")  # the image file the batch shell finds on the head node
     base = {
         "PATH": f"{STUBS}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp),
@@ -81,12 +85,12 @@ def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VL
         "STUB_HOSTS": hosts,
         "STUB_RECORD": str(tmp / "record"),
         "STUB_HEAD_PLAN": str(tmp / "plan"),
-        "IMAGE": "/images/vlgrpo.sqsh",
+        "IMAGE": str(tmp / "vlgrpo.sqsh"),
         "IFNAME": "ib0",
         "RAY_PORT": "6380",
         "MODEL_DIR": "/srv/models/Qwen3-VL-30B-A3B-Instruct",
         "DATA_DIR": "/srv/geo3k",
-        "CKPT_DIR": "/shared/ckpt",
+        "CKPT_DIR": str(tmp / "ckpt"),
         "VLGRPO_ENV": str(tmp / "vlgrpo.env"),
         "RAY_NODE_ENV": str(tmp / "ray-node.env"),
     }
@@ -100,9 +104,11 @@ def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VL
 
 
 def by_role(calls: list[dict]) -> dict[str, list[dict]]:
-    roles: dict[str, list[dict]] = {"plan": [], "head": [], "worker": [], "recipe": []}
+    roles: dict[str, list[dict]] = {"check": [], "plan": [], "head": [], "worker": [], "recipe": []}
     for c in calls:
-        if c["argv"][-1] == "head" and c["env"].get("VLGRPO_DRY_RUN") == "1":
+        if c["argv"][0] == "--job-name=vlgrpo-ckpt-check":
+            roles["check"].append(c)
+        elif c["argv"][-1] == "head" and c["env"].get("VLGRPO_DRY_RUN") == "1":
             roles["plan"].append(c)
         elif c["argv"][-1] in ("head", "worker"):
             roles[c["argv"][-1]].append(c)
@@ -123,20 +129,21 @@ def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tm
     run = start(tmp_path, NODE_LINES).finish()
     assert run.rc == 0, run.err
     roles = by_role(run.calls())
-    assert [len(roles[r]) for r in ("plan", "head", "worker", "recipe")] == [1, 1, 2, 1], run.calls()
-    container = ["--container-image=/images/vlgrpo.sqsh",
+    assert [len(roles[r]) for r in ("check", "plan", "head", "worker", "recipe")] == [3, 1, 1, 2, 1], run.calls()
+    container = [f"--container-image={tmp_path}/vlgrpo.sqsh", "--container-name=vlgrpo-77",
                  "--container-mounts=/srv/models/Qwen3-VL-30B-A3B-Instruct:/models/Qwen3-VL-30B-A3B-Instruct:ro,"
-                 f"/srv/geo3k:/data/geo3k:ro,/shared/ckpt:/checkpoints,{NPU_MOUNTS}",
+                 f"/srv/geo3k:/data/geo3k:ro,{tmp_path}/ckpt:/checkpoints,{NPU_MOUNTS}",
                  "--no-container-remap-root"]
+    devices = ["--gres=npu:8"]  # Ascend A2's 8 NPUs per node: no per-node count in the recipe file
     exports = "PATH,HOME,VLGRPO_PLATFORM,HCCL_SOCKET_IFNAME,GLOO_SOCKET_IFNAME"
     file_names = "VLGRPO_RAY_NUM_CPUS,VLGRPO_RAY_TEMP_DIR,NCCL_IB_HCA,GLOO_SOCKET_IFNAME"
     # the dry run of ray-node.sh on the head node, whose plan gives the head's address
-    assert roles["plan"][0]["n"] == "0000"
-    assert roles["plan"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *container,
-                                        f"--export={exports},VLGRPO_DRY_RUN,VLGRPO_RAY_PORT,{file_names}",
+    assert roles["plan"][0]["n"] == "0003"  # after the checkpoint-folder check on the three nodes
+    assert roles["plan"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *devices,
+                                        *container, f"--export={exports},VLGRPO_DRY_RUN,VLGRPO_RAY_PORT,{file_names}",
                                         "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
-    assert roles["head"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *container,
-                                        f"--export={exports},VLGRPO_RAY_PORT,{file_names}",
+    assert roles["head"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *devices,
+                                        *container, f"--export={exports},VLGRPO_RAY_PORT,{file_names}",
                                         "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
     head_env = roles["head"][0]["env"]
     assert head_env["VLGRPO_RAY_PORT"] == "6380" and "VLGRPO_RAY_HEAD" not in head_env
@@ -146,14 +153,14 @@ def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tm
         {"VLGRPO_PLATFORM": "npu", "HCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "ib0"}
     workers = sorted(roles["worker"], key=lambda c: c["argv"][4])
     for node, c in zip(("n2", "n3"), workers):
-        assert c["argv"] == ["--job-name=vlgrpo-ray-worker", "--nodes=1", "--ntasks=1", "-w", node, *container,
+        assert c["argv"] == ["--job-name=vlgrpo-ray-worker", "--nodes=1", "--ntasks=1", "-w", node, *devices, *container,
                              f"--export={exports},VLGRPO_RAY_HEAD,VLGRPO_RAY_NUM_CPUS,NCCL_IB_HCA,GLOO_SOCKET_IFNAME",
                              "/opt/vlgrpo/entrypoints/ray-node.sh", "worker"]
         assert c["env"]["VLGRPO_RAY_HEAD"] == "10.1.0.1:6380"  # the address of the head's own plan
         assert "VLGRPO_RAY_TEMP_DIR" not in c["env"]  # ray-node.sh refuses it on a worker
     recipe = roles["recipe"][0]
     assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
-                              *container, "--export=ALL", "/opt/vlgrpo/entrypoints/fully-async-grpo.sh"]
+                              *devices, *container, "--export=ALL", "/opt/vlgrpo/entrypoints/fully-async-grpo.sh"]
     env = recipe["env"]
     assert env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380" and env["VLGRPO_PLATFORM"] == "npu"
     assert env["VLGRPO_TRAINER_NNODES"] == "2" and env["VLGRPO_ROLLOUT_NNODES"] == "1"  # from VLGRPO_ENV
@@ -174,18 +181,18 @@ def test_none_mode_runs_the_tree_entrypoints_on_the_nodes(tmp_path):
     assert run.rc == 0, run.err
     roles = by_role(run.calls())
     head = roles["head"][0]
-    assert head["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1",
+    assert head["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", "--gpus-per-node=8",
                             "--export=PATH,HOME,LD_LIBRARY_PATH,PYTHONPATH,VLGRPO_PLATFORM,NCCL_SOCKET_IFNAME,"
                             "GLOO_SOCKET_IFNAME,VLGRPO_RAY_PORT", f"{REPO}/entrypoints/ray-node.sh", "head"]
     assert head["env"]["VLGRPO_PLATFORM"] == "gpu" and head["env"]["NCCL_SOCKET_IFNAME"] == "ib0"
     assert head["env"]["LD_LIBRARY_PATH"] == "/opt/cuda/lib64"
     recipe = roles["recipe"][0]
     assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
-                              "--export=ALL", f"{REPO}/entrypoints/fully-async-grpo.sh"]
+                              "--gpus-per-node=8", "--export=ALL", f"{REPO}/entrypoints/fully-async-grpo.sh"]
     env = recipe["env"]
     assert (env["VLGRPO_MODEL_PATH"], env["VLGRPO_TRAIN_FILE"], env["VLGRPO_VAL_FILE"], env["VLGRPO_CHECKPOINT_DIR"]) \
         == ("/srv/models/Qwen3-VL-30B-A3B-Instruct", "/srv/geo3k/train.parquet", "/srv/geo3k/test.parquet",
-            "/shared/ckpt")
+            str(tmp_path / "ckpt"))
     assert env["VLGRPO_PLATFORM"] == "gpu" and env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380"
 
 
@@ -205,7 +212,7 @@ def test_sigterm_to_the_batch_shell_stops_every_step_then_the_head(tmp_path):
     # --signal=B:TERM@120 sends SIGTERM to the batch shell alone, 120 s before the time limit
     run = start(tmp_path, STUB_RECIPE_SECONDS="60")
     deadline = time.monotonic() + 30
-    while len(list((tmp_path / "record").glob("*.pid"))) < 5 and time.monotonic() < deadline:
+    while len(list((tmp_path / "record").glob("*.pid"))) < 8 and time.monotonic() < deadline:  # 3 checks, plan, 4 steps
         time.sleep(0.1)
     time.sleep(0.5)
     os.kill(run.proc.pid, signal.SIGTERM)  # to the batch shell alone (B:), not its steps
@@ -285,7 +292,7 @@ def test_a_head_without_an_address_on_ifname_is_refused_before_the_nodes_start(t
     assert run.rc == 2
     assert ("fully-async-grpo.sbatch: error: no IPv4 address for the head on n1: IFNAME=ib0 has none there and the "
             "node sets no VLGRPO_RAY_NODE_IP") in run.err
-    assert [c["argv"][-1] for c in run.calls()] == ["head"]  # only the dry run
+    assert [c["argv"][-1] for c in run.calls() if c["argv"][0] != "--job-name=vlgrpo-ckpt-check"] == ["head"]  # dry run
 
 
 def test_the_ray_node_env_example_is_a_node_file_the_script_takes(tmp_path):
@@ -293,3 +300,138 @@ def test_the_ray_node_env_example_is_a_node_file_the_script_takes(tmp_path):
     assert run.rc == 0, run.err
     head = by_role(run.calls())["head"][0]
     assert head["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and head["env"]["HCCL_SOCKET_IFNAME"] == "eth0"
+
+
+# ---- pyxis: one named container per node, the accelerator request, the image, the shared checkpoint folder ----
+
+def option(call: dict, name: str) -> list[str]:
+    """The values of ``--name=VALUE`` in a step's srun line (every occurrence)."""
+    return [a.split("=", 1)[1] for a in call["argv"] if a.startswith(f"--{name}=")]
+
+
+def test_every_step_of_the_job_names_the_same_container(tmp_path):
+    # pyxis makes a container per step unless the step names one; a named one is made once on a node and reused
+    run = start(tmp_path).finish()
+    assert run.rc == 0, run.err
+    calls = run.calls()
+    assert len(calls) == 8  # 3 checks, the head's dry run, the head, 2 workers, the recipe
+    assert all(option(c, "container-name") == ["vlgrpo-77"] for c in calls), [c["argv"] for c in calls]
+    assert all(option(c, "container-image") == [f"{tmp_path}/vlgrpo.sqsh"] for c in calls)
+    # on the head node, four steps run in it: the check, the dry run, the Ray head and the recipe
+    assert sorted(c["argv"][0] for c in calls if c["argv"][c["argv"].index("-w") + 1] == "n1") == [
+        "--job-name=vlgrpo-ckpt-check", "--job-name=vlgrpo-ray-head", "--job-name=vlgrpo-ray-head",
+        "--job-name=vlgrpo-recipe"]
+    (tmp_path / "named").mkdir()
+    named = start(tmp_path / "named", CONTAINER_NAME="grpo-run3").finish()
+    assert named.rc == 0, named.err
+    assert {n for c in named.calls() for n in option(c, "container-name")} == {"grpo-run3"}
+
+
+@pytest.mark.parametrize("env, recipe_lines, asked_for", [
+    ({}, ("VLGRPO_TRAINER_NNODES=2",), "--gres=npu:8"),  # no per-node count: Ascend A2's 8
+    ({}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=16"), "--gres=npu:16"),
+    ({"NPU_GRES": "davinci:910b"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=davinci:910b:8"),
+    ({"DEVICES_PER_NODE": "16"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=npu:16"),
+    ({"PLATFORM": "gpu"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=4"),
+     "--gpus-per-node=4"),
+])
+def test_each_device_step_requests_the_devices_the_recipe_plans_per_node(tmp_path, env, recipe_lines, asked_for):
+    # #SBATCH --exclusive gives the job every device of its nodes, but a step gets only the GRES it requests
+    run = start(tmp_path, recipe_lines=recipe_lines, **env).finish()
+    assert run.rc == 0, run.err
+    roles = by_role(run.calls())
+    for c in roles["plan"] + roles["head"] + roles["worker"] + roles["recipe"]:
+        asked = [a for a in c["argv"] if a.startswith(("--gres=", "--gpus-per-node=", "--gpus="))]
+        assert asked == [asked_for], c["argv"]
+    # the recipe step shares the head's devices (--overlap): its probe counts the devices it sees
+    assert "--overlap" in roles["recipe"][0]["argv"]
+    assert all(not option(c, "gres") and not option(c, "gpus-per-node") for c in roles["check"])
+
+
+@pytest.mark.parametrize("image", [
+    "registry.example.com/vlgrpo:0.1.0-npu-a2-cann8.5.0-torch2.8.0-vllm0.13.0-verl0.8.0",
+    "docker://registry.example.com:5000/ml/vlgrpo:0.1.0-npu-a2",
+    "registry.example.com#vlgrpo:0.1.0-npu-a2",
+    "$oauthtoken@nvcr.example.com#team/vlgrpo:0.1.0-gpu",
+    "registry.example.com/vlgrpo@sha256:" + "0123456789abcdef" * 4,
+    "registry.example.com/vlgrpo:0.1.0-npu-a2@sha256:" + "fedcba9876543210" * 4,
+])
+def test_a_registry_reference_reaches_every_step_verbatim(tmp_path, image):
+    run = start(tmp_path, IMAGE=image).finish()
+    assert run.rc == 0, run.err
+    assert {i for c in run.calls() for i in option(c, "container-image")} == {image}
+
+
+@pytest.mark.parametrize("image, message", [
+    # the old default: pyxis would import it as docker://vlgrpo+0.1.0-npu-a2.sqsh
+    ("vlgrpo+0.1.0-npu-a2.sqsh", "IMAGE=vlgrpo+0.1.0-npu-a2.sqsh is a bare file name: pyxis takes a value as a "
+                                 "file only when it starts with / or ."),
+    (None, "IMAGE is not set: CONTAINER=pyxis runs every step in the vlgrpo image; set IMAGE to the absolute path"),
+    ("./vlgrpo.sqsh", "IMAGE=./vlgrpo.sqsh: a relative path, which pyxis resolves in each step's working folder; "
+                      "give the absolute path"),
+    ("/nonexistent/vlgrpo.sqsh", "IMAGE=/nonexistent/vlgrpo.sqsh: no readable file there on"),
+    ("/srv/vlgrpo.tar", "IMAGE=/srv/vlgrpo.tar: an absolute path that is not an enroot image (*.sqsh"),
+    ("registry.example.com/vlgrpo", "IMAGE=registry.example.com/vlgrpo has no tag or digest: pyxis would pull "
+                                    ":latest"),
+    ("registry.example.com:5000#vlgrpo", "IMAGE=registry.example.com:5000#vlgrpo has no tag or digest"),
+    ("registry.example.com/VLGRPO:0.1.0", "IMAGE=registry.example.com/VLGRPO:0.1.0: not a registry reference"),
+    ("dockerd://vlgrpo:0.1.0", "IMAGE=dockerd://vlgrpo:0.1.0: scheme dockerd://, but only docker://"),
+])
+def test_an_image_pyxis_would_not_find_is_refused_before_any_step(tmp_path, image, message):
+    run = start(tmp_path, IMAGE=image).finish()
+    assert run.rc == 2, (run.out, run.err)
+    assert run.err.startswith("fully-async-grpo.sbatch: error: ") and message in run.err, run.err
+    assert "IMAGE=" in run.err  # the fix names the setting
+    assert run.calls() == []
+
+
+def test_a_bare_name_of_a_file_in_the_submit_folder_is_refused(tmp_path):
+    (tmp_path / "vlgrpo-image").write_bytes(b"hsqs")  # no .sqsh suffix, but a file here: still not a path to pyxis
+    run = start(tmp_path, IMAGE="vlgrpo-image").finish()
+    assert run.rc == 2 and "IMAGE=vlgrpo-image is a bare file name" in run.err, run.err
+    assert run.calls() == []
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"DEVICES_PER_NODE": "0"}, "DEVICES_PER_NODE=0 is not a device count in 1..64"),
+    ({"DEVICES_PER_NODE": "4"}, "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8 in"),
+    ({"NPU_GRES": "npu,gpu"}, "NPU_GRES=npu,gpu is not a GRES name"),
+    ({"CONTAINER_NAME": "vlgrpo:exec"}, "CONTAINER_NAME=vlgrpo:exec: letters, digits"),
+])
+def test_device_and_container_settings_are_checked_before_any_step(tmp_path, env, message):
+    run = start(tmp_path, recipe_lines=("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8"),
+                **env).finish()
+    assert run.rc == 2, (run.out, run.err)
+    assert run.err.startswith("fully-async-grpo.sbatch: error: ") and message in run.err, run.err
+    assert run.calls() == []
+
+
+@pytest.mark.parametrize("container", ["pyxis", "none"])
+def test_every_node_reads_the_token_the_head_wrote_in_the_checkpoint_folder(tmp_path, container):
+    env = {"CONTAINER": container, "TREE": str(REPO)} if container == "none" else {}
+    run = start(tmp_path, **env).finish()
+    assert run.rc == 0, run.err
+    checks = by_role(run.calls())["check"]
+    assert sorted(c["argv"][4] for c in checks) == ["n1", "n2", "n3"]
+    seen_at = "/checkpoints" if container == "pyxis" else str(tmp_path / "ckpt")  # the step's own view
+    assert {c["argv"][-1] for c in checks} == {f"{seen_at}/.vlgrpo-shared-check.77"}
+    assert all(c["argv"][-2] == "cat" for c in checks)
+    # they ran before any Ray step, and the token is gone afterwards
+    assert max(int(c["n"]) for c in checks) < min(int(c["n"]) for c in run.calls() if c not in checks)
+    assert list((tmp_path / "ckpt").iterdir()) == []
+    assert "fully-async-grpo.sbatch: CKPT_DIR=" + str(tmp_path / "ckpt") + ": the same folder on n1 n2 n3" in run.out
+
+
+@pytest.mark.parametrize("container", ["pyxis", "none"])
+def test_a_node_without_the_shared_checkpoint_folder_fails_the_job_naming_it(tmp_path, container):
+    env = {"CONTAINER": container, "TREE": str(REPO)} if container == "none" else {}
+    run = start(tmp_path, STUB_LOCAL_CKPT="n3", **env).finish()
+    assert run.rc == 2, (run.out, run.err)
+    ckpt = tmp_path / "ckpt"
+    assert (f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n3: the token file the head node "
+            "n1 wrote there is not visible on n3 (status 1: cat: ") in run.err, run.err
+    assert "mount it there on n3, or set CKPT_DIR to a folder on storage every node shares" in run.err
+    assert run.err.count("error: ") == 1  # n1 and n2 see the token: only n3 is named
+    roles = by_role(run.calls())
+    assert len(roles["check"]) == 3 and not (roles["plan"] + roles["head"] + roles["worker"] + roles["recipe"])
+    assert list(ckpt.iterdir()) == []
