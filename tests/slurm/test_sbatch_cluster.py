@@ -8,8 +8,14 @@ NPUs through ray-node.sh's ``VLGRPO_TEST_DEVICE_COUNT`` and the probe task on ea
 ``torch_npu`` (tests/slurm/standin) that reports 8. Each node's address comes from the node: the cluster's
 TaskProlog gives n1 and n2 their own ``VLGRPO_RAY_NODE_IP`` (127.0.0.x / 127.0.0.y, one host).
 
+Each node has 8 NPUs as Slurm's generic resource ``npu``: the job gets them by ``--exclusive`` and every device step
+requests ``--gres=npu:8`` (the recipe's 8 devices per node), which this Slurm grants. Before any Ray step the job
+checks that the checkpoint folder is one file system on both nodes (the batch shell on n1 writes a token there, a
+step on each node reads it).
+
 The tests share the cluster and run in file order: the dry-run job (READY plan), the launch job (the stub trainer
-records the argv the recipe execs; then ``scancel``), the job whose worker cannot reach the head.
+records the argv the recipe execs; then ``scancel``), the job whose worker cannot reach the head, the job where n2's
+checkpoint folder is a folder of its own (a bind mount in n2's mount namespace only) instead of the shared one.
 """
 
 from __future__ import annotations
@@ -195,6 +201,9 @@ def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
     # the head's address came from n1 (its TaskProlog), the worker's own from n2
     assert f"fully-async-grpo.sbatch: head n1 at {head}; workers: n2" in log
     assert f"--node-ip-address={slurm.ip2}" in log
+    # both nodes read the token the batch shell wrote in the checkpoint folder, then it was removed
+    assert f"fully-async-grpo.sbatch: CKPT_DIR={slurm.cluster.ckpt}: the same folder on n1 n2" in log
+    assert not list(slurm.cluster.ckpt.glob(".vlgrpo-shared-check.*"))
     # the recipe's cluster check saw both nodes with their own addresses and 8 NPUs each, and the probe ran on both
     assert "cluster: ready" in log and f"{slurm.ip1}: 8 NPU, {slurm.ip2}: 8 NPU" in log, log
     assert "probe ok on 2 node(s), each sees >= 8 NPU" in log
@@ -291,3 +300,32 @@ def test_a_worker_that_cannot_reach_the_head_fails_the_job_naming_it(slurm):
     assert took < 100, f"the job took {took:.0f}s to fail"
     assert not slurm.wait_no_processes(), "processes left after the failed job"
     print(f"unreachable-head job: failed after {took:.0f}s")
+
+
+def test_a_node_without_the_shared_checkpoint_folder_fails_the_job_naming_it(slurm):
+    # One host cannot have two file systems at one path for two processes of the same mount namespace, but each
+    # slurmd here has a mount namespace of its own: n2's gets an empty folder of its own bound at the checkpoint
+    # folder, what a node that lacks the shared mount (a local disk at the same path) sees. n1 keeps the shared one.
+    if not slurm.cluster.bind_ckpt:
+        pytest.skip("the nodes have no mount namespace of their own (unshare --mount failed)")
+    ckpt = slurm.cluster.ckpt
+    t0 = time.monotonic()
+    with slurm.cluster.node_own_folder("n2", ckpt) as own:
+        job = slurm.submit(slurm.dry_env)  # a dry run too: the check comes before any step of the recipe's
+        info = slurm.cluster.wait_job(job, timeout=600)
+        left_on_n2 = list(own.iterdir())
+    took = time.monotonic() - t0
+    log = slurm.cluster.job_output(job)
+    assert (info["JobState"], info["ExitCode"]) == ("FAILED", "2:0"), log
+    assert (f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n2: the token file the head node n1 "
+            "wrote there is not visible on n2 (status 1: ") in log, log
+    # cat's own message (srun runs it as /usr/bin/cat), then the fix
+    assert (f"cat: {ckpt}/.vlgrpo-shared-check.{job}: No such file or directory); every node must mount the same "
+            "shared file system (NFS, Lustre, GPFS, ...) at CKPT_DIR: mount it there on n2") in log, log
+    assert log.count("error: CKPT_DIR=") == 1  # n1 saw it
+    # before any Ray node or the recipe started, and the token is gone from the shared folder
+    assert "ray-node:" not in log and "fully-async-grpo.sh" not in log, log
+    assert took < 60, f"the job took {took:.0f}s to fail"
+    assert not list(ckpt.glob(".vlgrpo-shared-check.*")) and left_on_n2 == []
+    assert not slurm.wait_no_processes(), "processes left after the failed job"
+    print(f"unshared-checkpoint job: failed after {took:.0f}s")
