@@ -661,9 +661,10 @@ def _tmpdir_owner_problem(path):
                 "the files the launch writes there")
     if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
         return f"can be written by others (mode {stat.S_IMODE(st.st_mode):04o}) and is not a root-owned sticky folder like /tmp"
-    parent = os.path.dirname(real)
-    problem = pathrule.check_path(parent, kind="dir", uid=uid) if parent != real else None
-    return f"lies below {problem.text()}" if problem else ""
+    # the folders above it, with the path rule's exception for a sticky folder above (/tmp): the folder itself was
+    # judged just now, so a problem of its own (a root-owned sticky /tmp) is not one here
+    problem = pathrule.check_path(real, kind="dir", uid=uid)
+    return f"lies below {problem.text()}" if problem and problem.component != real else ""
 
 
 #: the check of a variable without a registry row that VLGRPO_PASS_ENV names: ``shaped`` (its loads and peer

@@ -16,11 +16,19 @@ def _tmpdir_row():
 
 
 def test_tmp_and_an_own_folder_pass(tmp_path):
+    import tempfile
+
     row = _tmpdir_row()
     assert environment.check_value(row, "/tmp") == ""
     own = tmp_path / "t"
     own.mkdir(mode=0o700)
     assert environment.check_value(row, str(own)) == ""
+    # the common case: a folder of one's own made straight in the sticky /tmp (mktemp -d)
+    made = tempfile.mkdtemp(prefix="vlgrpo-tmpdir-", dir="/tmp")
+    try:
+        assert environment.check_value(row, made) == ""
+    finally:
+        os.rmdir(made)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a folder to another uid")
