@@ -88,6 +88,15 @@ def parse_loggers(text: str) -> tuple[str, ...]:
     return tuple(x for x in text.strip().strip("[]").split(",") if x)
 
 
+def _kernel_path(path: str) -> bool:
+    """``path`` as given or with its links resolved lies in /proc, /sys or /dev (``/proc/self/cwd`` names each
+    process's own working folder; a key file there is the kernel's, not the user's)."""
+    from vlgrpo.pathrule import resolved
+
+    return any(p == k or p.startswith(k + "/") for p in (os.path.abspath(path), resolved(path))
+               for k in ("/proc", "/sys", "/dev"))
+
+
 def read_key_file(path: str) -> tuple[str, str]:
     """``(key, "")`` from a key file, or ``("", why)``: a readable regular file of at most 4 KiB holding one line,
     the key (letters, digits, ``_ . -``, 20-400 characters), that passes the one path rule
@@ -96,8 +105,7 @@ def read_key_file(path: str) -> tuple[str, str]:
     of ``why``."""
     from vlgrpo.pathrule import check_path
 
-    if any(p == k or p.startswith(k + "/") for p in (os.path.abspath(path), os.path.realpath(path))
-           for k in ("/proc", "/sys", "/dev")):
+    if _kernel_path(path):
         return "", f"{path} is a kernel or device file, not a key file"
     problem = check_path(path, kind="file")
     if problem is not None:
@@ -135,10 +143,8 @@ def _folder_problem(path: str) -> str:
     access for this user), or ''."""
     from vlgrpo.pathrule import check_path, resolved
 
-    real = resolved(path)
-    given = os.path.abspath(path)
-    if any(p == k or p.startswith(k + "/") for p in (given, real) for k in ("/proc", "/sys", "/dev")):
-        return f"{path} is a kernel or device folder ({real}), not a folder for the logger's files"
+    if _kernel_path(path):
+        return f"{path} is a kernel or device folder ({resolved(path)}), not a folder for the logger's files"
     problem = check_path(path, kind="dir")
     if problem is not None:
         return f"{problem.text()} (the path rule: {problem.fix})"
