@@ -339,7 +339,5 @@ vg_check_unknown_vars() {
   fi
   VG_PROBLEMS+=("${VG_NAME_PROBLEMS[@]}")
   VG_NAME_PROBLEMS=()
-  # the Ray node and the doctor derive nothing: the launcher is done
-  if [[ $VG_OWNER == node || $VG_OWNER == doctor ]]; then vg_launch_stop; fi
   return 0
 }

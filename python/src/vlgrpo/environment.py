@@ -11,11 +11,9 @@ Standard library only, and nothing beyond ``os`` at import time: :func:`read_set
 start (the patch switches, from :mod:`vlgrpo.patches`), so it scans the file for the rows it needs and caches
 them; no validator imports ``re`` (its import costs more than a launch's whole settings step).
 
-Command line (``python3 -m vlgrpo.environment``): ``check-values [--owner=O] [--pass-env=A,B] [--protect=DIR]...``
-reads NUL-separated ``NAME=VALUE`` records on stdin (the typed variables an entrypoint passes) and
-``check-ray-job-config`` a Ray job config JSON (``RAY_JOB_CONFIG_JSON_ENV_VAR``); both print one problem per line
-(``NAME<TAB>why<TAB>fix``), exit 2 when there are any; ``skeleton NAME...`` prints each name's look-alike skeleton (:func:`skeleton`), one a line;
-``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view; ``trackers ...`` is
+Command line (``python3 -m vlgrpo.environment``): ``check-ray-job-config [--owner=O] [--pass-env=A,B]
+[--protect=DIR]...`` reads a Ray job config JSON (``RAY_JOB_CONFIG_JSON_ENV_VAR``) on stdin and prints one problem
+per line (``NAME<TAB>why<TAB>fix``), exit 2 when there are any; ``classify NAME...`` prints ``NAME<TAB>kind<TAB>row`` for the recipes' view; ``trackers ...`` is
 ``python3 -m vlgrpo.trackers plan ...`` (:mod:`vlgrpo.trackers`).
 """
 
@@ -116,7 +114,7 @@ def _fnmatch(name, pattern):
     return pos <= end
 
 
-def env_row(name, owner="fa"):
+def env_row(name: str, owner: str = "fa") -> "Row | None":
     """The row whose rule applies to variable ``name`` for entrypoint ``owner``, as ``vg_env_row`` finds it: an
     exact row (this entrypoint's own ``set`` row first), else the longest matching pattern. Setting rows are not
     considered (see :func:`settings`). Returns None when no row applies: the variable is then dropped unless
@@ -405,7 +403,7 @@ _LOOKALIKES = {
 _SKELETON = {ord(c): latin for latin, chars in _LOOKALIKES.items() for c in chars}
 
 
-def skeleton(name):
+def skeleton(name: str) -> str:
     """The ASCII upper-case form a reader would take ``name`` for: Unicode NFKC (fullwidth and mathematical letters
     become Latin), upper case, and the Greek/Cyrillic/Cherokee look-alikes of :data:`_LOOKALIKES` replaced by their
     Latin letter. A character with no such form stays as it is (so the result is not ASCII). ``VLGRΡO_LR`` (Greek
@@ -717,7 +715,7 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
     The one implementation of the registry's pass types, used by the entrypoints for the inherited environment
-    (``check-values``, lib/environment.sh) and by :func:`check_ray_job_config` for a job's ``env_vars``:
+    (:mod:`vlgrpo.launch.childenv`, the launch's environment step) and by :func:`check_ray_job_config` for a job's ``env_vars``:
     every typed value: no control characters (a line break or CR is read one way by bash and another by Python);
     ``warnings`` (``PYTHONWARNINGS``): no dotted category (CPython 3.11 Lib/warnings.py ``_getcategory`` imports
     the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does);
@@ -777,7 +775,8 @@ def _checked_row(name, owner, pass_env):
     return row
 
 
-def check_values(records, owner="fa", pass_env=(), protect=()):
+def check_values(records: "list[str]", owner: str = "fa", pass_env: "tuple[str, ...]" = (),
+                 protect: "tuple[str, ...]" = ()) -> "list[tuple[str, str, str]]":
     """Problems ``(name, why, fix)`` of ``records`` (``NAME=VALUE`` strings: the typed variables the entrypoint
     passes, as bash exports them) under their registry rows (:func:`check_value`); a requested name without a
     row is checked as :data:`UNLISTED`."""
@@ -803,7 +802,7 @@ def main(argv=None):
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] in (["check-ray-job-config"], ["check-values"]):
+    if args[:1] == ["check-ray-job-config"]:
         owner, pass_env, protect = "fa", (), []
         for a in args[1:]:
             if a.startswith("--owner="):
@@ -812,12 +811,7 @@ def main(argv=None):
                 pass_env = tuple(x for x in a.split("=", 1)[1].split(",") if x)
             elif a.startswith("--protect="):
                 protect.append(a.split("=", 1)[1])
-        if args[0] == "check-values":
-            # NUL-separated NAME=VALUE records on stdin (bytes: a value that is not UTF-8 is kept as it is)
-            data = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
-            problems = check_values([r for r in data.split("\0") if r], owner, pass_env, tuple(protect))
-        else:
-            problems = check_ray_job_config(sys.stdin.read(), owner, pass_env, tuple(protect))
+        problems = check_ray_job_config(sys.stdin.read(), owner, pass_env, tuple(protect))
         for name, why, fix in problems:
             line = f"{name}\t{why}\t{fix}".replace("\n", " ").replace("\r", " ")
             sys.stdout.buffer.write((line + "\n").encode("utf-8", "surrogateescape"))
@@ -828,14 +822,6 @@ def main(argv=None):
         from vlgrpo import trackers
 
         return trackers.main(["plan"] + args[1:])
-    if args[:1] == ["skeleton"]:
-        # one line per name, in order (lib/environment.sh vg_check_lookalikes); a line break in a skeleton is shown
-        # as '?' so that the lines stay one per name
-        for name in args[1:]:
-            line = skeleton(name).replace("\n", "?").replace("\r", "?") + "\n"
-            sys.stdout.buffer.write(line.encode("utf-8", "surrogateescape"))
-        sys.stdout.flush()
-        return 0
     if args[:1] == ["classify"]:
         for name in args[1:]:
             row = env_row(name)

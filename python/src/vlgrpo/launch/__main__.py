@@ -15,10 +15,21 @@ reads them with ``read -r -d ''``; nothing is ever evaluated): ``v:SHORT=TEXT`` 
 recipe computed, and the inputs it came from in words); stdout ``v:SHORT=TEXT`` or ``p:LINE`` records, then
 ``end:``.
 
+``environment OWNER`` (served only): the records are tagged ``f:PATH`` (the environ file bash read), ``n:`` (it
+was unreadable), ``x:ENTRY`` (each of its entries, in order), ``e:PASS_ENV`` (the validated ``VLGRPO_PASS_ENV``)
+and ``h:NAME=VALUE`` (each variable bash exports, as it holds it); the answer (:mod:`vlgrpo.launch.childenv`):
+``P:NAME`` passed, ``Q:NAME`` passed because ``VLGRPO_PASS_ENV`` names it, ``D:SHOWN`` dropped, ``O:NAME`` dropped
+and not a shell name, ``T:NAME`` passed with a type check, ``U:NAME`` named in ``VLGRPO_PASS_ENV`` but not set,
+``N:NAME`` a name with non-ASCII characters, ``p:LINE`` a problem.
+
+``values OWNER`` (served only; once bash has built the environment): records ``e:PASS_ENV``, ``k:PATH`` (a
+protected real path: the checkpoint folder, its volume's mount point), ``v:NAME=VALUE`` (each typed name's value
+as bash exports it) and ``a:NAME`` (each non-ASCII name); the answer is ``p:LINE`` problems.
+
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
 
-``serve OWNER [--registry FILE] [--fd N]``: both steps in one interpreter, for a bash coprocess (one start per
+``serve OWNER [--registry FILE] [--fd N]``: the steps in one interpreter, for a bash coprocess (one start per
 launch): each request on stdin is NUL-ended fields ``STEP``, ``CWD``, ``FLAG`` (``--names-only`` or empty), ``N``
 and N records; each answer is that step's records and ``end:``. It ends at end of input.
 
@@ -30,7 +41,7 @@ from __future__ import annotations
 import sys
 
 from vlgrpo import environment
-from vlgrpo.launch import settings
+from vlgrpo.launch import childenv, settings
 
 USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
          "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
@@ -115,7 +126,7 @@ def serve(owner: str, fd: int) -> int:
         if head[0] is None:
             return 0
         step, cwd, flag, count = head
-        if step not in ("settings", "derived") or cwd is None or not cwd.startswith("/") or flag is None \
+        if step not in ("settings", "derived", "environment", "values") or cwd is None or not cwd.startswith("/") or flag is None \
                 or count is None or not count.isdigit():
             print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
             return 1
@@ -124,8 +135,14 @@ def serve(owner: str, fd: int) -> int:
             print("vlgrpo.launch serve: the input ended inside a request", file=sys.stderr)
             return 1
         got = [r for r in records if r is not None]
-        out = run_settings(owner, got, cwd, flag == "--names-only") if step == "settings" else \
-            run_derived(owner, got, cwd)
+        if step == "settings":
+            out = run_settings(owner, got, cwd, flag == "--names-only")
+        elif step == "derived":
+            out = run_derived(owner, got, cwd)
+        elif step == "environment":
+            out = childenv.run_environment(owner, got)
+        else:
+            out = childenv.run_values(owner, got)
         _emit(out, fd)
 
 
