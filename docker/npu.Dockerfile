@@ -79,6 +79,7 @@ ENV BASH_ENV=/opt/vlgrpo/image/cann-env.sh
 COPY entrypoints/ /opt/vlgrpo/entrypoints/
 # the launch environment registry the entrypoints validate from (also installed with the vlgrpo package)
 COPY python/src/vlgrpo/environment.tsv /opt/vlgrpo/entrypoints/lib/environment.tsv
+COPY python/src/vlgrpo/recipes/ /opt/vlgrpo/entrypoints/lib/recipes/
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
 

@@ -16,5 +16,3 @@ source "$VG_LIB_DIR/node.sh"
 source "$VG_LIB_DIR/checks.sh"
 # shellcheck source=entrypoints/lib/launch.sh
 source "$VG_LIB_DIR/launch.sh"
-# Derived default of the per-node device counts: what this node offers.
-vg_default_node_devices() { if ((VG_NODE_DEVICES > 0)); then printf '%s' "$VG_NODE_DEVICES"; fi; }

@@ -1,27 +1,53 @@
 # shellcheck shell=bash disable=SC2016,SC2034,SC2153 # (Markdown backticks in single quotes; globals from settings.sh)
 # vlgrpo entrypoint mechanics: from validated settings to the exec of verl.
 #
-# A recipe file provides:
-#   VG_PROG        its file name (messages, --help)
-#   VG_SUMMARY     one line saying what it launches
-#   VG_PROGRAM     the fixed program and module, e.g. (python3 -m verl.trainer.main_ppo)
-#   VG_TEMPLATE    the Hydra overrides, one element each; "{NAME}" is replaced by the validated value of
-#                  setting NAME, "{name}" (lower case) by an internal value the recipe derived and
-#                  declared with vg_derived. An element whose placeholder value is empty is left out.
-#   <recipe>_check a function that adds cross-field problems (vg_problem) and derives internal values
-#   VG_RECIPE_CHECK the name of that function
-# and calls vg_entry with its command-line words (see the bottom of a recipe file).
+# A recipe is data: python/src/vlgrpo/recipes/<entrypoint>.argv, beside the registry (in the images a copy in
+# lib/recipes/), read here by vg_recipe_load for --help and the overrides check, and by the launcher
+# (python/src/vlgrpo/launch/recipes.py), which holds the recipe's rules: derived defaults, cross-field checks, the
+# topology and the argv (vg_recipe). A recipe file sets VG_PROG, calls vg_recipe_load and vg_registry_load, and
+# passes its command-line words to vg_cli, then calls vg_entry.
 
 VG_DRY_RUN=0
 VG_HELP=0
 VG_ARGV=()
+VG_PROGRAM=()     # the fixed program and module, e.g. (python3 -m verl.trainer.main_ppo)
+VG_TEMPLATE=()    # the Hydra overrides with {NAME} placeholders (the recipe file's elements)
+VG_SUMMARY=""     # one line saying what the recipe launches (--help)
+VG_FIXED_NOTE=""  # the keys no setting reaches (--help, the overrides check)
 VG_DERIVED_NAMES=()
 declare -gA VG_DERIVED_TEXT=()
+VG_TOPOLOGY=""
+VG_CLUSTER_NODES=0 VG_CLUSTER_PER_NODE=0 VG_CLUSTER_DEVICES=0
 
-# vg_derived NAME DESCRIPTION — an internal template value (lower-case NAME) for the --help table.
-vg_derived() {
-  VG_DERIVED_NAMES+=("$1")
-  VG_DERIVED_TEXT[$1]=$2
+# vg_recipe_load — read this entrypoint's recipe file (recipes/${VG_PROG%.sh}.argv beside the registry): its
+# `#: summary:`, `#: program:`, `#: derived: NAME: TEXT` and `#: fixed:` lines and its elements (every other line that
+# is neither empty nor a # comment), as data: nothing in it is evaluated.
+vg_recipe_load() {
+  local file line key text
+  file=${VG_REGISTRY%/*}/recipes/${VG_PROG%.sh}.argv
+  [[ -r $file ]] || vg_die_internal "the recipe file $file is missing or unreadable"
+  VG_TEMPLATE=()
+  while IFS= read -r line || [[ -n $line ]]; do
+    case $line in
+      '#: '*)
+        key=${line#'#: '}
+        text=${key#*: } key=${key%%: *}
+        case $key in
+          summary) VG_SUMMARY=$text ;;
+          fixed) VG_FIXED_NOTE=$text ;;
+          program) read -r -a VG_PROGRAM <<<"$text" ;;
+          derived)
+            VG_DERIVED_NAMES+=("${text%%: *}")
+            VG_DERIVED_TEXT[${text%%: *}]=${text#*: }
+            ;;
+          *) vg_die_internal "the recipe file $file has an unknown line '#: $key'" ;;
+        esac
+        ;;
+      '' | '#'*) ;;
+      *) VG_TEMPLATE+=("$line") ;;
+    esac
+  done <"$file"
+  ((${#VG_PROGRAM[@]} >= 3 && ${#VG_TEMPLATE[@]})) || vg_die_internal "the recipe file $file has no program or no elements"
 }
 
 # vg_cli WORD — one command-line word. Only --help/-h and --dry-run exist; everything else is refused
@@ -57,21 +83,49 @@ vg_template_keys() {
   printf '%s' "$out"
 }
 
-# vg_build_argv — VG_ARGV = VG_PROGRAM + the template with every placeholder replaced.
-vg_build_argv() {
-  local el ph val keep
-  VG_ARGV=("${VG_PROGRAM[@]}")
-  for el in "${VG_TEMPLATE[@]}"; do
-    keep=1
-    while [[ $el =~ \{([A-Za-z][A-Za-z0-9_]*)\} ]]; do
-      ph=${BASH_REMATCH[1]}
-      if [[ -z ${VG_VAL[$ph]+set} ]]; then vg_die_internal "template placeholder {$ph} has no value"; fi
-      val=${VG_VAL[$ph]}
-      if [[ -z $val ]]; then keep=0; break; fi
-      el=${el//"{$ph}"/$val}
-    done
-    ((keep)) && VG_ARGV+=("$el")
+# vg_recipe — the recipe step, one `recipe` request to the launcher (vlgrpo.launch.recipes): bash sends every
+# setting's value, raw value and source, the platform and this node's device count; the launcher fills in the derived
+# defaults (their problems end the launch here, as a refused setting does), then checks the recipe's cross-field
+# rules (problems recorded), and answers the topology, the cluster's size and the argv (VG_ARGV: the program and the
+# template with every placeholder replaced). The launcher ends here.
+vg_recipe() {
+  local n rec halt=0
+  VG_LAUNCH_IN=("P:$VG_PLATFORM" "n:$VG_NODE_DEVICES" "f:$VG_NODE_DEVICES_FROM")
+  for n in "${VG_NAMES[@]}"; do
+    VG_LAUNCH_IN+=("v:$n=${VG_VAL[$n]-}" "s:$n=${VG_SRC[$n]-}")
+    if [[ -n ${VG_RAW[$n]+x} ]]; then VG_LAUNCH_IN+=("r:$n=${VG_RAW[$n]}"); fi
   done
+  _vg_launch recipe
+  vg_launch_stop
+  VG_ARGV=()
+  for rec in "${VG_LAUNCH_OUT[@]}"; do
+    case $rec in
+      v:*=*)
+        n=${rec#v:} n=${n%%=*}
+        # shellcheck disable=SC2004 # VG_VAL is associative (lib/settings.sh)
+        VG_VAL[$n]=${rec#v:"$n"=}
+        ;;
+      r:*=*)
+        n=${rec#r:} n=${n%%=*}
+        # shellcheck disable=SC2004 # VG_RAW is associative (lib/settings.sh)
+        VG_RAW[$n]=${rec#r:"$n"=}
+        ;;
+      x:*) unset 'VG_RAW[${rec#x:}]' ;;
+      p:*) VG_PROBLEMS+=("${rec#p:}") ;;
+      t:*) VG_TOPOLOGY=${rec#t:} ;;
+      c:*) read -r VG_CLUSTER_NODES VG_CLUSTER_PER_NODE VG_CLUSTER_DEVICES <<<"${rec#c:}" ;;
+      a:*) VG_ARGV+=("${rec#a:}") ;;
+      i:*) vg_die_internal "${rec#i:}" ;;
+      halt:) halt=1 ;;
+      *) vg_die_internal "vlgrpo.launch recipe gave an unknown record" ;;
+    esac
+  done
+  if ((halt)); then vg_flush_problems; fi
+  return 0
+}
+
+# vg_build_argv — VG_ARGV (made by vg_recipe) with VLGRPO_OVERRIDES_FILE's accepted overrides in place.
+vg_build_argv() {
   if [[ -n ${VG_VAL[OVERRIDES_FILE]-} ]]; then vg_overrides; fi
   return 0
 }
@@ -534,7 +588,6 @@ vg_check_ray_address() {
 
 # vg_entry — the whole launch. Called by a recipe after vg_cli has seen every command-line word.
 vg_entry() {
-  local e
   if ((VG_HELP)); then
     VG_PROBLEMS=()
     if [[ -t 1 ]]; then vg_help | vg_help_text; else vg_help; fi
@@ -552,16 +605,7 @@ vg_entry() {
 
   vg_detect_node
   vg_flush_problems
-  vg_resolve_derived
-  for e in "${VG_NAMES[@]}"; do
-    if [[ ${VG_DEFAULT[$e]} == @vg_default_node_devices:* && -z ${VG_VAL[$e]} ]]; then
-      vg_problem "VLGRPO_$e" "unset, and this node has no accelerator to count (cluster mode from a CPU node)" \
-        "set VLGRPO_$e to the devices per node of the cluster's nodes (vlgrpo cluster wait checks it)"
-    fi
-  done
-  vg_flush_problems
-
-  "$VG_RECIPE_CHECK"
+  vg_recipe
   if [[ -n ${VG_VAL[CHECKPOINT_DIR]-} ]]; then vg_check_checkpoint_dir VLGRPO_CHECKPOINT_DIR "${VG_VAL[CHECKPOINT_DIR]}"; fi
   vg_secrets
   vg_trackers

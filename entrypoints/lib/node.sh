@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # (VG_NODE_DEVICES and VG_NODE_DEVICES_FROM are read by lib/launch.sh)
 # vlgrpo entrypoint mechanics: what this node is (platform, accelerators per node, container) and
 # whether the checkpoint directory is safe to write a long run into.
 #
@@ -116,17 +116,6 @@ vg_detect_node() {
   if ((n == 0)) && [[ -z ${VG_VAL[PLAN_DEVICES_PER_NODE]-} ]]; then
     vg_problem VLGRPO_PLATFORM "platform $VG_PLATFORM but no device found ($from)" \
       "check the device mounts of the container, or plan with VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=N"
-  fi
-}
-
-# vg_check_per_node VAR VALUE — a per-node device count must not exceed what the node offers; a
-# placement group asking for more than a node has waits forever instead of failing.
-vg_check_per_node() {
-  local var=$1 v=$2
-  ((VG_NODE_DEVICES > 0)) || return 0
-  if ((v > VG_NODE_DEVICES)); then
-    vg_problem "$var" "$v devices per node, but this node has $VG_NODE_DEVICES ($VG_NODE_DEVICES_FROM)" \
-      "set $var to at most $VG_NODE_DEVICES (or leave it unset to use the node's count)"
   fi
 }
 

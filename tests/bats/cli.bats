@@ -137,9 +137,10 @@ setup() {
   assert_success
 }
 
-@test "a new setting is one registry row: --help lists it, its type is enforced (the image layout: registry in lib/)" {
+@test "a new setting is one registry row: --help lists it, its type is enforced (the image layout: registry and recipes in lib/)" {
   cp -r "$REPO_ROOT/entrypoints" "$T/entrypoints"
   cp "$REPO_ROOT/python/src/vlgrpo/environment.tsv" "$T/entrypoints/lib/environment.tsv"
+  cp -r "$REPO_ROOT/python/src/vlgrpo/recipes" "$T/entrypoints/lib/recipes"
   printf 'VLGRPO_NEW_KNOB\tfa\tsetting\tint\t1..8\t3\t-\ta knob added by one row\t-\n' >>"$T/entrypoints/lib/environment.tsv"
   run --separate-stderr "$T/entrypoints/fully-async-grpo.sh" --help
   assert_success

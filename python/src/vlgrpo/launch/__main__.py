@@ -26,6 +26,12 @@ and not a shell name, ``T:NAME`` passed with a type check, ``U:NAME`` named in `
 protected real path: the checkpoint folder, its volume's mount point), ``v:NAME=VALUE`` (each typed name's value
 as bash exports it) and ``a:NAME`` (each non-ASCII name); the answer is ``p:LINE`` problems.
 
+``recipe OWNER`` (served only; fa and vo): records ``v:SHORT=TEXT``, ``r:SHORT=RAW`` and ``s:SHORT=SOURCE`` of every
+setting, ``P:PLATFORM``, ``n:N`` (this node's device count, or the planning override's), ``f:TEXT`` (how it was
+found); the answer (:mod:`vlgrpo.launch.recipes`): ``v:``/``r:`` the derived values (``x:SHORT`` a raw value
+dropped), ``p:LINE`` problems, then either ``halt:`` (a derived default was refused: the launch ends) or
+``t:TOPOLOGY``, ``c:NODES PER_NODE DEVICES`` and the argv, one ``a:ELEMENT`` each (``i:TEXT``: a bug in a recipe).
+
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
 
@@ -41,7 +47,7 @@ from __future__ import annotations
 import sys
 
 from vlgrpo import environment
-from vlgrpo.launch import childenv, settings
+from vlgrpo.launch import childenv, recipes, settings
 
 USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
          "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
@@ -126,7 +132,7 @@ def serve(owner: str, fd: int) -> int:
         if head[0] is None:
             return 0
         step, cwd, flag, count = head
-        if step not in ("settings", "derived", "environment", "values") or cwd is None or not cwd.startswith("/") or flag is None \
+        if step not in ("settings", "derived", "environment", "values", "recipe") or cwd is None or not cwd.startswith("/") or flag is None \
                 or count is None or not count.isdigit():
             print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
             return 1
@@ -141,6 +147,8 @@ def serve(owner: str, fd: int) -> int:
             out = run_derived(owner, got, cwd)
         elif step == "environment":
             out = childenv.run_environment(owner, got)
+        elif step == "recipe":
+            out = recipes.run_recipe(owner, got, cwd)
         else:
             out = childenv.run_values(owner, got)
         _emit(out, fd)
