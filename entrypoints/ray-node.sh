@@ -365,8 +365,8 @@ ray_node_main() {
     vg_problem VLGRPO_RAY_TEMP_DIR "only for the head (Ray workers use the head's temp folder)" "unset it on workers"
   fi
   # verl's loggers run in a Ray actor that may land on this node: the W&B key (WANDB_API_KEY_FILE) and the tracker
-  # settings (vlgrpo.trackers) become the variables they read, for ray start and every Ray process it starts
-  vg_secrets
+  # settings become the variables they read (vlgrpo.trackers: lib/launch.sh vg_trackers), for ray start and every
+  # Ray process it starts
   vg_trackers
   vg_flush_problems
   vg_image_env

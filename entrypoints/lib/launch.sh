@@ -186,58 +186,16 @@ vg_check_duplicates() {
   return 0
 }
 
-# vg_secrets — WANDB_API_KEY may come from WANDB_API_KEY_FILE (docker secrets). The key is exported
-# for verl and never printed. A logger list with wandb needs a key (or WANDB_MODE=offline/disabled);
-# a dry run only warns, since secrets are usually mounted on the cluster alone.
-vg_secrets() {
-  local key f=${WANDB_API_KEY_FILE-}
-  if [[ -n $f ]]; then
-    if [[ -n ${WANDB_API_KEY-} ]]; then
-      vg_problem WANDB_API_KEY_FILE "both WANDB_API_KEY and WANDB_API_KEY_FILE are set" "set only one of them"
-      return 0
-    fi
-    if [[ ! -f $f || ! -r $f ]]; then
-      vg_problem WANDB_API_KEY_FILE "$(vg_show "$f") is not a readable file" "mount the secret file and point WANDB_API_KEY_FILE at it"
-      return 0
-    fi
-    # read as bytes (a NUL becomes a line break, the x keeps trailing line breaks); a file that passes -r but
-    # cannot be read (/proc/PID/mem, a file of another user's process) is a configuration error, not a crash
-    if ! key=$( { head -c 4097 -- "$f" && printf x; } 2>/dev/null | tr '\0' '\n'); then
-      vg_problem WANDB_API_KEY_FILE "$(vg_show "$f") cannot be read" "point WANDB_API_KEY_FILE at a readable file that holds only the key"
-      return 0
-    fi
-    key=${key%x}
-    key=${key%$'\n'}
-    key=${key%$'\r'}
-    if [[ $key == *[$'\n\r']* ]]; then
-      vg_problem WANDB_API_KEY_FILE "the file holds more than one line (contents not shown); a W&B API key is one line" \
-        "put only the key in the file, on one line"
-      return 0
-    fi
-    if ! [[ $key =~ ^[A-Za-z0-9_.-]{20,400}$ ]]; then
-      vg_problem WANDB_API_KEY_FILE "the file does not hold one W&B API key (contents not shown)" \
-        "put only the key in the file (one line)"
-      return 0
-    fi
-    export WANDB_API_KEY=$key
-  fi
-  if [[ ${VG_VAL[LOGGER]-} == *wandb* && -z ${WANDB_API_KEY-} && ${WANDB_MODE-} != offline && ${WANDB_MODE-} != disabled ]]; then
-    if ((VG_DRY_RUN)); then
-      VG_NOTES+=("warning: VLGRPO_LOGGER has wandb but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set; a real launch is refused until one is (or WANDB_MODE=offline)")
-    else
-      vg_problem VLGRPO_LOGGER "includes wandb, but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set" \
-        "provide the key (WANDB_API_KEY_FILE=/run/secrets/wandb), set WANDB_MODE=offline, or drop wandb from VLGRPO_LOGGER"
-    fi
-  fi
-  return 0
-}
-
 # vg_trackers — the experiment trackers' settings (registry rows owned by `trackers`: VLGRPO_TENSORBOARD_DIR,
-# VLGRPO_MLFLOW_TRACKING_URI, VLGRPO_SWANLAB_*), by the one rule, vlgrpo.trackers plan: checked against the logger
-# list (a selected logger without its required setting is a problem, a setting of a logger not selected a note),
-# and what verl's loggers read (TENSORBOARD_DIR, MLFLOW_TRACKING_URI, SWANLAB_API_KEY from its file, ...) exported for
-# the children; ray-node.sh (no logger list) exports every one given. The values go NUL-separated on stdin of
-# `python3 -m vlgrpo.environment trackers` (the registry's command line, which hands them to vlgrpo.trackers).
+# VLGRPO_MLFLOW_TRACKING_URI, VLGRPO_SWANLAB_*) and the W&B key (WANDB_API_KEY_FILE), by the one rule,
+# vlgrpo.trackers plan: checked against the logger list (a selected logger without its required setting or key is a
+# problem, a note in a dry run for a key; a setting of a logger not selected a note), the key file by the path rule
+# for key files and the W&B client's key form, and what verl's loggers read (TENSORBOARD_DIR, MLFLOW_TRACKING_URI,
+# SWANLAB_API_KEY and WANDB_API_KEY from their files, ...) exported for the children, a key never printed;
+# ray-node.sh (no logger list) exports every one given. The values go NUL-separated on stdin of
+# `python3 -m vlgrpo.environment trackers` (the registry's command line, which hands them to vlgrpo.trackers), with
+# WANDB_API_KEY_FILE and WANDB_MODE as inherited and, for an inherited WANDB_API_KEY, the word `set` (its value
+# stays here).
 vg_trackers() {
   local out rc n kind a b c given="" loggers=${VG_VAL[LOGGER]-}
   local -a dry=() sent=()
@@ -249,16 +207,22 @@ vg_trackers() {
     case $n in TENSORBOARD_DIR | MLFLOW_TRACKING_URI | SWANLAB_*) unset -v "$n" ;; esac
   done
   for n in "${sent[@]}"; do given+=${VG_VAL[$n]:+1}; done
-  # nothing to check or export: no tracker setting given, no logger that needs one
-  [[ -n $given || $loggers == *tensorboard* || $loggers == *mlflow* || $loggers == *swanlab* ]] || return 0
+  # nothing to check or export: no tracker setting or key file given, no logger that needs one
+  [[ -n $given || -n ${WANDB_API_KEY_FILE-} || $loggers == *wandb* || $loggers == *tensorboard* || $loggers == *mlflow* ||
+    $loggers == *swanlab* ]] || return 0
   if ((VG_DRY_RUN)); then dry=(--dry-run); fi
   rc=0
   vg_helper_prefix
-  out=$(for n in "${sent[@]}"; do
-    if [[ -n ${VG_VAL[$n]-} ]]; then printf 'VLGRPO_%s=%s\0' "$n" "${VG_VAL[$n]}"; fi
-  done | "${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment trackers "--owner=$VG_OWNER" "--loggers=$loggers" "${dry[@]}" 2>&1) || rc=$?
+  out=$( {
+    for n in "${sent[@]}"; do
+      if [[ -n ${VG_VAL[$n]-} ]]; then printf 'VLGRPO_%s=%s\0' "$n" "${VG_VAL[$n]}"; fi
+    done
+    if [[ -n ${WANDB_API_KEY_FILE-} ]]; then printf 'WANDB_API_KEY_FILE=%s\0' "$WANDB_API_KEY_FILE"; fi
+    if [[ -n ${WANDB_API_KEY-} ]]; then printf 'WANDB_API_KEY=set\0'; fi
+    if [[ -n ${WANDB_MODE-} ]]; then printf 'WANDB_MODE=%s\0' "$WANDB_MODE"; fi
+  } | "${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment trackers "--owner=$VG_OWNER" "--loggers=$loggers" "${dry[@]}" 2>&1) || rc=$?
   if ((rc != 0 && rc != 2)); then
-    vg_problem "VLGRPO_LOGGER" "the tracker settings could not be checked (python3 -m vlgrpo.environment trackers exit $rc)" \
+    vg_problem "VLGRPO_LOGGER" "the tracker settings and the W&B key could not be checked (python3 -m vlgrpo.environment trackers exit $rc)" \
       "run the launch in the image (its python3 has the vlgrpo package)"
     return 0
   fi
@@ -267,7 +231,8 @@ vg_trackers() {
       problem) vg_problem "$a" "$b" "$c" ;;
       note) VG_NOTES+=("$a") ;;
       export)
-        [[ -n ${VG_SET[$a]+x} ]] || vg_die_internal "vlgrpo.trackers exports $a, which is no set row of $VG_OWNER"
+        # WANDB_API_KEY is a pass row (an inherited key passes as it is); the others are this entrypoint's set rows
+        [[ -n ${VG_SET[$a]+x} || $a == WANDB_API_KEY ]] || vg_die_internal "vlgrpo.trackers exports $a, which is no set row of $VG_OWNER"
         export "$a=$b"
         ;;
     esac
@@ -607,7 +572,6 @@ vg_entry() {
   vg_flush_problems
   vg_recipe
   if [[ -n ${VG_VAL[CHECKPOINT_DIR]-} ]]; then vg_check_checkpoint_dir VLGRPO_CHECKPOINT_DIR "${VG_VAL[CHECKPOINT_DIR]}"; fi
-  vg_secrets
   vg_trackers
   vg_build_argv
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"

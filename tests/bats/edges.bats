@@ -77,13 +77,15 @@ refused() {
   mkfifo "$T/key.fifo"
   run --separate-stderr timeout 20 env WANDB_API_KEY_FILE="$T/key.fifo" "$HARNESS" "$FA"
   [[ $status -eq 2 ]] || fail "FIFO: exit $status (124 = blocked)"
-  [[ $stderr == *"error: WANDB_API_KEY_FILE: "*"is not a readable file"* ]] || fail "$stderr"
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: "*"is not a regular file"* ]] || fail "$stderr"
   WANDB_API_KEY_FILE=$T entry fa
   assert_failure 2
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: "*"is not a regular file"* ]] || fail "$stderr"
   head -c 3000000 /dev/zero | tr '\0' k >"$T/huge.key"
+  chmod 600 "$T/huge.key"
   WANDB_API_KEY_FILE=$T/huge.key entry fa
   assert_failure 2
-  [[ $stderr == *"error: WANDB_API_KEY_FILE: the file does not hold one W&B API key (contents not shown)"* ]] || fail "$stderr"
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: the file is larger than 4 KiB (contents not shown)"* ]] || fail "$stderr"
   [[ $stderr != *kkkkkkkkkk* && $output != *kkkkkkkkkk* ]] || fail "contents shown"
   assert_no_python
 }

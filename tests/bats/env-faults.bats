@@ -68,24 +68,26 @@ assert_config_error() {
 
 # ---- the W&B key file -----------------------------------------------------------------------------------------
 
-@test "a WANDB_API_KEY_FILE that passes -r but cannot be read is a configuration error naming it, printed once" {
-  # as root every file passes -r; /proc/self/mem is a regular file whose read at offset 0 fails (EIO)
+@test "a WANDB_API_KEY_FILE in /proc, missing or a folder is a configuration error naming it, printed once" {
+  # as root every file passes -r; /proc/self/mem is a regular file whose read at offset 0 fails (EIO): a kernel
+  # file is never read as a key file
   local f
-  for f in /proc/self/mem /proc/1/mem; do
+  for f in /proc/self/mem /proc/1/mem /proc/self/environ; do
     WANDB_API_KEY_FILE=$f entry fa --dry-run
-    assert_config_error WANDB_API_KEY_FILE "cannot be read"
+    assert_config_error WANDB_API_KEY_FILE "is a kernel or device file, not a key file"
     assert_no_python
   done
   WANDB_API_KEY_FILE=$T/missing entry vo --dry-run
-  assert_config_error WANDB_API_KEY_FILE "is not a readable file"
+  assert_config_error WANDB_API_KEY_FILE "does not exist"
   WANDB_API_KEY_FILE=$T entry vo --dry-run
-  assert_config_error WANDB_API_KEY_FILE "is not a readable file"
+  assert_config_error WANDB_API_KEY_FILE "is not a regular file"
 }
 
 @test "a W&B key file of more than one line is refused, never joined into one key" {
   local k=0123456789abcdef0123456789abcdef01234567 c
   for c in "$k"$'\n'"$k" "${k:0:20}"$'\n'"${k:20}" "$k"$'\n\n'"$k" "$k"$'\r\n'"x" $'\n'"$k" "$k"$'\n\n' NUL; do
     if [[ $c == NUL ]]; then printf '%s\0%s' "$k" "$k" >"$T/key"; else printf '%s' "$c" >"$T/key"; fi
+    chmod 600 "$T/key"
     WANDB_API_KEY_FILE=$T/key entry fa --dry-run
     assert_config_error WANDB_API_KEY_FILE "more than one line"
     [[ $stderr != *"$k"* && $stderr != *"${k:0:20}"* ]] || fail "the key was shown"
@@ -93,6 +95,7 @@ assert_config_error() {
   # one line, with or without its end of line, is the key
   for c in "$k" "$k"$'\n' "$k"$'\r\n'; do
     printf '%s' "$c" >"$T/key"
+    chmod 600 "$T/key"
     export VLGRPO_LOGGER=console,wandb
     WANDB_MODE=online WANDB_API_KEY_FILE=$T/key entry fa --dry-run
     assert_success

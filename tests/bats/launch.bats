@@ -124,6 +124,7 @@ setup() {
 @test "WANDB_API_KEY_FILE: the key reaches verl's environment, never argv, stdout or stderr" {
   local key=0123456789abcdef0123456789abcdef01234567
   printf '%s\n' "$key" >"$T/wandb.key"
+  chmod 600 "$T/wandb.key"
   unset WANDB_MODE
   WANDB_API_KEY_FILE=$T/wandb.key entry fa
   assert_success
@@ -148,6 +149,7 @@ setup() {
   VLGRPO_LOGGER=console entry fa
   assert_success
   printf 'not a key; secret-ish text\n' >"$T/bad.key"
+  chmod 600 "$T/bad.key"
   WANDB_API_KEY_FILE=$T/bad.key entry fa
   assert_failure 2
   [[ $stderr == *"WANDB_API_KEY_FILE: the file does not hold one W&B API key (contents not shown)"* ]]

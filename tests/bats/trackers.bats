@@ -85,6 +85,7 @@ node() {
 @test "ray-node.sh carries the W&B key file and the tracker settings into ray start's environment" {
   local key=0123456789abcdef0123456789abcdef01234567
   printf '%s\n' "$key" >"$T/wandb.key"
+  chmod 600 "$T/wandb.key"
   export VLGRPO_RAY_HEAD=10.0.0.1:6379 WANDB_API_KEY_FILE=$T/wandb.key VLGRPO_TENSORBOARD_DIR=$T/tb
   export VLGRPO_MLFLOW_TRACKING_URI=http://mlflow:5000
   node worker

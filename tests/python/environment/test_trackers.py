@@ -72,7 +72,7 @@ def test_a_selected_logger_without_its_setting_is_refused_naming_it(folder):
 
 
 def test_a_setting_of_a_logger_not_selected_is_a_warning_and_not_exported(folder):
-    plan = trackers.plan("console,wandb", {"VLGRPO_TENSORBOARD_DIR": str(folder)})
+    plan = trackers.plan("console,wandb", {"VLGRPO_TENSORBOARD_DIR": str(folder), "WANDB_MODE": "offline"})
     assert plan.problems == [] and plan.exports == {}
     assert plan.notes == ["warning: VLGRPO_TENSORBOARD_DIR is set but VLGRPO_LOGGER has no tensorboard: it is not used"]
     # ray-node.sh does not know the recipe's loggers: every given setting is carried

@@ -64,6 +64,15 @@ def test_rayjob_uses_only_declared_settings(platform):
         assert "ray-node.sh" in " ".join(c["command"]) and role in c["command"][-1]
 
 
+@pytest.mark.parametrize("platform", sorted(RAYJOBS))
+def test_rayjob_mounts_the_wandb_key_with_a_mode_the_key_file_rule_takes(platform):
+    # a secret volume's files are 0644 unless defaultMode says otherwise; a key file others can read is refused
+    spec = yaml.safe_load(RAYJOBS[platform].read_text())["spec"]["rayClusterSpec"]
+    for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
+        vols = [v for v in group["template"]["spec"]["volumes"] if "secret" in v]
+        assert vols and all(v["secret"].get("defaultMode") in (0o400, 0o600) for v in vols), vols
+
+
 def test_ray_node_env_example_names_only_declared_settings():
     names = set(re.findall(r"^#?(VLGRPO_[A-Z_]+)=", ENV_EXAMPLE.read_text(), re.M))
     assert names and names <= declared(RAY_NODE)
@@ -76,6 +85,7 @@ def test_ray_node_accepts_the_rayjob_node_settings(role, platform, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "WANDB_"))}
     key = tmp_path / "api-key"  # the pod's mounted secret (/run/secrets/wandb/api-key)
     key.write_text(WANDB_KEY + "\n")
+    key.chmod(0o400)  # the secret volume's defaultMode
     for e in c["env"]:
         env[e["name"]] = "lo" if e["name"].endswith("_SOCKET_IFNAME") else str(e["value"])
     assert env.get("WANDB_API_KEY_FILE") == "/run/secrets/wandb/api-key", "every node carries the W&B key"
