@@ -379,6 +379,7 @@ ray_node_main() {
   ray_node_build_argv "$role" "$RN_COUNT" "$RN_PLATFORM"
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then
     vg_env_plan 'ray-node: ' 'ray start and the Ray processes it starts'
+    vg_wandb_plan 'ray-node: '
     printf 'ray-node: dry run: configuration valid, nothing started; command (%d arguments, one per line):\n' "${#RAY_ARGV[@]}"
     printf '%s\n' "${RAY_ARGV[@]}"
     return 0

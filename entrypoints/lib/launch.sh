@@ -419,7 +419,8 @@ vg_help() {
     done
   fi
   printf '\nFixed for every launch (no variable reaches them): %s\n' "$VG_FIXED_NOTE"
-  printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed);\n'
+  printf '\nSecrets: `WANDB_API_KEY`, or `WANDB_API_KEY_FILE` naming a file that holds it (never printed; the file is\n'
+  printf 'yours, mode 0600 or 0400, in folders no other user can write, and holds one W&B API key on one line);\n'
   printf 'a logger list with wandb needs one of them (or `WANDB_MODE=offline`) for a real launch. The other trackers\n'
   printf 'need their settings (tensorboard `VLGRPO_TENSORBOARD_DIR`, mlflow `VLGRPO_MLFLOW_TRACKING_URI`, swanlab\n'
   printf '`VLGRPO_SWANLAB_API_KEY_FILE`); on a Ray cluster every node carries them too (docs/cluster.md).\n'
@@ -485,6 +486,21 @@ vg_help_text() {
     END { flush() }'
 }
 
+# vg_wandb_plan PREFIX — the plan's W&B line, when the logger list has wandb or a W&B server or entity is given:
+# the server (WANDB_BASE_URL) and entity (WANDB_ENTITY) the children get, which are no secrets (their registry types,
+# checked by vg_check_values, keep them plain: an http(s) URL without credentials, a plain name), and the mode.
+vg_wandb_plan() {
+  local p=$1 server entity mode
+  [[ ${VG_VAL[LOGGER]-} == *wandb* || -n ${WANDB_BASE_URL-} || -n ${WANDB_ENTITY-} ]] || return 0
+  server=${WANDB_BASE_URL:-"https://api.wandb.ai (the client's default)"}
+  if [[ -z ${WANDB_BASE_URL-} && " ${VG_ENV_DROPPED[*]} " == *" WANDB_BASE_URL "* ]]; then
+    server="https://api.wandb.ai (the client's default; WANDB_BASE_URL is set but dropped: name it in VLGRPO_PASS_ENV)"
+  fi
+  entity=${WANDB_ENTITY:-"(the key's default entity)"}
+  if [[ -n ${WANDB_MODE-} ]]; then mode=$(vg_show "$WANDB_MODE"); else mode="online (the client's default)"; fi
+  printf '%sW&B: server %s, entity %s, mode %s\n' "$p" "$server" "$entity" "$mode"
+}
+
 # vg_plan — the dry-run output: comment lines ("# ...") with the plan, then the exact argv, one
 # element per line.
 vg_plan() {
@@ -501,6 +517,7 @@ vg_plan() {
   printf '# working directory of the children: %s\n' "$PWD"
   vg_env_plan '# ' 'every child: preflight, cluster tool, verl'
   if [[ -n ${WANDB_API_KEY-} ]]; then printf '# environment: WANDB_API_KEY (set, not shown)\n'; fi
+  vg_wandb_plan '# '
   for n in "${VG_NOTES[@]}"; do printf '# %s\n' "$n"; done
   printf '# preflight: %s\n' "$VG_PREFLIGHT_RESULT"
   printf '# command (%d arguments, one per line):\n' "${#VG_ARGV[@]}"

@@ -103,3 +103,67 @@ node() {
   assert_failure 2
   [[ $stderr == *"error: VLGRPO_MLFLOW_TRACKING_URI: "*"is not an http(s)://"* ]] || fail "$stderr"
 }
+
+@test "WANDB_API_KEY_FILE: the key-file path rule and the W&B key form, refused unseen naming it and the fix" {
+  local key=0123456789abcdef0123456789abcdef01234567
+  export VLGRPO_LOGGER=console,wandb WANDB_MODE=online
+  printf '%s\n' "$key" >"$T/wandb.key"
+  chmod 0644 "$T/wandb.key"
+  entry fa --dry-run
+  assert_success
+  assert_line --partial '# warning: VLGRPO_LOGGER has wandb but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set'
+  rm -rf "${STUB_LOG:?}"/*
+  WANDB_API_KEY_FILE=$T/wandb.key entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: $T/wandb.key can be read or written by others (mode 0644)"*"chmod 0600 $T/wandb.key"* ]] || fail "$stderr"
+  # a Hugging Face token in the key file would go to the W&B server: refused, never shown
+  printf 'hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567\n' >"$T/hf.key"
+  chmod 0600 "$T/hf.key"
+  WANDB_API_KEY_FILE=$T/hf.key entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: the file does not hold one W&B API key (contents not shown): it holds what looks like a Hugging Face token"*"fix: point WANDB_API_KEY_FILE at a file of yours"* ]] || fail "$stderr"
+  [[ $stderr$output != *AbCdEfGh* ]] || fail "the token was shown"
+  # a link to a key of another user: the file it names is judged
+  chmod 0600 "$T/wandb.key"
+  chown 65534 "$T/wandb.key"
+  ln -s "$T/wandb.key" "$T/link.key"
+  WANDB_API_KEY_FILE=$T/link.key entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_API_KEY_FILE: $T/link.key: $T/wandb.key is owned by uid 65534"* ]] || fail "$stderr"
+  [[ $stderr$output != *"$key"* ]] || fail "the key was shown"
+  assert_no_python
+}
+
+@test "WANDB_BASE_URL and WANDB_ENTITY are typed and shown in the plan; a bad one exits 2 naming it" {
+  local key=0123456789abcdef0123456789abcdef01234567
+  printf '%s\n' "$key" >"$T/wandb.key"
+  chmod 0600 "$T/wandb.key"
+  export VLGRPO_LOGGER=console,wandb WANDB_API_KEY_FILE=$T/wandb.key
+  VLGRPO_PASS_ENV=$STUB_PASS,WANDB_BASE_URL WANDB_BASE_URL=https://wandb.example.com WANDB_ENTITY=my-team entry fa --dry-run
+  assert_success
+  assert_line '# W&B: server https://wandb.example.com, entity my-team, mode offline'
+  [[ $output != *"$key"* ]] || fail "the key was shown"
+  entry fa --dry-run
+  assert_success
+  assert_line "# W&B: server https://api.wandb.ai (the client's default), entity (the key's default entity), mode offline"
+  # set but not named in VLGRPO_PASS_ENV: dropped, and the plan says so
+  WANDB_BASE_URL=https://wandb.example.com entry fa --dry-run
+  assert_success
+  assert_line --partial "WANDB_BASE_URL is set but dropped: name it in VLGRPO_PASS_ENV"
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_PASS_ENV=$STUB_PASS,WANDB_BASE_URL WANDB_BASE_URL=https://me:pw@wandb.example.com entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_BASE_URL: holds credentials"*"fix: set it to your W&B server's URL"* ]] || fail "$stderr"
+  [[ $stderr != *"pw@"* ]] || fail "the password was printed: $stderr"
+  VLGRPO_PASS_ENV=$STUB_PASS,WANDB_BASE_URL WANDB_BASE_URL=file:///tmp/wandb entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_BASE_URL: is not an http:// or https:// URL"* ]] || fail "$stderr"
+  WANDB_ENTITY='my team' entry fa
+  assert_failure 2
+  [[ $stderr == *"error: WANDB_ENTITY: is not a plain name"*"fix: set it to your W&B user or team name"* ]] || fail "$stderr"
+  assert_no_python
+  # ray-node.sh shows them too
+  VLGRPO_RAY_HEAD=10.0.0.1:6379 WANDB_ENTITY=my-team node worker
+  assert_success
+  assert_line 'ray-node: W&B: server https://api.wandb.ai (the client'"'"'s default), entity my-team, mode offline'
+}

@@ -254,6 +254,7 @@ _ALNUM = _LOWER + _UPPER + _DIGITS
 _PATH_CHARS = frozenset(_ALNUM + "._/-")
 _LABEL_CHARS = frozenset(_ALNUM + "-")
 _URL_PATH_CHARS = frozenset(_ALNUM + "._~/-")
+_NAME_CHARS = frozenset(_ALNUM + "._-")
 
 
 def _octets(host):
@@ -583,7 +584,7 @@ def _runtime_env_config_problems(cfg):
 # ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
 
 #: pass-row types (the registry's type column of kinds pass / pass-on-request); see :func:`check_value`
-PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped")
+PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped", "httpurl", "plainname")
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
 #: '_'-separated words, since the libraries add names every release (NCCL 2.27: NCCL_ENV_PLUGIN, NCCL_GIN_PLUGIN,
@@ -723,8 +724,10 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     existing folder this user can write, see :func:`_dir_problem`; ``dir``: the same when it exists; ``dirs``: a
     ':' list of ``dir`` (an empty entry is the working directory); ``shaped``: by the words of ``name``
     (:func:`shape`), a library or a peer only when ``pass_env`` names it, a path as ``dirs`` entries are (a file
-    entry: the file and its folder). ``protect`` are real paths (the checkpoint folder and its volume's mount
-    point)."""
+    entry: the file and its folder); ``httpurl`` (``WANDB_BASE_URL``): the ``uri`` setting type's http(s) form,
+    ``http(s)://HOST[:PORT][/PATH]`` without credentials, query or fragment; ``plainname`` (``WANDB_ENTITY``): 1-128
+    letters, digits, ``_ . -``, the first a letter or digit. ``protect`` are real paths (the checkpoint folder and
+    its volume's mount point). The reasons never quote the value (the entrypoints add "value not shown")."""
     t = row.type
     if not t or (not value and t in ("tmpdir", "dir", "dirs")):
         return ""
@@ -759,6 +762,22 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
             return _path_list_problem(value, _path_entry_problem, protect,
                                       "has an empty entry, which is read as the working directory")
         return ""
+    if t == "httpurl":
+        if not value:
+            return ""
+        if not value.startswith(("http://", "https://")):
+            return "is not an http:// or https:// URL"
+        try:
+            _validate_re("uri", "", value, None)
+        except Refused as exc:
+            if exc.reason == "uri-credentials":
+                return "holds credentials (user:password@ or a token); a server URL carries none"
+            return "is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment"
+        return ""
+    if t == "plainname":
+        if not value or (len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS):
+            return ""
+        return "is not a plain name (1-128 letters, digits, '_', '.', '-', the first a letter or digit)"
     if t == "dirs":
         return _path_list_problem(value, lambda e, p: _dir_problem(e, p, must_exist=False), protect,
                                   "has an empty entry, which is read as the working directory (Python's import "

@@ -213,3 +213,44 @@ def test_a_requested_name_without_a_row_gets_the_path_rule(tmp_path):
     assert environment.check_values(["MYTOOL_PLUGIN=x", "MYTOOL_ADDR=10.0.0.1:1"],
                                     pass_env=("MYTOOL_PLUGIN", "MYTOOL_ADDR")) == []
     assert environment.check_values([f"MYTOOL_HOME={tmp_path / 'open'}"]) == []
+
+
+# ---- the W&B server and entity (WANDB_BASE_URL, WANDB_ENTITY) -------------------------------------------------
+
+@pytest.mark.parametrize("value, ok", [
+    ("https://api.wandb.ai", True), ("http://wandb.example.com:8080", True), ("https://wandb.example.com/", True),
+    ("http://10.0.0.5:8080/w", True), ("", True),
+    ("https://user:pw@wandb.example.com", False), ("https://wandb.example.com/?x=1", False),
+    ("https://wandb.example.com/#f", False), ("file:///tmp/wandb", False), ("ftp://wandb.example.com", False),
+    ("wandb.example.com", False), ("https://wandb.example.com:99999", False), ("https://-bad.example", False),
+])
+def test_the_wandb_server_is_an_http_url_without_credentials(value, ok):
+    """The same URLs the registry's ``uri`` setting type takes in its http(s) form (validate is the reference),
+    never a file: store; a refusal never quotes the value."""
+    why = environment.check_value(_row("WANDB_BASE_URL"), value)
+    assert (why == "") is ok, (value, why)
+    if value and value.startswith("http"):
+        uri_ok = True
+        try:
+            environment.validate(environment.Row(["X", "fa", "setting", "uri"] + ["-"] * (len(environment.COLUMNS) - 4)),
+                                 value)
+        except ValueError:
+            uri_ok = False
+        assert uri_ok is ok, value
+    assert "pw" not in why and "wandb.example" not in why
+
+
+@pytest.mark.parametrize("value, ok", [("my-team", True), ("user_1", True), ("a.b", True), ("A" * 128, True),
+                                       ("", True), ("-team", False), ("team name", False), ("a/b", False),
+                                       ("A" * 129, False), ("tëam", False), ("x;rm", False)])
+def test_the_wandb_entity_is_a_plain_name(value, ok):
+    why = environment.check_value(_row("WANDB_ENTITY"), value)
+    assert (why == "") is ok, (value, why)
+
+
+def test_a_bad_wandb_server_or_entity_is_named_with_its_fix_by_check_values():
+    problems = environment.check_values(["WANDB_BASE_URL=https://u:p@w.example", "WANDB_ENTITY=a b"],
+                                        pass_env=("WANDB_BASE_URL",))
+    assert [p[0] for p in problems] == ["WANDB_BASE_URL", "WANDB_ENTITY"], problems
+    assert "credentials" in problems[0][1] and "https://wandb.example.com" in problems[0][2]
+    assert "team name" in problems[1][2]
