@@ -12,7 +12,5 @@ source "$VG_LIB_DIR/settings.sh"
 source "$VG_LIB_DIR/registry.sh"
 # shellcheck source=entrypoints/lib/node.sh
 source "$VG_LIB_DIR/node.sh"
-# shellcheck source=entrypoints/lib/checks.sh
-source "$VG_LIB_DIR/checks.sh"
 # shellcheck source=entrypoints/lib/launch.sh
 source "$VG_LIB_DIR/launch.sh"

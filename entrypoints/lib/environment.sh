@@ -104,21 +104,13 @@ vg_environment_check() {
 # bash exports, and the look-alike check of the names with non-ASCII characters (VG_ENV_NONASCII: VLGRΡO_LR with a
 # Greek Rho would be ignored without a word): one `values` request to the launcher (vlgrpo.launch.childenv, which
 # calls vlgrpo.environment check_values, the same rule a Ray job's runtime_env env_vars get). The checkpoint folder
-# (and, in a container, the volume it is mounted from) is protected: folders there are refused for TMPDIR, HOME,
-# caches and PYTHONPATH. Runs after vg_environment_apply (realpath and awk see the built environment); problems are
-# recorded. The Ray node and the doctor derive nothing: the launcher ends here for them.
+# (and, in a container, the volume it is mounted from: vlgrpo.mounts, with this file's test hooks VG_MOUNTINFO and
+# VG_CONTAINER_MARKERS) is protected: folders there are refused for TMPDIR, HOME, caches and PYTHONPATH. Problems
+# are recorded. The Ray node and the doctor derive nothing: the launcher ends here for them.
 vg_check_values() {
-  local n rec ck mp
-  VG_LAUNCH_IN=("e:${VG_VAL[PASS_ENV]-}")
-  ck=${VG_VAL[CHECKPOINT_DIR]-}
-  if ((${#VG_ENV_TYPED[@]})) && [[ -n $ck ]] && ck=$(realpath -e -- "$ck" 2>/dev/null); then
-    VG_LAUNCH_IN+=("k:$ck")
-    if vg_in_container && [[ -r $VG_MOUNTINFO ]]; then
-      mp=$(vg_mount_of "$ck")
-      mp=${mp%$'\t'*}
-      if [[ -n $mp && $mp != / ]]; then VG_LAUNCH_IN+=("k:$mp"); fi
-    fi
-  fi
+  local n rec m
+  VG_LAUNCH_IN=("e:${VG_VAL[PASS_ENV]-}" "c:${VG_VAL[CHECKPOINT_DIR]-}" "M:$VG_MOUNTINFO")
+  for m in "${VG_CONTAINER_MARKERS[@]}"; do VG_LAUNCH_IN+=("m:$m"); done
   for n in "${VG_ENV_TYPED[@]}"; do VG_LAUNCH_IN+=("v:$n=${!n-}"); done
   for n in "${VG_ENV_NONASCII[@]}"; do VG_LAUNCH_IN+=("a:$n"); done
   if ((${#VG_ENV_TYPED[@]} + ${#VG_ENV_NONASCII[@]})); then

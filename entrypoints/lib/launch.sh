@@ -86,11 +86,13 @@ vg_template_keys() {
 # vg_recipe — the recipe step, one `recipe` request to the launcher (vlgrpo.launch.recipes): bash sends every
 # setting's value, raw value and source, the platform and this node's device count; the launcher fills in the derived
 # defaults (their problems end the launch here, as a refused setting does), then checks the recipe's cross-field
-# rules (problems recorded), and answers the topology, the cluster's size and the argv (VG_ARGV: the program and the
+# rules and the checkpoint folder's storage (with lib/node.sh's test hooks VG_MOUNTINFO and VG_CONTAINER_MARKERS;
+# problems recorded, planning warnings noted), and answers the topology, the cluster's size and the argv (VG_ARGV: the program and the
 # template with every placeholder replaced). The launcher ends here.
 vg_recipe() {
-  local n rec halt=0
-  VG_LAUNCH_IN=("P:$VG_PLATFORM" "n:$VG_NODE_DEVICES" "f:$VG_NODE_DEVICES_FROM")
+  local n rec m halt=0
+  VG_LAUNCH_IN=("P:$VG_PLATFORM" "n:$VG_NODE_DEVICES" "f:$VG_NODE_DEVICES_FROM" "M:$VG_MOUNTINFO" "d:$VG_DRY_RUN")
+  for m in "${VG_CONTAINER_MARKERS[@]}"; do VG_LAUNCH_IN+=("m:$m"); done
   for n in "${VG_NAMES[@]}"; do
     VG_LAUNCH_IN+=("v:$n=${VG_VAL[$n]-}" "s:$n=${VG_SRC[$n]-}")
     if [[ -n ${VG_RAW[$n]+x} ]]; then VG_LAUNCH_IN+=("r:$n=${VG_RAW[$n]}"); fi
@@ -112,6 +114,7 @@ vg_recipe() {
         ;;
       x:*) unset 'VG_RAW[${rec#x:}]' ;;
       p:*) VG_PROBLEMS+=("${rec#p:}") ;;
+      w:*) VG_NOTES+=("${rec#w:}") ;;
       t:*) VG_TOPOLOGY=${rec#t:} ;;
       c:*) read -r VG_CLUSTER_NODES VG_CLUSTER_PER_NODE VG_CLUSTER_DEVICES <<<"${rec#c:}" ;;
       a:*) VG_ARGV+=("${rec#a:}") ;;
@@ -588,7 +591,6 @@ vg_entry() {
   vg_detect_node
   vg_flush_problems
   vg_recipe
-  if [[ -n ${VG_VAL[CHECKPOINT_DIR]-} ]]; then vg_check_checkpoint_dir VLGRPO_CHECKPOINT_DIR "${VG_VAL[CHECKPOINT_DIR]}"; fi
   vg_trackers
   vg_build_argv
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034 # (VG_NODE_DEVICES and VG_NODE_DEVICES_FROM are read by lib/launch.sh)
-# vlgrpo entrypoint mechanics: what this node is (platform, accelerators per node, container) and
-# whether the checkpoint directory is safe to write a long run into.
+# vlgrpo entrypoint mechanics: what this node is (platform, accelerators per node). Whether this is a container and
+# the checkpoint folder's storage are the launcher's (python/src/vlgrpo/mounts.py, vlgrpo.launch.recipes), which
+# get VG_MOUNTINFO and VG_CONTAINER_MARKERS from here.
 #
 # Test hooks: the globals below are plain shell variables assigned when this file is sourced.
 # The environment cannot change them (they are not read from it), so a real run always inspects the
@@ -117,18 +118,4 @@ vg_detect_node() {
     vg_problem VLGRPO_PLATFORM "platform $VG_PLATFORM but no device found ($from)" \
       "check the device mounts of the container, or plan with VLGRPO_DRY_RUN=1 VLGRPO_PLAN_DEVICES_PER_NODE=N"
   fi
-}
-
-# vg_in_container — true inside Docker/Podman (marker files), and in containers that leave no marker
-# (Kubernetes with containerd or CRI-O, the KubeRay example): there the root file system is the
-# container's layer, an overlay (or fuse-overlayfs, aufs, or a tmpfs/ramfs that vanishes likewise), per
-# VG_MOUNTINFO. See the hook note above.
-vg_in_container() {
-  local m
-  for m in "${VG_CONTAINER_MARKERS[@]}"; do
-    [[ -e $m ]] && return 0
-  done
-  [[ -r $VG_MOUNTINFO ]] || return 1
-  awk '$5 == "/" { fs = ""; for (i = 6; i <= NF; i++) if ($i == "-") { fs = $(i + 1); break } }
-    END { exit !(fs ~ /^(overlay|fuse-overlayfs|fuse\.fuse-overlayfs|aufs|tmpfs|ramfs)$/) }' "$VG_MOUNTINFO"
 }

@@ -47,6 +47,7 @@ import tempfile
 from typing import Any, Callable
 
 from vlgrpo import devices as devcount
+from vlgrpo import mounts
 
 MANIFEST_PATH = "/opt/vlgrpo/build-manifest.json"
 ASCEND_DRIVER = "/usr/local/Ascend/driver"
@@ -87,7 +88,8 @@ class Context:
     install_info: str = "/etc/ascend_install.info"
     root: str = "/"  # where vlgrpo.driver reads the driver's and the image's version files
     shm_dir: str = "/dev/shm"
-    container_markers: tuple[str, ...] = ("/.dockerenv", "/run/.containerenv")
+    container_markers: tuple[str, ...] = mounts.CONTAINER_MARKERS
+    mountinfo: str = mounts.MOUNTINFO
     min_shm_gib: float = DEFAULT_MIN_SHM_GIB
     min_free_gib: float = DEFAULT_MIN_FREE_GIB
     model_path: str = ""
@@ -113,7 +115,8 @@ class Context:
         return bool(self.manifest and self.manifest.get("stand_in"))
 
     def in_container(self) -> bool:
-        return any(os.path.exists(p) for p in self.container_markers)
+        """The launch's rule (:func:`vlgrpo.mounts.in_container`): a marker file, or a container-layer root."""
+        return mounts.in_container(self.container_markers, self.mountinfo)
 
     def davinci(self) -> list[str]:
         return devcount.davinci_devices(self.dev_dir)

@@ -42,7 +42,9 @@ def write_manifest(path: Path, packages: dict[str, str], **extra) -> Path:
 def ctx_for(tmp_path: Path, **kw) -> Context:
     ctx = Context(manifest_path=str(tmp_path / "absent.json"), dev_dir=str(tmp_path / "dev"),
                   driver_dir=str(tmp_path / "driver"), dcmi_dir=str(tmp_path / "dcmi"),
-                  install_info=str(tmp_path / "ascend_install.info"), container_markers=(str(tmp_path / "marker"),))
+                  install_info=str(tmp_path / "ascend_install.info"), container_markers=(str(tmp_path / "marker"),),
+                  mountinfo=str(tmp_path / "mountinfo"))
+    (tmp_path / "mountinfo").write_text("1 0 254:0 / / rw - ext4 /dev/vda rw\n")  # a host, not a container layer
     for k, v in kw.items():
         setattr(ctx, k, v)
     (tmp_path / "dev").mkdir(exist_ok=True)
@@ -338,3 +340,13 @@ def test_driver_version_ascend_against_cann_8_5(tmp_path, info, status):
         assert "25.3.rc1 is older than Ascend HDK 25.5.0" in r.detail and "HDK 25.5.0" in r.fix
     else:
         assert r.detail.startswith("host driver 26.0.rc1; the image needs CANN 8.5.0")
+
+
+def test_a_container_without_a_marker_file_is_one_by_its_layer_root(tmp_path):
+    """Kubernetes with containerd or CRI-O leaves no /.dockerenv: the root file system (an overlay) says it."""
+    ctx = ctx_for(tmp_path)
+    assert not ctx.in_container()
+    (tmp_path / "mountinfo").write_text("1 0 0:1 / / rw - overlay overlay rw\n")
+    assert ctx.in_container()
+    res = doctor.check_versions(ctx)
+    assert res.status == doctor.FAIL and "inside a container" in res.detail

@@ -11,9 +11,8 @@ container and the node's next reboot. :func:`storage_problem` follows the folder
   backing file on a container's own layer (overlay, aufs) vanishes with the container. The space a loop file
   system reports is capped by what the backing file system has free (a sparse image overstates it).
 
-Mount facts come from ``/proc/self/mountinfo`` (proc(5): field 5 the mount point with octal escapes, the fields
-after ``-`` the type and the source); the deepest mount holding the path wins, and of two at the same point the
-later one. Standard library only.
+Mount facts come from ``/proc/self/mountinfo`` through :mod:`vlgrpo.mounts` (the deepest mount holding the path
+wins, and of two at the same point the later one). Standard library only.
 """
 
 from __future__ import annotations
@@ -23,18 +22,11 @@ import os
 import re
 import shutil
 
+from vlgrpo.mounts import mount_of, read_mounts
+
 RAM_FS = ("tmpfs", "ramfs")
 LAYER_FS = ("overlay", "fuse-overlayfs", "aufs")
 MAX_DEPTH = 4  # loop devices stacked on loop devices, at most
-
-
-@dataclasses.dataclass(frozen=True)
-class Mount:
-    """One mountinfo line: ``point`` (unescaped), ``fstype``, ``source`` (e.g. ``/dev/loop3``)."""
-
-    point: str
-    fstype: str
-    source: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,36 +38,6 @@ class Storage:
     chain: tuple
     problem: str
     free_bytes: int | None
-
-
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
-    """Every mount of ``mountinfo`` in file order. Raises OSError when it cannot be read."""
-    out = []
-    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
-        for line in fh:
-            fields = line.split()
-            if "-" not in fields or len(fields) < 5:
-                continue
-            dash = fields.index("-")
-            if dash + 2 >= len(fields):
-                continue
-            out.append(Mount(_unescape(fields[4]), fields[dash + 1], _unescape(fields[dash + 2])))
-    return out
-
-
-def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
-    """The mount holding the real path ``path``: the longest mount point that is ``path`` or a parent of it, the
-    later of two equal ones."""
-    best = None
-    for m in mounts:
-        inside = m.point == "/" or path == m.point or path.startswith(m.point.rstrip("/") + "/")
-        if inside and (best is None or len(m.point) >= len(best.point)):
-            best = m
-    return best
 
 
 def _free(path: str) -> int | None:

@@ -24,7 +24,9 @@ Names and values are bytes decoded with ``surrogateescape`` (as bash hands them 
 
 from __future__ import annotations
 
-from vlgrpo import environment
+import os
+
+from vlgrpo import environment, mounts
 from vlgrpo.launch import settings
 
 _ALPHA = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
@@ -238,22 +240,47 @@ def run_environment(owner: str, records: list[str]) -> list[str]:
     return out + ["p:" + line for line in got.problems]
 
 
+def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[str, ...]:
+    """The real paths typed folders may not lie in: the checkpoint folder and, in a container, the mount point of
+    the volume it is on (none when the folder does not exist)."""
+    try:
+        ck = os.path.realpath(checkpoint_dir, strict=True) if checkpoint_dir else ""
+    except (OSError, RuntimeError):
+        ck = ""
+    if not ck:
+        return ()
+    out = [ck]
+    if mounts.in_container(markers, mountinfo):
+        try:
+            m = mounts.mount_of(ck, mounts.read_mounts(mountinfo))
+        except OSError:
+            m = None
+        if m is not None and m.point != "/":
+            out.append(m.point)
+    return tuple(out)
+
+
 def run_values(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``values`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    pass_env = ""
-    protect: list[str] = []
+    pass_env, ckpt, mountinfo = "", "", mounts.MOUNTINFO
+    markers: list[str] = []
     values: list[str] = []
     nonascii: list[str] = []
     for rec in records:
         tag, _, rest = rec.partition(":")
         if tag == "e":
             pass_env = rest
-        elif tag == "k":
-            protect.append(rest)
+        elif tag == "c":
+            ckpt = rest
+        elif tag == "m":
+            markers.append(rest)
+        elif tag == "M":
+            mountinfo = rest
         elif tag == "v":
             values.append(rest)
         elif tag == "a":
             nonascii.append(rest)
         else:
             raise ValueError(f"values: an unknown record {tag!r}")
-    return ["p:" + line for line in value_problems(owner, values, pass_env, tuple(protect), nonascii)]
+    protect = protected(ckpt, markers, mountinfo) if values else ()
+    return ["p:" + line for line in value_problems(owner, values, pass_env, protect, nonascii)]

@@ -10,8 +10,9 @@ The rules (each written once, here): the derived defaults of the registry's ``@f
 (:data:`FORMULAS`; a default whose input has no value has none either, and a derived value out of range is reported
 with the inputs it came from), the per-node device counts against this node's, the length budget (field case B09),
 the data-parallel and FSDP divisibility verl asserts, the vLLM replica layout, the resume folder (a
-``global_step_N`` folder, outside the checkpoint folder only with a manifest: field case C03), and for the
-fully-async recipe the DAPO overlong buffer. Problems are lines ``VAR: FAULT; fix: FIX`` (exit 2 at the entrypoint).
+``global_step_N`` folder, outside the checkpoint folder only with a manifest: field case C03), the checkpoint
+folder's storage (writable; in a container a volume mount of its own), and for the fully-async recipe the DAPO
+overlong buffer. Problems are lines ``VAR: FAULT; fix: FIX`` (exit 2 at the entrypoint).
 
 Upstream sources the rules mirror: verl v0.8.0 (commit 7aed6b2) ``verl/workers/config/actor.py`` (max_token_len >=
 sequence length, mini-batch divisibility), ``verl/trainer/ppo/ray_trainer.py`` ``validate_config`` (train batch x n
@@ -25,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from vlgrpo import environment
+from vlgrpo import environment, mounts
 from vlgrpo.launch import settings
 
 #: the recipe file of each recipe owner
@@ -113,6 +114,10 @@ class State:
         self.problems: list[str] = []
         self.topology = ""
         self.cluster = (0, 0, 0)  # nodes, devices per node, devices
+        self.notes: list[str] = []
+        self.markers: list[str] = []  # container marker files (lib/node.sh VG_CONTAINER_MARKERS, a test hook)
+        self.mountinfo = mounts.MOUNTINFO
+        self.dry_run = False
 
 
 def resolve_derived(owner: str, st: State, cwd: str) -> None:
@@ -212,14 +217,6 @@ def check_rollout_layout(st: State, tp: int, dp: int, ep: int, nn: int, pn: int)
             "x DP)", f"set VLGRPO_ROLLOUT_EP=1 or {rep}"))
 
 
-def _real(p: str) -> str:
-    """``realpath -e P`` when P exists, else P."""
-    try:
-        return os.path.realpath(p, strict=True) if p else p
-    except (OSError, RuntimeError):
-        return p
-
-
 def _has_manifest(folder: str) -> bool:
     try:
         names = os.listdir(folder)
@@ -244,12 +241,64 @@ def check_resume(st: State) -> None:
         st.problems.append(settings.problem(var, f"{folder} is not a global_step_N folder (verl requires that name)",
                                             "point it at .../global_step_N inside the checkpoint folder"))
     elif folder:
-        real, root = _real(folder), _real(st.values.get("CHECKPOINT_DIR", ""))
+        real, root = mounts.real(folder), mounts.real(st.values.get("CHECKPOINT_DIR", ""))
         if not real.startswith(root + "/") and not _has_manifest(real):
             st.problems.append(settings.problem(
                 var, f"{folder} lies outside the checkpoint folder {root} and carries no vlgrpo manifest, so nothing "
                 "shows who wrote it (its files are unpickled at resume)",
                 f"copy it into VLGRPO_CHECKPOINT_DIR, or check it and run: python -m vlgrpo checkpoint trust {folder}"))
+
+
+def _storage_problem(st: State, var: str, fault: str, fix: str) -> None:
+    """A planning dry run (VLGRPO_PLAN_DEVICES_PER_NODE) describes another machine: this container's storage only
+    earns a warning in the plan; every other run refuses."""
+    if st.dry_run and st.values.get("PLAN_DEVICES_PER_NODE"):
+        st.notes.append(f"warning: {var}: {fault} (planning dry run: not refused here; a launch on this machine would "
+                        "be)")
+    else:
+        st.problems.append(settings.problem(var, fault, fix))
+
+
+def check_checkpoint_dir(st: State, var: str, folder: str) -> None:
+    """The checkpoint folder (an existing folder, validated) must take a real write, and inside a container
+    (:func:`vlgrpo.mounts.in_container`) it must be a mount of its own of a volume file-system type
+    (:data:`vlgrpo.mounts.VOLUME_FS`), or checkpoints vanish with the container (field case C03). Free space
+    against one checkpoint's size is the preflight's (it knows the model)."""
+    probe = ""
+    for _ in range(8):
+        name = os.path.join(folder, ".vlgrpo-write-test." + os.urandom(6).hex())
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+        probe = name
+        break
+    if not probe:
+        st.problems.append(settings.problem(var, f"{folder} is not writable by uid {os.getuid()}",
+                                            "mount it read-write and make it writable for this user (checkpoints go "
+                                            "there)"))
+        return
+    os.unlink(probe)
+    if not mounts.in_container(st.markers, st.mountinfo):
+        return
+    try:
+        table = mounts.read_mounts(st.mountinfo)
+    except OSError:
+        st.problems.append(settings.problem(var, f"inside a container, and {st.mountinfo} is unreadable, so {folder} "
+                                            "cannot be shown to be a mount", "run with /proc mounted (the default "
+                                            "for docker and podman)"))
+        return
+    m = mounts.mount_of(mounts.real(folder), table)
+    if m is None or m.point == "/":
+        _storage_problem(st, var, f"{folder} is inside the container's own file system, so checkpoints vanish with "
+                         "the container", f"mount a host or shared volume there (docker run -v HOST_DIR:{folder}, or "
+                         "a compose volume)")
+    elif m.fstype not in mounts.VOLUME_FS:
+        _storage_problem(st, var, f"{folder} is on a {m.fstype} mount ({m.point}) that does not outlive the container "
+                         f"or is not a volume (accepted file systems: {mounts.VOLUME_FS_WORDS})",
+                         f"mount a persistent host or shared volume at {folder}")
 
 
 # ---- the recipes' own rules -------------------------------------------------------------------------------------
@@ -387,6 +436,12 @@ def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:
             st.node = int(rest)
         elif tag == "f":
             st.node_from = rest
+        elif tag == "m":
+            st.markers.append(rest)
+        elif tag == "M":
+            st.mountinfo = rest
+        elif tag == "d":
+            st.dry_run = rest == "1"
         else:
             raise ValueError(f"recipe: an unknown record {tag!r}")
     resolve_derived(owner, st, cwd)
@@ -397,8 +452,10 @@ def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:
         return out + ["p:" + line for line in st.problems] + ["halt:"]
     recipe = load(owner)
     CHECKS[owner](st)
+    if st.values.get("CHECKPOINT_DIR"):
+        check_checkpoint_dir(st, "VLGRPO_CHECKPOINT_DIR", st.values["CHECKPOINT_DIR"])
     out += [f"v:{s}={t}" for s, t in st.values.items() if s in recipe.derived]
-    out += ["p:" + line for line in st.problems]
+    out += ["p:" + line for line in st.problems] + ["w:" + note for note in st.notes]
     out += [f"t:{st.topology}", "c:" + " ".join(str(n) for n in st.cluster)]
     try:
         out += ["a:" + el for el in build_argv(recipe, st.values)]
