@@ -28,6 +28,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
       "unset RAY_ADDRESS (the doctor checks this node with a private Ray instance)"
   fi
   vg_build_child_environment
+  vg_launch_stop
   vg_flush_problems
   vg_image_env
   vg_child_prefix

@@ -368,6 +368,7 @@ ray_node_main() {
   # settings become the variables they read (vlgrpo.trackers: lib/launch.sh vg_trackers), for ray start and every
   # Ray process it starts
   vg_trackers
+  vg_launch_stop
   vg_flush_problems
   vg_image_env
   ray_node_platform_and_count

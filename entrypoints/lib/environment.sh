@@ -106,7 +106,7 @@ vg_environment_check() {
 # calls vlgrpo.environment check_values, the same rule a Ray job's runtime_env env_vars get). The checkpoint folder
 # (and, in a container, the volume it is mounted from: vlgrpo.mounts, with this file's test hooks VG_MOUNTINFO and
 # VG_CONTAINER_MARKERS) is protected: folders there are refused for TMPDIR, HOME, caches and PYTHONPATH. Problems
-# are recorded. The Ray node and the doctor derive nothing: the launcher ends here for them.
+# are recorded.
 vg_check_values() {
   local n rec m
   VG_LAUNCH_IN=("e:${VG_VAL[PASS_ENV]-}" "c:${VG_VAL[CHECKPOINT_DIR]-}" "M:$VG_MOUNTINFO")
@@ -120,7 +120,6 @@ vg_check_values() {
       VG_PROBLEMS+=("${rec#p:}")
     done
   fi
-  if [[ $VG_OWNER == node || $VG_OWNER == doctor ]]; then vg_launch_stop; fi
   return 0
 }
 

@@ -88,7 +88,7 @@ vg_template_keys() {
 # defaults (their problems end the launch here, as a refused setting does), then checks the recipe's cross-field
 # rules and the checkpoint folder's storage (with lib/node.sh's test hooks VG_MOUNTINFO and VG_CONTAINER_MARKERS;
 # problems recorded, planning warnings noted), and answers the topology, the cluster's size and the argv (VG_ARGV: the program and the
-# template with every placeholder replaced). The launcher ends here.
+# template with every placeholder replaced).
 vg_recipe() {
   local n rec m halt=0
   VG_LAUNCH_IN=("P:$VG_PLATFORM" "n:$VG_NODE_DEVICES" "f:$VG_NODE_DEVICES_FROM" "M:$VG_MOUNTINFO" "d:$VG_DRY_RUN")
@@ -98,7 +98,6 @@ vg_recipe() {
     if [[ -n ${VG_RAW[$n]+x} ]]; then VG_LAUNCH_IN+=("r:$n=${VG_RAW[$n]}"); fi
   done
   _vg_launch recipe
-  vg_launch_stop
   VG_ARGV=()
   for rec in "${VG_LAUNCH_OUT[@]}"; do
     case $rec in
@@ -195,13 +194,12 @@ vg_check_duplicates() {
 # problem, a note in a dry run for a key; a setting of a logger not selected a note), the key file by the path rule
 # for key files and the W&B client's key form, and what verl's loggers read (TENSORBOARD_DIR, MLFLOW_TRACKING_URI,
 # SWANLAB_API_KEY and WANDB_API_KEY from their files, ...) exported for the children, a key never printed;
-# ray-node.sh (no logger list) exports every one given. The values go NUL-separated on stdin of
-# `python3 -m vlgrpo.environment trackers` (the registry's command line, which hands them to vlgrpo.trackers), with
+# ray-node.sh (no logger list) exports every one given. One `trackers` request to the launcher: the settings, with
 # WANDB_API_KEY_FILE and WANDB_MODE as inherited and, for an inherited WANDB_API_KEY, the word `set` (its value
-# stays here).
+# stays here); the launcher (its interpreter runs as this user, as a child would) reads the key files.
 vg_trackers() {
-  local out rc n kind a b c given="" loggers=${VG_VAL[LOGGER]-}
-  local -a dry=() sent=()
+  local n rec given="" loggers=${VG_VAL[LOGGER]-}
+  local -a sent=()
   for n in "${VG_NAMES[@]}"; do
     _vg_has_owner "${VG_READERS[$n]-}" trackers && sent+=("$n")
   done
@@ -213,33 +211,27 @@ vg_trackers() {
   # nothing to check or export: no tracker setting or key file given, no logger that needs one
   [[ -n $given || -n ${WANDB_API_KEY_FILE-} || $loggers == *wandb* || $loggers == *tensorboard* || $loggers == *mlflow* ||
     $loggers == *swanlab* ]] || return 0
-  if ((VG_DRY_RUN)); then dry=(--dry-run); fi
-  rc=0
-  vg_helper_prefix
-  out=$( {
-    for n in "${sent[@]}"; do
-      if [[ -n ${VG_VAL[$n]-} ]]; then printf 'VLGRPO_%s=%s\0' "$n" "${VG_VAL[$n]}"; fi
-    done
-    if [[ -n ${WANDB_API_KEY_FILE-} ]]; then printf 'WANDB_API_KEY_FILE=%s\0' "$WANDB_API_KEY_FILE"; fi
-    if [[ -n ${WANDB_API_KEY-} ]]; then printf 'WANDB_API_KEY=set\0'; fi
-    if [[ -n ${WANDB_MODE-} ]]; then printf 'WANDB_MODE=%s\0' "$WANDB_MODE"; fi
-  } | "${VG_HELPER_PREFIX[@]}" python3 -P -s -m vlgrpo.environment trackers "--owner=$VG_OWNER" "--loggers=$loggers" "${dry[@]}" 2>&1) || rc=$?
-  if ((rc != 0 && rc != 2)); then
-    vg_problem "VLGRPO_LOGGER" "the tracker settings and the W&B key could not be checked (python3 -m vlgrpo.environment trackers exit $rc)" \
-      "run the launch in the image (its python3 has the vlgrpo package)"
-    return 0
-  fi
-  while IFS=$'\t' read -r kind a b c; do
-    case $kind in
-      problem) vg_problem "$a" "$b" "$c" ;;
-      note) VG_NOTES+=("$a") ;;
-      export)
+  VG_LAUNCH_IN=("o:$loggers" "d:$VG_DRY_RUN")
+  for n in "${sent[@]}"; do
+    if [[ -n ${VG_VAL[$n]-} ]]; then VG_LAUNCH_IN+=("v:VLGRPO_$n=${VG_VAL[$n]}"); fi
+  done
+  if [[ -n ${WANDB_API_KEY_FILE-} ]]; then VG_LAUNCH_IN+=("v:WANDB_API_KEY_FILE=$WANDB_API_KEY_FILE"); fi
+  if [[ -n ${WANDB_API_KEY-} ]]; then VG_LAUNCH_IN+=("v:WANDB_API_KEY=set"); fi
+  if [[ -n ${WANDB_MODE-} ]]; then VG_LAUNCH_IN+=("v:WANDB_MODE=$WANDB_MODE"); fi
+  _vg_launch trackers
+  for rec in "${VG_LAUNCH_OUT[@]}"; do
+    case $rec in
+      p:*) VG_PROBLEMS+=("${rec#p:}") ;;
+      w:*) VG_NOTES+=("${rec#w:}") ;;
+      X:*=*)
+        n=${rec#X:} n=${n%%=*}
         # WANDB_API_KEY is a pass row (an inherited key passes as it is); the others are this entrypoint's set rows
-        [[ -n ${VG_SET[$a]+x} || $a == WANDB_API_KEY ]] || vg_die_internal "vlgrpo.trackers exports $a, which is no set row of $VG_OWNER"
-        export "$a=$b"
+        [[ -n ${VG_SET[$n]+x} || $n == WANDB_API_KEY ]] || vg_die_internal "vlgrpo.trackers exports $n, which is no set row of $VG_OWNER"
+        export "$n=${rec#X:"$n"=}"
         ;;
+      *) vg_die_internal "vlgrpo.launch trackers gave an unknown record" ;;
     esac
-  done <<<"$out"
+  done
   return 0
 }
 
@@ -592,6 +584,7 @@ vg_entry() {
   vg_flush_problems
   vg_recipe
   vg_trackers
+  vg_launch_stop
   vg_build_argv
   vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
   vg_flush_problems

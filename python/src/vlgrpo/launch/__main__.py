@@ -32,6 +32,11 @@ found); the answer (:mod:`vlgrpo.launch.recipes`): ``v:``/``r:`` the derived val
 dropped), ``p:LINE`` problems, then either ``halt:`` (a derived default was refused: the launch ends) or
 ``t:TOPOLOGY``, ``c:NODES PER_NODE DEVICES`` and the argv, one ``a:ELEMENT`` each (``i:TEXT``: a bug in a recipe).
 
+``trackers OWNER`` (served only): records ``o:LOGGERS`` (the logger list), ``d:1`` for a dry run and
+``v:NAME=VALUE`` (the tracker settings, ``WANDB_API_KEY_FILE``, ``WANDB_MODE``, ``WANDB_API_KEY=set``); the answer
+(:func:`vlgrpo.trackers.plan`): ``p:LINE`` problems, ``w:NOTE`` notes, ``X:NAME=VALUE`` the variables verl's
+loggers read (a key among them: never printed).
+
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
 
@@ -106,6 +111,28 @@ def run_derived(owner: str, records: list[str], cwd: str) -> list[str]:
     return out
 
 
+def run_trackers(owner: str, records: list[str]) -> list[str]:
+    """The output records of the ``trackers`` step (see the module docstring): :func:`vlgrpo.trackers.plan`."""
+    from vlgrpo import trackers
+
+    loggers, dry, values = "", False, {}
+    for rec in records:
+        tag, _, rest = rec.partition(":")
+        if tag == "o":
+            loggers = rest
+        elif tag == "d":
+            dry = rest == "1"
+        elif tag == "v":
+            name, _, value = rest.partition("=")
+            values[name] = value
+        else:
+            raise ValueError(f"trackers: an unknown record {tag!r}")
+    result = trackers.plan(loggers, values, owner, dry)
+    out = ["p:" + settings.problem(n, w, f) for n, w, f in result.problems]
+    out += ["w:" + n for n in result.notes]
+    return out + [f"X:{k}={v}" for k, v in result.exports.items()]
+
+
 class _Fields:
     """NUL-ended fields read from a file descriptor as they arrive (a request is answered before the next)."""
 
@@ -132,7 +159,7 @@ def serve(owner: str, fd: int) -> int:
         if head[0] is None:
             return 0
         step, cwd, flag, count = head
-        if step not in ("settings", "derived", "environment", "values", "recipe") or cwd is None or not cwd.startswith("/") or flag is None \
+        if step not in ("settings", "derived", "environment", "values", "recipe", "trackers") or cwd is None or not cwd.startswith("/") or flag is None \
                 or count is None or not count.isdigit():
             print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
             return 1
@@ -149,6 +176,8 @@ def serve(owner: str, fd: int) -> int:
             out = childenv.run_environment(owner, got)
         elif step == "recipe":
             out = recipes.run_recipe(owner, got, cwd)
+        elif step == "trackers":
+            out = run_trackers(owner, got)
         else:
             out = childenv.run_values(owner, got)
         _emit(out, fd)
