@@ -112,15 +112,15 @@ def test_readme_patch_summary_is_the_generated_one_and_names_every_patch():
         "<!-- END GENERATED: patches-summary -->", 1)[0]
     assert block.strip() == report.markdown_summary().strip(), "README's patch summary is stale: run make docs-patches"
     for record in registry.PATCHES:
-        assert f"`{record['id']}`" in block
+        assert f"`{record.id}`" in block
 
 
-@pytest.mark.parametrize("record", registry.PATCHES, ids=lambda r: r["id"])
+@pytest.mark.parametrize("record", registry.PATCHES, ids=lambda r: r.id)
 def test_every_patch_record_has_a_one_line_title(record):
-    title = record.get("title", "")
-    assert title and "\n" not in title and len(title) <= 100, f"{record['id']}: title must be one line of <= 100 chars"
+    title = record.title
+    assert title and "\n" not in title and len(title) <= 100, f"{record.id}: title must be one line of <= 100 chars"
     for code in CODE.findall(title):
-        assert code in _defined_codes(), f"{record['id']}: title names {code}, not in docs/field-cases.md"
+        assert code in _defined_codes(), f"{record.id}: title names {code}, not in docs/field-cases.md"
 
 
 def test_generated_docs_are_up_to_date():

@@ -75,10 +75,11 @@ def test_consumer_binding_a_module_function_gets_the_replacement(tmp_path):
         "def f(x):\n    return x + 2\n"
         "def detect(fn):\n    import inspect\n    return ('FAULTY' in inspect.getsource(fn.__code__), 'marker')\n")
     (tmp_path / "demo_consumer.py").write_text("from demo_target import f\n")
-    code = ("from vlgrpo.patches import registry\n"
-            "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
+    code = ("from vlgrpo.patches import contract, registry\n"
+            "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+            " 'applies_when': '',"
             " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
-            " 'verify': 'demo_fix:f', 'recheck_after': ()},)\n"
+            " 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
             "registry.IDS = registry.IDS + ('demo',)\n"
             "from vlgrpo.patches import index\n"
             "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
@@ -181,9 +182,10 @@ def test_shadowing_sitecustomize_still_gets_patches_through_pth(tmp_path):
 
 
 FAIL = r"""
-import json, sys
+import dataclasses, json, sys
 from vlgrpo.patches import registry
-registry.get("qwen3_vl_moe.router_dtype")["replacement"] = "vlgrpo.patches.no_such_module:forward"   # inject a failing patch
+registry.PATCHES = tuple(dataclasses.replace(r, replacement="vlgrpo.patches.no_such_module:forward")  # a failing patch
+                         if r.id == "qwen3_vl_moe.router_dtype" else r for r in registry.PATCHES)
 import vlgrpo.patches as P
 P.install()
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
@@ -288,11 +290,12 @@ def test_spawned_worker_processes_load_the_patches_too(shim_dir):
 def test_absent_target_is_reported_never_created(tmp_path):
     (tmp_path / "demo_absent.py").write_text("class Block:\n    pass\n")
     (tmp_path / "demo_fix2.py").write_text("def f(self):\n    return 2\ndef detect(fn):\n    return True, 'x'\n")
-    code = ("import json\nfrom vlgrpo.patches import registry\n"
-            "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
+    code = ("import json\nfrom vlgrpo.patches import contract, registry\n"
+            "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+            " 'applies_when': '',"
             " 'targets': (('demo_absent', 'Block.forward'), ('demo_absent', 'Missing.forward'),"
             " ('demo_not_installed', 'f')), 'detector': 'demo_fix2:detect', 'replacement': 'demo_fix2:f',"
-            " 'verify': 'demo_fix2:f', 'recheck_after': ()},)\n"
+            " 'verify': 'demo_fix2:f', 'recheck_after': ()}, 'demo_fix2'),)\n"
             "registry.IDS = registry.IDS + ('demo',)\n"
             "from vlgrpo.patches import index\n"
             "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from patch_helpers import REPO, run_py
 
-DEMO = ("from vlgrpo.patches import registry\n"
-        "registry.PATCHES = registry.PATCHES + ({'id': 'demo', 'summary': '', 'upstream': '', 'applies_when': '',"
-        " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
-        " 'verify': 'demo_fix:f', 'recheck_after': ()},)\n"
+DEMO = ("from vlgrpo.patches import contract, registry\n"
+        "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+        " 'applies_when': '', 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect',"
+        " 'replacement': 'demo_fix:f', 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
         "registry.IDS = registry.IDS + ('demo',)\n"
         "from vlgrpo.patches import index\n"  # what `make docs-patches` would write for this registry
         "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n")

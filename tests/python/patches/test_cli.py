@@ -35,8 +35,9 @@ def test_status_json_verify_in_a_plain_process():
 
 
 def test_status_text_and_exit_code_on_failure():
-    code = ("import sys\nfrom vlgrpo.patches import registry, cli\n"
-            "registry.get('qwen3_vl_moe.router_dtype')['replacement'] = 'vlgrpo.patches.no_such_module:forward'\n"
+    code = ("import dataclasses, sys\nfrom vlgrpo.patches import registry, cli\n"
+            "registry.PATCHES = tuple(dataclasses.replace(r, replacement='vlgrpo.patches.no_such_module:forward')"
+            " if r.id == 'qwen3_vl_moe.router_dtype' else r for r in registry.PATCHES)\n"
             "sys.exit(cli.main(['status']))")
     proc = run_py(code, check=False)
     assert proc.returncode == 2
@@ -47,8 +48,9 @@ def test_status_text_and_exit_code_on_failure():
 def test_verify_failure_counts_only_where_the_fix_is_live():
     """A self-test that raises fails an applied patch (exit 2) but not one that is not needed in this interpreter
     (e.g. a transformers 5.x block the 4.57.x-shaped self-test cannot build): there it is reported as n/a."""
-    code = ("import json, sys\nfrom vlgrpo.patches import registry, cli\n"
-            "registry.get('{pid}')['verify'] = 'vlgrpo.patches.no_such_module:verify'\n"
+    code = ("import dataclasses, json, sys\nfrom vlgrpo.patches import registry, cli\n"
+            "registry.PATCHES = tuple(dataclasses.replace(r, verify='vlgrpo.patches.no_such_module:verify')"
+            " if r.id == '{pid}' else r for r in registry.PATCHES)\n"
             "sys.exit(cli.main(['status', '--verify', '--json']))")
     live = run_py(code.format(pid="qwen3_vl_moe.router_dtype"), check=False)  # applied on 4.57.6
     assert live.returncode == 2
@@ -76,7 +78,7 @@ def test_table_lists_every_patch_with_upstream_refs():
     lines = table.splitlines()
     assert lines[0] == "| id | what it fixes | upstream | applies when |"
     for record in registry.PATCHES:
-        row = next(ln for ln in lines if ln.startswith(f"| `{record['id']}` |"))
+        row = next(ln for ln in lines if ln.startswith(f"| `{record.id}` |"))
         assert row.count(" | ") >= 3
     assert "verl-project/verl#4401" in table and "PR #6131" in table and "#5571" in table
 

@@ -1,4 +1,5 @@
-"""Every fix module has the same parts and is registered once: what a newcomer copying one relies on."""
+"""Every fix module has the same parts and is registered once: what a newcomer copying one relies on; a malformed
+``RECORD`` is refused with its module and field named."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from vlgrpo.patches import engine, registry
+from vlgrpo.patches import contract, engine, registry
 
 FIXES = Path(__file__).resolve().parents[3] / "python" / "src" / "vlgrpo" / "patches" / "fixes"
 MODULES = sorted(f"vlgrpo.patches.fixes.{p.stem}" for p in FIXES.glob("*.py") if p.stem != "__init__")
 
 
 def test_every_fix_module_is_registered_exactly_once_in_order():
-    records = [importlib.import_module(name).RECORD for name in MODULES]
-    assert sorted(map(id, registry.PATCHES)) == sorted(map(id, records)), "a fix module is missing from registry.PATCHES"
+    assert sorted(m.__name__ for m in registry.MODULES) == MODULES, "a fix module is missing from registry.MODULES"
+    assert [r.module for r in registry.PATCHES] == [m.__name__ for m in registry.MODULES]
+    assert list(registry.IDS) == [importlib.import_module(r.module).RECORD["id"] for r in registry.PATCHES]
     assert len(set(registry.IDS)) == len(registry.IDS)
 
 
@@ -28,6 +30,7 @@ def test_fix_module_has_the_record_the_detector_and_the_self_check(name):
     assert record["detector"] == f"{name}:is_faulty" and record["verify"] == f"{name}:verify"
     assert {"id", "summary", "upstream", "applies_when", "targets", "detector", "replacement", "verify",
             "recheck_after"} <= set(record)
+    assert registry.get(record["id"]) == contract.from_dict(record, name), "the registry holds the module's record"
     refs = [record["replacement"]] + [t[2] for t in record["targets"] if len(t) > 2]
     for ref in refs:  # every "module:attribute" the record names resolves (imports torch for some)
         assert callable(engine.resolve(ref)), ref
@@ -42,3 +45,35 @@ def test_start_up_index_is_the_one_the_registry_generates():
     assert text == registry.index_source(), "vlgrpo/patches/index.py is stale: run `make docs-patches`"
     assert index.IDS == registry.IDS
     assert {m: list(ids) for m, ids in index.TARGET_MODULES.items()} == registry.target_modules()
+
+
+GOOD = {"id": "demo.fix", "summary": "s", "upstream": "u", "applies_when": "a", "targets": (("m", "C.f"),),
+        "detector": "pkg.mod:detect", "replacement": "pkg.mod:f", "verify": "pkg.mod:verify"}
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    ({"detector": None}, "detector", "is missing"),
+    ({"replacment": "pkg.mod:f"}, "replacment", "is not a record field"),
+    ({"id": "Demo fix"}, "id", "is 'Demo fix'"),
+    ({"replacement": "pkg.mod.f"}, "replacement", "'package.module:attribute'"),
+    ({"targets": ()}, "targets", "non-empty"),
+    ({"targets": (("m",),)}, "targets", "has the entry ('m',)"),
+    ({"recheck_after": (("m", "f", "x"),)}, "recheck_after", "(module, function) string pairs"),
+    ({"wraps": "yes"}, "wraps", "is 'yes'"),
+    ({"summary": 3}, "summary", "a string"),
+])
+def test_a_malformed_record_names_its_module_and_field(change, field, words):
+    record = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    with pytest.raises(contract.RecordError) as err:
+        contract.from_dict(record, "vlgrpo.patches.fixes.demo_fix")
+    assert str(err.value).startswith(f"vlgrpo.patches.fixes.demo_fix: RECORD[{field!r}] ") and words in str(err.value)
+    assert "fix: " in str(err.value)
+
+
+def test_a_record_becomes_a_typed_frozen_record():
+    rec = contract.from_dict({**GOOD, "targets": (("m", "C.f"), ("n", "g", "pkg.mod:other"))}, "demo_fix")
+    assert rec.targets == (contract.Target("m", "C.f"), contract.Target("n", "g", "pkg.mod:other"))
+    assert (rec.wraps, rec.safety, rec.recheck_after, rec.title, rec.module) == (False, None, (), "", "demo_fix")
+    assert rec.targets[1].ref == "n:g" and rec.targets[1].name == "n.g"
+    with pytest.raises(AttributeError):
+        rec.id = "other"  # type: ignore[misc]

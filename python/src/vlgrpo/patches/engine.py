@@ -23,6 +23,7 @@ import threading
 import types
 
 from vlgrpo.patches import registry, state
+from vlgrpo.patches.contract import FixRecord
 from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING
 
 #: (patch id, module, attribute path) -> {"status", "reason", "target", "original"}
@@ -65,7 +66,7 @@ def ours(func):
     if pid is None:
         return None
     try:
-        replacement = resolve(registry.get(pid)["replacement"])
+        replacement = resolve(registry.get(pid).replacement)
     except Exception:
         return None
     codes = getattr(replacement, "__vlgrpo_code__", None) or getattr(replacement, "__code__", None)
@@ -84,7 +85,7 @@ def _detect(detector: str, patch_id: str, func):
 
 def _record(record, module_name, path, status, reason, original=None, fresh=False):
     target = f"{module_name}.{path}"
-    RESULTS[(record["id"], module_name, path)] = {
+    RESULTS[(record.id, module_name, path)] = {
         "status": status, "reason": reason, "target": target, "original": original, "fresh": fresh}
     return status
 
@@ -92,16 +93,17 @@ def _record(record, module_name, path, status, reason, original=None, fresh=Fals
 def _fail(record, module_name, path, exc):
     reason = f"{type(exc).__name__}: {exc}"
     _record(record, module_name, path, FAILED, reason)
-    state.log_once(("fail", record["id"], module_name, path), 40,
-                       f"patch {record['id']} failed on {module_name}.{path}: {reason} "
+    state.log_once(("fail", record.id, module_name, path), 40,
+                       f"patch {record.id} failed on {module_name}.{path}: {reason} "
                        f"(left unpatched; set VLGRPO_PATCHES_STRICT=1 to raise)")
     if state.strict():
         raise
 
 
-def check_target(record: dict, module_name: str, path: str, apply: bool = True, detector: str | None = None) -> str:
+def check_target(record: FixRecord, module_name: str, path: str, apply: bool = True,
+                 detector: str | None = None) -> str:
     """Check one target (only if its module is already imported) and apply the replacement if faulty."""
-    if not state.enabled(record["id"]):
+    if not state.enabled(record.id):
         return _record(record, module_name, path, DISABLED, "switched off by VLGRPO_PATCHES/VLGRPO_PATCHES_DISABLED")
     module = sys.modules.get(module_name)
     if module is None:
@@ -120,29 +122,29 @@ def check_target(record: dict, module_name: str, path: str, apply: bool = True, 
                            f"{'.'.join([module_name] + parts[:-1])} has no attribute {attr!r}")
         original = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', attr)}"
         owner_id = ours(current)
-        if owner_id == record["id"]:
+        if owner_id == record.id:
             wrapped = getattr(current, "__wrapped__", None)
             orig = f"{getattr(wrapped, '__module__', '?')}.{getattr(wrapped, '__qualname__', '?')}"
-            earlier = RESULTS.get((record["id"], module_name, path), {})
+            earlier = RESULTS.get((record.id, module_name, path), {})
             reason = (earlier["reason"] if earlier.get("status") == APPLIED
-                      else f"replaced {orig} by {record['replacement']}")
+                      else f"replaced {orig} by {record.replacement}")
             return _record(record, module_name, path, APPLIED, reason, orig)
         if owner_id is not None:
             return _record(record, module_name, path, NOT_NEEDED,
                            f"bound to vlgrpo patch {owner_id}, which does not have this fault", original)
-        faulty, reason = _detect(detector or record["detector"], record["id"], current)
+        faulty, reason = _detect(detector or record.detector, record.id, current)
         if not faulty:
             return _record(record, module_name, path, NOT_NEEDED, reason, original)
         if not apply:
             return _record(record, module_name, path, PENDING, f"faulty, not applied yet: {reason}", original)
-        replacement = resolve(record["replacement"])
-        if record.get("wraps"):  # a factory: replacement(original) -> the function to install
+        replacement = resolve(record.replacement)
+        if record.wraps:  # a factory: replacement(original) -> the function to install
             replacement = replacement(current)
-        new = _clone(replacement, record["id"], current, f"{module_name}.{path}")
+        new = _clone(replacement, record.id, current, f"{module_name}.{path}")
         setattr(owner, attr, new)
         if getattr(owner, attr) is not new:
             raise RuntimeError(f"setattr on {module_name}.{path} did not take effect")
-        return _record(record, module_name, path, APPLIED, f"{reason}; replaced {original} by {record['replacement']}",
+        return _record(record, module_name, path, APPLIED, f"{reason}; replaced {original} by {record.replacement}",
                        original, fresh=True)
     except Exception as exc:
         _fail(record, module_name, path, exc)
@@ -176,18 +178,18 @@ def ensure_all(event: str = "") -> list:
     newly = []
     with _LOCK:
         for record in registry.PATCHES:
-            if not state.enabled(record["id"]):
+            if not state.enabled(record.id):
                 continue
-            for module_name, func_name in record["recheck_after"]:
+            for module_name, func_name in record.recheck_after:
                 try:
                     _wrap_recheck(module_name, func_name)
                 except Exception as exc:
                     _fail(record, module_name, func_name, exc)
-            for module_name, path, *detector in record["targets"]:
-                key = (record["id"], module_name, path)
-                status = check_target(record, module_name, path, detector=detector[0] if detector else None)
+            for target in record.targets:
+                key = (record.id, target.module, target.path)
+                status = check_target(record, target.module, target.path, detector=target.detector)
                 if status == APPLIED and RESULTS[key]["fresh"]:
-                    newly.append(f"{record['id']} -> {module_name}.{path}")
+                    newly.append(f"{record.id} -> {target.name}")
     if newly:
         active = sorted({pid for (pid, _, _), res in RESULTS.items() if res["status"] == APPLIED})
         state.log_once(("applied", event, tuple(newly)), 20,

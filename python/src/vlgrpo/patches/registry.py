@@ -9,6 +9,12 @@ reads :mod:`vlgrpo.patches.index` (the ids and the hooked module names, generate
 
 Record fields
 -------------
+A fix module declares its record as a plain ``RECORD`` dict with these fields; this module validates each into a
+frozen :class:`vlgrpo.patches.contract.FixRecord` (targets as :class:`~vlgrpo.patches.contract.Target`) when it is
+imported, and the engine, the report and the preflight read only the typed records. A malformed ``RECORD`` (a
+missing or unknown field, a field of the wrong form, an id used twice) raises
+:class:`~vlgrpo.patches.contract.RecordError` naming the module and the field.
+
 id            stable patch id (used by ``VLGRPO_PATCHES_DISABLED`` and ``python -m vlgrpo patches status``)
 title         one line for the README's patch summary: what goes wrong, and the field case code(s)
 summary       what goes wrong without the patch, and what the patch does about it
@@ -32,11 +38,12 @@ safety        optional; set on a patch that guards against code execution or exp
 recheck_after ``(module, function)`` pairs of upstream functions that may rebind the targets (verl's monkey
               patch); they are wrapped so that every record is re-checked right after they return.
 
-Adding a patch: copy a module of :mod:`vlgrpo.patches.fixes` (see its docstring), add its ``RECORD`` below and
+Adding a patch: copy a module of :mod:`vlgrpo.patches.fixes` (see its docstring), add it to :data:`MODULES` below and
 run ``make docs-patches`` (regenerates :mod:`vlgrpo.patches.index`, the patch table of ``docs/patches.md`` and the
 README's patch summary).
 """
 
+from vlgrpo.patches.contract import FixRecord, RecordError, from_dict
 from vlgrpo.patches.fixes import (
     checkpoint_engine_rendezvous_timeout,
     checkpoint_manifest,
@@ -55,47 +62,57 @@ from vlgrpo.patches.fixes import (
     rollout_weight_sync_dp_rank,
 )
 
-PATCHES = (
-    qwen3_vl_vision_pos_embed.RECORD,
-    qwen3_vl_text_rotary_device.RECORD,
-    qwen3_vl_moe_router_dtype.RECORD,
-    qwen3_vl_moe_grouped_experts.RECORD,
-    npu_qwen3_vl_moe_train_routing.RECORD,
-    rollout_vision_placeholder_ban.RECORD,
-    rollout_vision_placeholder_mask.RECORD,
-    rollout_encoder_cache_reset.RECORD,
-    rollout_server_loopback.RECORD,
-    rollout_weight_sync_dp_rank.RECORD,
-    checkpoint_engine_rendezvous_timeout.RECORD,
-    checkpoint_manifest.RECORD,
-    fully_async_resume_step_label.RECORD,
-    fully_async_partial_rollout_budget.RECORD,
-    fully_async_resume_pending_prompts.RECORD,
+#: The fix modules, in the order their records are checked and reported.
+MODULES = (
+    qwen3_vl_vision_pos_embed,
+    qwen3_vl_text_rotary_device,
+    qwen3_vl_moe_router_dtype,
+    qwen3_vl_moe_grouped_experts,
+    npu_qwen3_vl_moe_train_routing,
+    rollout_vision_placeholder_ban,
+    rollout_vision_placeholder_mask,
+    rollout_encoder_cache_reset,
+    rollout_server_loopback,
+    rollout_weight_sync_dp_rank,
+    checkpoint_engine_rendezvous_timeout,
+    checkpoint_manifest,
+    fully_async_resume_step_label,
+    fully_async_partial_rollout_budget,
+    fully_async_resume_pending_prompts,
 )
 
-IDS = tuple(p["id"] for p in PATCHES)
+#: Every record, validated into :class:`~vlgrpo.patches.contract.FixRecord` (a malformed ``RECORD`` raises
+#: :class:`~vlgrpo.patches.contract.RecordError` naming its module and field when this module is imported).
+PATCHES = tuple(from_dict(m.RECORD, m.__name__) for m in MODULES)
+
+IDS = tuple(p.id for p in PATCHES)
+for _p in PATCHES:
+    if IDS.count(_p.id) > 1:
+        raise RecordError(f"{_p.module}: RECORD['id'] {_p.id!r} is also the id of "
+                          f"{', '.join(q.module for q in PATCHES if q.id == _p.id and q is not _p)}; fix: give each "
+                          "patch its own id")
 
 
 def safety_ids() -> dict:
     """``{patch id: what happens without it}`` for every record with a ``safety`` field, in registry order."""
-    return {p["id"]: p["safety"] for p in PATCHES if p.get("safety")}
+    return {p.id: p.safety for p in PATCHES if p.safety}
 
 
 def target_modules() -> dict:
     """Map each module name that a patch (or a recheck trigger) targets to the ids interested in it."""
     out: dict = {}
     for p in PATCHES:
-        for mod, *_ in p["targets"] + p["recheck_after"]:
+        for mod in [t.module for t in p.targets] + [m for m, _ in p.recheck_after]:
             out.setdefault(mod, [])
-            if p["id"] not in out[mod]:
-                out[mod].append(p["id"])
+            if p.id not in out[mod]:
+                out[mod].append(p.id)
     return out
 
 
-def get(patch_id: str) -> dict:
+def get(patch_id: str) -> FixRecord:
     """Return the record of ``patch_id``; ``KeyError`` naming the known ids otherwise."""
     for p in PATCHES:
-        if p["id"] == patch_id:
+        if p.id == patch_id:
             return p
     raise KeyError(f"unknown patch id {patch_id!r}; known: {', '.join(IDS)}")
 

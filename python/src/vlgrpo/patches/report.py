@@ -14,9 +14,9 @@ _ORDER = (FAILED, APPLIED, NOT_NEEDED, ABSENT, PENDING)
 def _import_targets() -> dict:
     errors = {}
     for record in registry.PATCHES:
-        if not enabled(record["id"]):
+        if not enabled(record.id):
             continue
-        for module_name, *_ in record["targets"] + record["recheck_after"]:
+        for module_name in [t.module for t in record.targets] + [m for m, _ in record.recheck_after]:
             if module_name in errors:
                 continue
             try:
@@ -36,20 +36,20 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
     rows = []
     for record in registry.PATCHES:
         targets = []
-        for module_name, path, *_ in record["targets"]:
-            if not enabled(record["id"]):
+        for module_name, path in ((t.module, t.path) for t in record.targets):
+            if not enabled(record.id):
                 why = ("VLGRPO_PATCHES=off" if not STATE["enabled"]
-                       else f"{record['id']} listed in VLGRPO_PATCHES_DISABLED")
+                       else f"{record.id} listed in VLGRPO_PATCHES_DISABLED")
                 res = {"status": DISABLED, "reason": why, "original": None}
             elif module_name in import_errors:
                 res = {"status": ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
                        "original": None}
             else:
-                res = engine.RESULTS.get((record["id"], module_name, path),
+                res = engine.RESULTS.get((record.id, module_name, path),
                                          {"status": PENDING, "reason": "module not imported", "original": None})
             targets.append({"target": f"{module_name}.{path}", "status": res["status"], "reason": res["reason"],
                             "original": res.get("original")})
-        if not enabled(record["id"]):
+        if not enabled(record.id):
             overall, reason = DISABLED, targets[0]["reason"]
         else:
             overall = next(s for s in _ORDER + (PENDING,) if any(t["status"] == s for t in targets))
@@ -57,11 +57,11 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
             others = [f"{t['target']}: {t['status']} ({t['reason']})" for t in targets if t["status"] != overall]
             if others:
                 reason += " | other targets: " + "; ".join(others)
-        row = {"id": record["id"], "status": overall, "reason": reason, "summary": record["summary"],
-               "upstream": record["upstream"], "targets": targets, "verify": None}
-        if verify and enabled(record["id"]):
+        row = {"id": record.id, "status": overall, "reason": reason, "summary": record.summary,
+               "upstream": record.upstream, "targets": targets, "verify": None}
+        if verify and enabled(record.id):
             try:
-                engine.resolve(record["verify"])()
+                engine.resolve(record.verify)()
                 row["verify"] = "ok"
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {exc}"
@@ -86,9 +86,9 @@ def markdown_table() -> str:
     from the registry."""
     lines = ["| id | what it fixes | upstream | applies when |", "|---|---|---|---|"]
     for r in registry.PATCHES:
-        targets = "<br>".join(f"`{m}.{p}`" for m, p, *_ in r["targets"])
-        lines.append(f"| `{r['id']}` | {_cell(r['summary'])}<br>targets: {targets} | {_cell(r['upstream'])} "
-                     f"| {_cell(r['applies_when'])} |")
+        targets = "<br>".join(f"`{t.name}`" for t in r.targets)
+        lines.append(f"| `{r.id}` | {_cell(r.summary)}<br>targets: {targets} | {_cell(r.upstream)} "
+                     f"| {_cell(r.applies_when)} |")
     lines.append("")
     lines.append("Switches: `VLGRPO_PATCHES=off` (all), `VLGRPO_PATCHES_DISABLED=<id>,<id>`, "
                  "`VLGRPO_PATCHES_STRICT=1` (raise instead of log). Check a process: "
@@ -103,8 +103,8 @@ def markdown_summary() -> str:
     """
     lines = ["| patch | what goes wrong without it (field case) |", "|---|---|"]
     for r in registry.PATCHES:
-        if not r.get("title"):
-            raise KeyError(f"patch record {r['id']} has no 'title' (one line: what goes wrong, and the field case "
-                           "code); add it to its fixes/ module")
-        lines.append(f"| `{r['id']}` | {_cell(r['title'])} |")
+        if not r.title:
+            raise KeyError(f"patch record {r.id} has no 'title' (one line: what goes wrong, and the field case "
+                           f"code); add it to {r.module or 'its fixes/ module'}")
+        lines.append(f"| `{r.id}` | {_cell(r.title)} |")
     return "\n".join(lines)

@@ -69,7 +69,7 @@ def _registered(patch_id: str) -> bool:
         from vlgrpo.patches import registry
     except Exception:  # noqa: BLE001 - the patch package is optional here
         return False
-    return any(rec.get("id") == patch_id for rec in registry.PATCHES)
+    return patch_id in registry.IDS
 
 
 def check_vision_token_mask(report: Report) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def loopback_patch_active() -> bool:
     except Exception:  # noqa: BLE001 - the patch package is optional here
         return False
     _, all_off, disabled = read_switches()
-    if all_off or PATCH in disabled or not any(rec.get("id") == PATCH for rec in registry.PATCHES):
+    if all_off or PATCH in disabled or PATCH not in registry.IDS:
         return False
     path = os.path.join(verl_package_dir(), "workers", "rollout", "vllm_rollout", "vllm_async_server.py")
     try:
