@@ -77,3 +77,52 @@ def test_a_record_becomes_a_typed_frozen_record():
     assert rec.targets[1].ref == "n:g" and rec.targets[1].name == "n.g"
     with pytest.raises(AttributeError):
         rec.id = "other"  # type: ignore[misc]
+
+
+UPSTREAM = ("torch", "transformers", "verl", "vllm", "veomni", "ray", "numpy")
+
+
+def _own_wrapping(path: Path) -> list:
+    """What a fix module does that :func:`vlgrpo.patches.contract.wrap` is for: ``functools.wraps`` /
+    ``update_wrapper``, setting ``__wrapped__``, or assigning an attribute of an upstream module or object it
+    imported (``torch.load = ...``, ``setattr(torch, ...)``), each as ``line: text``."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = set()  # names bound to upstream modules or objects
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0] for a in n.names if a.name.split(".")[0] in UPSTREAM}
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in UPSTREAM:
+            imported |= {a.asname or a.name for a in n.names}
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and (t.attr == "__wrapped__" or isinstance(t.value, ast.Name)
+                                                 and t.value.id in imported):
+                found.append(f"{node.lineno}: {ast.unparse(t)} = ...")
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.split(".")[-1] in ("wraps", "update_wrapper") or (
+                    name == "setattr" and node.args and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id in imported):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_fix_module_installs_nothing_itself(name):
+    """Every replacement goes through contract.wrap (so vlgrpo.patches.unpatch can undo it): no fix module wraps
+    or assigns upstream attributes on its own."""
+    path = FIXES / f"{name.rsplit('.', 1)[1]}.py"
+    assert _own_wrapping(path) == [], f"{name} installs code itself; use vlgrpo.patches.contract.wrap"
+
+
+def test_the_own_wrapping_check_sees_each_form(tmp_path):
+    bad = tmp_path / "bad_fix.py"
+    bad.write_text("import functools\nimport torch\n\ndef make(original):\n    @functools.wraps(original)\n"
+                   "    def f(*a):\n        return original(*a)\n    f.__wrapped__ = original\n    torch.load = f\n"
+                   "    setattr(torch, 'save', f)\n    return f\n")
+    assert sorted(int(x.split(":")[0]) for x in _own_wrapping(bad)) == [5, 8, 9, 10]

@@ -17,7 +17,7 @@ from reference_moe import reference_moe
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
 
-from vlgrpo.patches import engine, moe_routing, source
+from vlgrpo.patches import contract, moe_routing, source
 from vlgrpo.patches.fixes import npu_qwen3_vl_moe_train_routing as npu_routing
 from vlgrpo.patches.fixes import qwen3_vl_moe_router_dtype as router_dtype
 
@@ -129,8 +129,8 @@ def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
     record = {"id": "qwen3_vl_moe.router_dtype"}
     replacement = moe_routing.make_sparse_moe_block_forward(ORIGINAL_FORWARD)
     assert replacement is moe_routing.sparse_moe_block_forward  # transformers' forward calls experts with 3 args
-    patched = engine._clone(replacement, record["id"], ORIGINAL_FORWARD, "test")
-    monkeypatch.setattr(m.Qwen3VLMoeTextSparseMoeBlock, "forward", patched)
+    monkeypatch.setattr(m.Qwen3VLMoeTextSparseMoeBlock, "forward", ORIGINAL_FORWARD)  # put back afterwards
+    contract.wrap(m.Qwen3VLMoeTextSparseMoeBlock, "forward", replacement, patch_id=record["id"], target="test:forward")
     losses = {}
     for training in (True, False):
         model.train(training).zero_grad()

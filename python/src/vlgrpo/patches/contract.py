@@ -1,5 +1,9 @@
 """The patch contract: what a fix declares (:class:`FixRecord`, read from its module's ``RECORD`` dict by
-:func:`from_dict`).
+:func:`from_dict`) and the one way its code gets into an upstream object (:func:`wrap`).
+
+Every object a patch installs goes through :func:`wrap`: the engine's replacement of each faulty target, the
+re-check wrappers around verl's monkey patch, and what a fix installs later itself (``checkpoint.manifest``'s
+``torch.load`` guard). :func:`wrap` records what was bound before (:data:`INSTALLED`).
 
 Imported by the registry and the engine (not at interpreter start: :mod:`vlgrpo.patches.bootstrap` reads
 :mod:`vlgrpo.patches.index`). Standard library only; it imports no other module of the package.
@@ -8,6 +12,9 @@ Imported by the registry and the engine (not at interpreter start: :mod:`vlgrpo.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import types
+from typing import Any, Callable
 
 #: The fields of a fix module's ``RECORD`` dict (their meaning: :mod:`vlgrpo.patches.registry`).
 REQUIRED = ("id", "summary", "upstream", "applies_when", "targets", "detector", "replacement", "verify")
@@ -120,3 +127,80 @@ def from_dict(record: object, module: str) -> FixRecord:
         targets=tuple(Target(*t) for t in targets), detector=record["detector"], replacement=record["replacement"],
         verify=record["verify"], title=record.get("title", ""), wraps=record.get("wraps", False), safety=safety,
         recheck_after=tuple((m, f) for m, f in recheck), module=module)
+
+
+# ---- installing and undoing -------------------------------------------------------------------------------------
+
+MISSING = object()
+_LOCK = threading.RLock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Installed:
+    """What :func:`wrap` put in place: ``owner.attr`` is ``installed`` (for ``patch_id``); before, it was
+    ``original`` (looked up) and ``raw`` the entry of ``owner.__dict__`` (``None`` with ``inherited``: the attribute
+    came from a base class)."""
+
+    patch_id: str
+    target: str
+    owner: Any
+    attr: str
+    original: Any
+    installed: Any
+    raw: Any
+    inherited: bool
+
+
+#: ``"module:path"`` -> :class:`Installed`, for every target a patch has replaced in this interpreter.
+INSTALLED: dict[str, Installed] = {}
+
+
+def _copy(func: Any, original: Any, patch_id: str, target: str) -> types.FunctionType:
+    """A per-target copy of ``func`` that looks like ``original`` (``__name__``, ``__qualname__``, ``__doc__``,
+    as :func:`functools.update_wrapper` sets them, without the original's ``__dict__``) and carries
+    ``__wrapped__`` (``original``), ``__vlgrpo_patch__`` (the id) and ``__vlgrpo_target__``."""
+    new = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    new.__kwdefaults__ = func.__kwdefaults__
+    new.__dict__.update(func.__dict__)
+    new.__module__ = func.__module__
+    new.__annotations__ = dict(getattr(func, "__annotations__", {}))
+    new.__name__ = getattr(original, "__name__", func.__name__)
+    new.__qualname__ = getattr(original, "__qualname__", func.__qualname__)
+    new.__doc__ = getattr(original, "__doc__", func.__doc__)
+    new.__wrapped__ = original
+    new.__vlgrpo_patch__ = patch_id
+    new.__vlgrpo_target__ = target
+    return new
+
+
+def wrap(owner: Any, attr: str, replacement: Callable[..., Any], *, patch_id: str, target: str) -> types.FunctionType:
+    """Bind a copy of function ``replacement`` as ``owner.attr`` for patch ``patch_id`` and record what was there.
+
+    The one helper every fix's code is installed through (see the module docstring). ``target`` is its
+    ``"module:path"`` (the key of :data:`INSTALLED`). Wrapping a target that is already ours for ``patch_id``
+    replaces only the installed copy; the recorded original stays the first one.
+
+    Returns:
+        The installed copy (see :func:`_copy`).
+
+    Raises:
+        AttributeError: ``owner`` has no ``attr``.
+        RuntimeError: the assignment did not take effect (a property, a read-only attribute).
+    """
+    with _LOCK:
+        current = getattr(owner, attr)
+        before = INSTALLED.get(target)
+        mine = before is not None and before.patch_id == patch_id and current is before.installed
+        original = before.original if mine and before is not None else current
+        namespace = getattr(owner, "__dict__", {})
+        raw = namespace.get(attr, MISSING)
+        new = _copy(replacement, original, patch_id, target.replace(":", "."))
+        setattr(owner, attr, new)
+        if getattr(owner, attr) is not new:
+            raise RuntimeError(f"setting {target.replace(':', '.')} did not take effect")
+        if mine and before is not None:
+            INSTALLED[target] = dataclasses.replace(before, installed=new)
+        else:
+            INSTALLED[target] = Installed(patch_id, target, owner, attr, current, new,
+                                          None if raw is MISSING else raw, raw is MISSING)
+        return new

@@ -11,18 +11,19 @@ decides one of (the names are defined in :mod:`vlgrpo.patches.state`):
 - ``failed``: detection, replacement or verification raised (reason recorded, logged once);
 - ``pending``: only without ``import_targets``: the target module has not been imported in this process.
 
+Every replacement is installed through :func:`vlgrpo.patches.contract.wrap` (also the re-check wrappers), which
+records what was bound before.
+
 Nothing here raises into the host program unless ``VLGRPO_PATCHES_STRICT=1``.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 import threading
-import types
 
-from vlgrpo.patches import registry, state
+from vlgrpo.patches import contract, registry, state
 from vlgrpo.patches.contract import FixRecord
 from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING
 
@@ -39,21 +40,6 @@ def resolve(ref: str):
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def _clone(func, patch_id: str, original, target: str):
-    """A per-target copy of ``func`` carrying ``__wrapped__`` (the original) and ``__vlgrpo_patch__``."""
-    new = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
-    new.__kwdefaults__ = func.__kwdefaults__
-    new.__dict__.update(func.__dict__)
-    new.__qualname__ = func.__qualname__
-    new.__doc__ = func.__doc__
-    new.__module__ = func.__module__
-    new.__annotations__ = dict(getattr(func, "__annotations__", {}))
-    new.__wrapped__ = original
-    new.__vlgrpo_patch__ = patch_id
-    new.__vlgrpo_target__ = target
-    return new
 
 
 def ours(func):
@@ -140,10 +126,7 @@ def check_target(record: FixRecord, module_name: str, path: str, apply: bool = T
         replacement = resolve(record.replacement)
         if record.wraps:  # a factory: replacement(original) -> the function to install
             replacement = replacement(current)
-        new = _clone(replacement, record.id, current, f"{module_name}.{path}")
-        setattr(owner, attr, new)
-        if getattr(owner, attr) is not new:
-            raise RuntimeError(f"setattr on {module_name}.{path} did not take effect")
+        contract.wrap(owner, attr, replacement, patch_id=record.id, target=f"{module_name}:{path}")
         return _record(record, module_name, path, APPLIED, f"{reason}; replaced {original} by {record.replacement}",
                        original, fresh=True)
     except Exception as exc:
@@ -151,13 +134,16 @@ def check_target(record: FixRecord, module_name: str, path: str, apply: bool = T
         return FAILED
 
 
-def _wrap_recheck(module_name: str, func_name: str) -> None:
+def _wrap_recheck(record: FixRecord, module_name: str, func_name: str) -> None:
+    """Wrap ``module_name.func_name`` (once; :func:`vlgrpo.patches.contract.wrap`) so that every record is
+    re-checked right after it returns; ``record`` is one of the records that asked for it."""
     module = sys.modules.get(module_name)
     fn = getattr(module, func_name, None) if module is not None else None
-    if fn is None or getattr(fn, "__vlgrpo_recheck__", False):
+    if fn is None:
+        return
+    if getattr(fn, "__vlgrpo_recheck__", False):
         return
 
-    @functools.wraps(fn)
     def recheck_after(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -165,7 +151,7 @@ def _wrap_recheck(module_name: str, func_name: str) -> None:
             ensure_all(event=f"after {module_name}.{func_name}")
 
     recheck_after.__vlgrpo_recheck__ = True
-    setattr(module, func_name, recheck_after)
+    contract.wrap(module, func_name, recheck_after, patch_id=record.id, target=f"{module_name}:{func_name}")
 
 
 def ensure_all(event: str = "") -> list:
@@ -182,7 +168,7 @@ def ensure_all(event: str = "") -> list:
                 continue
             for module_name, func_name in record.recheck_after:
                 try:
-                    _wrap_recheck(module_name, func_name)
+                    _wrap_recheck(record, module_name, func_name)
                 except Exception as exc:
                     _fail(record, module_name, func_name, exc)
             for target in record.targets:
@@ -201,3 +187,4 @@ def ensure_all(event: str = "") -> list:
 def on_import(module_name: str) -> None:
     """Post-import hook entry point (registered by :func:`vlgrpo.patches.bootstrap.install`)."""
     ensure_all(event=f"import {module_name}")
+

@@ -282,7 +282,6 @@ def make_grouped_experts_forward(original):
             return grouped_experts_forward(self, hidden_states, routing_weights, router_indices)
         return original(self, hidden_states, routing_weights, router_indices)
 
-    forward.__doc__ = grouped_experts_forward.__doc__
     return forward
 
 

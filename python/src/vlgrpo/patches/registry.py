@@ -26,8 +26,10 @@ targets       ``(module, attribute path[, detector])``. The path is resolved at 
               element overrides the record's detector for that target.
 detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: str)`` inspects the installed
               code itself (its source, parsed with :mod:`ast`).
-replacement   ``"module:function"``; installed in place of a faulty target (a per-target copy carrying
-              ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id). With ``"wraps": True`` it is
+replacement   ``"module:function"``; installed in place of a faulty target by :func:`vlgrpo.patches.contract.wrap`
+              (a per-target copy with the original's name, qualified name and docstring, carrying
+              ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id; a fix module sets none of these
+              itself). With ``"wraps": True`` it is
               a factory ``replacement(original) -> function`` (to call the original, or to pick the variant
               matching the installed code); its ``__vlgrpo_code__`` lists the code objects it can return.
 verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an

@@ -30,7 +30,7 @@ APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED, PENDING = (
 STATUSES = (APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED)
 
 #: Process-wide state, read by :func:`vlgrpo.patches.status` and :func:`vlgrpo.patches.bootstrap_state`.
-STATE = {
+STATE: dict = {
     "installed": False,  # finder on sys.meta_path
     "via": None,  # "sitecustomize", "pth", "api", "cli"
     "enabled": True,  # False under VLGRPO_PATCHES=off

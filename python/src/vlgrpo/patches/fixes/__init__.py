@@ -7,9 +7,13 @@
 ``is_faulty``   the detector: ``is_faulty(func) -> (faulty, reason)`` reads the installed code itself (its source,
                 through :mod:`vlgrpo.patches.source`), never a version number;
 the replacement installed where the detector says faulty (a function, or with ``"wraps": True`` a factory
-                ``replacement(original) -> function``); torch code that must be built at import time (a
-                decorator, an autograd function, a Triton kernel) lives in a module of its own next to this
-                package (:mod:`vlgrpo.patches.qwen3_vl_pos_embed`, :mod:`vlgrpo.patches.text_rotary`,
+                ``replacement(original) -> function``). The engine installs it through
+                :func:`vlgrpo.patches.contract.wrap` (the original's name, qualified name and docstring,
+                ``__wrapped__``, the markers): a fix module sets none of
+                these and assigns no upstream attribute itself (what it installs later, such as
+                ``checkpoint.manifest``'s ``torch.load`` guard, goes through ``wrap`` too). Torch code that must be
+                built at import time (a decorator, an autograd function, a Triton kernel) lives in a module of its
+                own next to this package (:mod:`vlgrpo.patches.qwen3_vl_pos_embed`, :mod:`vlgrpo.patches.text_rotary`,
                 :mod:`vlgrpo.patches.moe_routing`) and the record names it there;
 ``verify``      ``verify() -> None``: the fix on tiny CPU inputs against an independent reference
                 (``python -m vlgrpo patches status --verify``); raises ``AssertionError``.

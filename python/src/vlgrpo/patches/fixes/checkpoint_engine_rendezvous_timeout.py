@@ -142,9 +142,6 @@ def make_init_process_group(original):
 
         return run_bounded(lambda: original(self, rank, world_size, *args, **kwargs), bound, describe)
 
-    init_process_group.__name__ = getattr(original, "__name__", "init_process_group")
-    init_process_group.__qualname__ = getattr(original, "__qualname__", "init_process_group")
-    init_process_group.__doc__ = getattr(original, "__doc__", None)
     return init_process_group
 
 

@@ -131,19 +131,22 @@ def _numpy_globals():
 
 
 def _install_guard():
-    """Replace ``torch.load`` once by a function that, inside :func:`weights_only_loads` only, loads with
-    ``weights_only=True`` (numpy arrays allowed) and turns a refused global into ``CheckpointRefused``; everywhere
-    else it calls the original unchanged."""
-    if "force" in _GUARD:
+    """Replace ``torch.load`` (through :func:`vlgrpo.patches.contract.wrap`, as part of this patch) by a function
+    that, inside :func:`weights_only_loads` only, loads with ``weights_only=True`` (numpy arrays allowed) and turns
+    a refused global into ``CheckpointRefused``; everywhere else it calls the original unchanged. Installed again
+    when something rebound ``torch.load`` since."""
+    import torch
+
+    if "force" in _GUARD and getattr(torch.load, "__vlgrpo_guard__", False):
         return _GUARD["force"]
     import contextvars
     import pickle
 
-    import torch
-
     from vlgrpo.checkpoint.manifest import CheckpointRefused
+    from vlgrpo.patches import contract
 
-    force = contextvars.ContextVar("vlgrpo_weights_only_loads", default=False)
+    # one variable for the life of the process: a weights_only_loads() entered before a re-install resets its token
+    force = _GUARD.get("force") or contextvars.ContextVar("vlgrpo_weights_only_loads", default=False)
     original = torch.load
 
     def load(f, *args, **kwargs):
@@ -164,9 +167,8 @@ def _install_guard():
                                         f"unpickled ({first[0] if first else exc})",
                                         "this is not a file verl wrote; resume from another checkpoint") from None
 
-    load.__wrapped__ = original
     load.__vlgrpo_guard__ = True
-    torch.load = load
+    contract.wrap(torch, "load", load, patch_id=RECORD["id"], target="torch:load")
     _GUARD["force"] = force
     return force
 
@@ -308,9 +310,6 @@ def make_wrapper(original):
             with weights_only_loads():
                 return original(self, *args, **kwargs)
         wrapper = driver_load_checkpoint
-    wrapper.__name__ = getattr(original, "__name__", wrapper.__name__)
-    wrapper.__qualname__ = qualname or wrapper.__qualname__
-    wrapper.__doc__ = getattr(original, "__doc__", None)
     return wrapper
 
 

@@ -84,9 +84,6 @@ def make_generate(original):
             sampling_params = dict(sampling_params, max_tokens=budget)
         return await original(self, request_id, *args, sampling_params=sampling_params, **kwargs)
 
-    generate.__name__ = getattr(original, "__name__", "generate")
-    generate.__qualname__ = getattr(original, "__qualname__", "generate")
-    generate.__doc__ = getattr(original, "__doc__", None)
     return generate
 
 

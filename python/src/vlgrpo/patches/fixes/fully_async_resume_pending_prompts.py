@@ -371,9 +371,6 @@ def make_replacement(original):
         wrapper = set_message_queue_client
     else:
         raise TypeError(f"fully_async.resume_pending_prompts has no replacement for {name!r}")
-    wrapper.__name__ = name
-    wrapper.__qualname__ = getattr(original, "__qualname__", name)
-    wrapper.__doc__ = getattr(original, "__doc__", None)
     return wrapper
 
 

@@ -89,9 +89,6 @@ def make_load_checkpoint(original):
             self.global_steps = version * self.trigger_parameter_sync_step
         return result
 
-    load_checkpoint.__name__ = getattr(original, "__name__", "load_checkpoint")
-    load_checkpoint.__qualname__ = getattr(original, "__qualname__", "load_checkpoint")
-    load_checkpoint.__doc__ = getattr(original, "__doc__", None)
     return load_checkpoint
 
 

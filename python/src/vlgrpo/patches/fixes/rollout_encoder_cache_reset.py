@@ -80,9 +80,6 @@ def make_reset_prefix_cache(original):
                           len(evicted), f"; {referenced} still referenced by live requests" if referenced else "")
         return ok
 
-    reset_prefix_cache.__name__ = getattr(original, "__name__", "reset_prefix_cache")
-    reset_prefix_cache.__qualname__ = getattr(original, "__qualname__", "reset_prefix_cache")
-    reset_prefix_cache.__doc__ = getattr(original, "__doc__", None)
     return reset_prefix_cache
 
 

@@ -80,9 +80,6 @@ def make_run_uvicorn(original):
     async def run_uvicorn(app, server_args, server_address, *args, **kwargs):
         return await original(app, server_args, loopback_for(server_address), *args, **kwargs)
 
-    run_uvicorn.__name__ = getattr(original, "__name__", "run_uvicorn")
-    run_uvicorn.__qualname__ = getattr(original, "__qualname__", "run_uvicorn")
-    run_uvicorn.__doc__ = getattr(original, "__doc__", None)
     return run_uvicorn
 
 

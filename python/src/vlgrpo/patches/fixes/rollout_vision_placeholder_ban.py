@@ -75,9 +75,6 @@ def make_generate(original):
             sampling_params = with_ban(sampling_params, ids)
         return await original(self, prompt_ids, sampling_params, *args, **kwargs)
 
-    generate.__name__ = getattr(original, "__name__", "generate")
-    generate.__qualname__ = getattr(original, "__qualname__", "generate")
-    generate.__doc__ = getattr(original, "__doc__", None)
     return generate
 
 

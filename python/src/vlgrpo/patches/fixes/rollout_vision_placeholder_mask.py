@@ -250,11 +250,7 @@ def make_agent_loop_postprocess(original):
     ``(self, output, **kwargs)``): the original gets the sample's output, neutralized when the policy generated a
     vision placeholder (see the module docstring). Returns a coroutine function when the original is one."""
     wrap = _async_postprocess if original is None or inspect.iscoroutinefunction(original) else _sync_postprocess
-    wrapped = wrap(original)
-    wrapped.__name__ = getattr(original, "__name__", "_agent_loop_postprocess")
-    wrapped.__qualname__ = getattr(original, "__qualname__", "_agent_loop_postprocess")
-    wrapped.__doc__ = getattr(original, "__doc__", None)
-    return wrapped
+    return wrap(original)
 
 
 make_agent_loop_postprocess.__vlgrpo_code__ = (_async_postprocess(None).__code__, _sync_postprocess(None).__code__)

@@ -105,9 +105,6 @@ def make_get_zmq_handle(original):
             return original(self)
         return original(_AsSender(self, rank))
 
-    _get_zmq_handle.__name__ = getattr(original, "__name__", "_get_zmq_handle")
-    _get_zmq_handle.__qualname__ = getattr(original, "__qualname__", "_get_zmq_handle")
-    _get_zmq_handle.__doc__ = getattr(original, "__doc__", None)
     return _get_zmq_handle
 
 
