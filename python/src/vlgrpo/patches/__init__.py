@@ -12,6 +12,9 @@ Public API (what doctor/preflight/tests call)::
     vlgrpo.patches.install()                 # idempotent; sitecustomize already did it in the images
     rows = vlgrpo.patches.status(verify=True)  # list of dicts, see status()
     vlgrpo.patches.bootstrap_state()["via"]  # "sitecustomize"/"pth" when loaded at start-up
+    vlgrpo.patches.unpatch("qwen3_vl.vision_pos_embed")  # undo one fix in this interpreter (tests)
+    vlgrpo.patches.apply("qwen3_vl.vision_pos_embed")    # and apply it again
+    vlgrpo.patches.original("module:Class.method")       # the object a fix replaced there
 
 CLI: ``python -m vlgrpo patches status [--verify] [--json]``, ``python -m vlgrpo patches table``,
 ``python -m vlgrpo patches install-sitecustomize [--site-packages DIR]``.
@@ -55,3 +58,55 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
     from vlgrpo.patches import report
 
     return report.status(verify=verify, import_targets=import_targets)
+
+
+def unpatch(patch_id: str) -> list:
+    """Undo patch ``patch_id`` in this interpreter: every attribute it replaced is bound to what was there before
+    (the same object; an attribute that came from a base class is removed again), the re-check wrappers it
+    installed are removed when no other enabled patch uses them, and the patch is not applied again here (its
+    status is ``disabled``, reason "undone in this process") until :func:`apply`. Idempotent.
+
+    Only an attribute still bound to the replacement is restored: one rebound since (verl's monkey patch, a test)
+    is left alone. A name another module bound from the target while patched (``from m import f``) keeps the
+    replacement.
+
+    Returns:
+        ``"module:path"`` of every attribute restored by this call (empty when nothing was patched).
+
+    Raises:
+        ValueError: ``patch_id`` is not a registered patch id (the message lists the known ones).
+    """
+    from vlgrpo.patches import engine
+
+    return engine.unpatch(patch_id)
+
+
+def apply(patch_id: str) -> dict:
+    """Apply patch ``patch_id`` now (again after :func:`unpatch`): each target whose module is imported is checked
+    and replaced where its detector finds the fault, as the post-import hooks do. The switches
+    (``VLGRPO_PATCHES``, ``VLGRPO_PATCHES_DISABLED``) still rule: a switched-off patch stays off.
+
+    Returns:
+        ``{"module.path": status}`` for each target (one of :data:`STATUSES`, or ``"pending"`` when its module is
+        not imported in this process).
+
+    Raises:
+        ValueError: ``patch_id`` is not a registered patch id.
+    """
+    from vlgrpo.patches import engine
+
+    return engine.apply(patch_id)
+
+
+def original(target: str):
+    """The object a patch of this interpreter replaced at ``target`` (``"module:attribute.path"``, e.g.
+    ``"transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionModel.fast_pos_embed_interpolate"``), or the
+    object bound there now when no patch replaced it (the module is imported for that).
+
+    Raises:
+        ValueError: ``target`` has no ``:``.
+        ImportError, AttributeError: the target does not exist (only when no patch replaced it).
+    """
+    from vlgrpo.patches import engine
+
+    return engine.original(target)

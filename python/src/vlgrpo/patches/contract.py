@@ -1,9 +1,13 @@
 """The patch contract: what a fix declares (:class:`FixRecord`, read from its module's ``RECORD`` dict by
-:func:`from_dict`) and the one way its code gets into an upstream object (:func:`wrap`).
+:func:`from_dict`) and the one way its code gets into an upstream object and out again (:func:`wrap`,
+:func:`restore`, :func:`original`).
 
 Every object a patch installs goes through :func:`wrap`: the engine's replacement of each faulty target, the
 re-check wrappers around verl's monkey patch, and what a fix installs later itself (``checkpoint.manifest``'s
-``torch.load`` guard). :func:`wrap` records what was bound before (:data:`INSTALLED`).
+``torch.load`` guard). :func:`wrap` keeps what was bound before, so :func:`restore` puts back exactly that object
+(or removes the attribute again where it came from a base class) in this interpreter, and :func:`original` answers
+the unpatched object of a target. This is the patch/unpatch pair of dd-trace-py's and gevent's monkey-patch APIs,
+written here on plain attribute access (nothing copied from them).
 
 Imported by the registry and the engine (not at interpreter start: :mod:`vlgrpo.patches.bootstrap` reads
 :mod:`vlgrpo.patches.index`). Standard library only; it imports no other module of the package.
@@ -139,7 +143,7 @@ _LOCK = threading.RLock()
 class Installed:
     """What :func:`wrap` put in place: ``owner.attr`` is ``installed`` (for ``patch_id``); before, it was
     ``original`` (looked up) and ``raw`` the entry of ``owner.__dict__`` (``None`` with ``inherited``: the attribute
-    came from a base class)."""
+    came from a base class, so :func:`restore` deletes it again)."""
 
     patch_id: str
     target: str
@@ -204,3 +208,35 @@ def wrap(owner: Any, attr: str, replacement: Callable[..., Any], *, patch_id: st
             INSTALLED[target] = Installed(patch_id, target, owner, attr, current, new,
                                           None if raw is MISSING else raw, raw is MISSING)
         return new
+
+
+def restore(target: str) -> bool:
+    """Put back what :func:`wrap` replaced at ``target`` (``"module:path"``) and forget it.
+
+    Only when ``owner.attr`` is still the object :func:`wrap` installed: a later rebind by someone else (verl's
+    monkey patch, a test) is left alone. Names another module bound from the target while it was patched
+    (``from m import f``) keep the replacement, as with any monkey patch.
+
+    Returns:
+        True when the original is bound again, False when nothing of ours was there.
+    """
+    with _LOCK:
+        entry = INSTALLED.pop(target, None)
+        if entry is None or getattr(entry.owner, entry.attr, None) is not entry.installed:
+            return False
+        if entry.inherited:
+            delattr(entry.owner, entry.attr)
+        else:
+            setattr(entry.owner, entry.attr, entry.raw)
+        return True
+
+
+def original(target: str) -> Any:
+    """The object ``target`` (``"module:path"``) was bound to before a patch replaced it; ``MISSING`` when no
+    patch of this interpreter replaced it (or it was rebound since; see :func:`vlgrpo.patches.original`)."""
+    with _LOCK:
+        entry = INSTALLED.get(target)
+        if entry is None or getattr(entry.owner, entry.attr, None) is not entry.installed:
+            return MISSING
+        return entry.original
+

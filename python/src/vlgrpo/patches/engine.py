@@ -12,7 +12,8 @@ decides one of (the names are defined in :mod:`vlgrpo.patches.state`):
 - ``pending``: only without ``import_targets``: the target module has not been imported in this process.
 
 Every replacement is installed through :func:`vlgrpo.patches.contract.wrap` (also the re-check wrappers), which
-records what was bound before.
+keeps what was bound before: :func:`unpatch` puts it back in this interpreter and :func:`apply` applies the
+patch again; :func:`original` answers the unpatched object of a target.
 
 Nothing here raises into the host program unless ``VLGRPO_PATCHES_STRICT=1``.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from typing import Any
 
 from vlgrpo.patches import contract, registry, state
 from vlgrpo.patches.contract import FixRecord
@@ -31,6 +33,8 @@ from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, 
 RESULTS: dict = {}
 _LOCK = threading.RLock()
 _DETECT_CACHE: dict = {}
+#: (module, function) of an installed re-check wrapper -> ids of the enabled records that asked for it
+_RECHECK_USERS: dict = {}
 
 
 def resolve(ref: str):
@@ -90,7 +94,7 @@ def check_target(record: FixRecord, module_name: str, path: str, apply: bool = T
                  detector: str | None = None) -> str:
     """Check one target (only if its module is already imported) and apply the replacement if faulty."""
     if not state.enabled(record.id):
-        return _record(record, module_name, path, DISABLED, "switched off by VLGRPO_PATCHES/VLGRPO_PATCHES_DISABLED")
+        return _record(record, module_name, path, DISABLED, state.disabled_reason(record.id))
     module = sys.modules.get(module_name)
     if module is None:
         return _record(record, module_name, path, PENDING, "module not imported in this process")
@@ -141,6 +145,7 @@ def _wrap_recheck(record: FixRecord, module_name: str, func_name: str) -> None:
     fn = getattr(module, func_name, None) if module is not None else None
     if fn is None:
         return
+    _RECHECK_USERS.setdefault((module_name, func_name), set()).add(record.id)
     if getattr(fn, "__vlgrpo_recheck__", False):
         return
 
@@ -154,8 +159,10 @@ def _wrap_recheck(record: FixRecord, module_name: str, func_name: str) -> None:
     contract.wrap(module, func_name, recheck_after, patch_id=record.id, target=f"{module_name}:{func_name}")
 
 
-def ensure_all(event: str = "") -> list:
+def ensure_all(event: str = "", only: tuple = ()) -> list:
     """Check every target of every enabled record among the imported modules; apply where faulty.
+
+    ``only``: the ids of the records to check (default: all of them).
 
     Returns the list of ``"id -> module.attr"`` strings newly applied by this call and logs them as one line
     (INFO, logger ``vlgrpo.patches``) that also names every patch active in the process so far, so the last such
@@ -164,7 +171,7 @@ def ensure_all(event: str = "") -> list:
     newly = []
     with _LOCK:
         for record in registry.PATCHES:
-            if not state.enabled(record.id):
+            if not state.enabled(record.id) or only and record.id not in only:
                 continue
             for module_name, func_name in record.recheck_after:
                 try:
@@ -188,3 +195,64 @@ def on_import(module_name: str) -> None:
     """Post-import hook entry point (registered by :func:`vlgrpo.patches.bootstrap.install`)."""
     ensure_all(event=f"import {module_name}")
 
+
+def unpatch(patch_id: str) -> list:
+    """Undo patch ``patch_id`` in this interpreter (see :func:`vlgrpo.patches.unpatch`).
+
+    Returns:
+        The ``"module:path"`` of every attribute whose original is bound again (empty when nothing was patched).
+
+    Raises:
+        ValueError: ``patch_id`` is not a registered id (the message lists the known ones).
+    """
+    if patch_id not in registry.IDS:
+        raise ValueError(f"vlgrpo.patches.unpatch: unknown patch id {patch_id!r}; known: {', '.join(registry.IDS)}")
+    record = registry.get(patch_id)
+    with _LOCK:
+        state.set_unpatched(patch_id, True)
+        rechecks = {f"{m}:{f}" for m, f in _RECHECK_USERS}
+        mine = [t for t, e in contract.INSTALLED.items() if e.patch_id == patch_id and t not in rechecks]
+        restored = [t for t in mine if contract.restore(t)]
+        for key, users in list(_RECHECK_USERS.items()):
+            users -= {u for u in users if not state.enabled(u)}  # patch_id among them: it is not enabled now
+            if users:  # another enabled record still wants the re-check: the wrapper stays
+                continue
+            del _RECHECK_USERS[key]
+            target = f"{key[0]}:{key[1]}"
+            if contract.restore(target):
+                restored.append(target)
+        for key in [k for k in RESULTS if k[0] == patch_id]:
+            module_name, path = key[1], key[2]
+            _record(record, module_name, path, DISABLED, state.disabled_reason(patch_id))
+    return restored
+
+
+def apply(patch_id: str) -> dict:
+    """Apply patch ``patch_id`` again after :func:`unpatch` (or for the first time), as the post-import hooks do:
+    check each target whose module is imported and replace it where faulty (see :func:`vlgrpo.patches.apply`).
+
+    Returns:
+        ``{"module.path": status}`` for every target of the record.
+
+    Raises:
+        ValueError: ``patch_id`` is not a registered id.
+    """
+    if patch_id not in registry.IDS:
+        raise ValueError(f"vlgrpo.patches.apply: unknown patch id {patch_id!r}; known: {', '.join(registry.IDS)}")
+    record = registry.get(patch_id)
+    with _LOCK:
+        state.set_unpatched(patch_id, False)
+        if not state.enabled(patch_id):  # the switches still say off
+            for target in record.targets:
+                check_target(record, target.module, target.path)
+        ensure_all(event=f"apply {patch_id}", only=(patch_id,))
+        return {t.name: RESULTS[(patch_id, t.module, t.path)]["status"] for t in record.targets}
+
+
+def original(target: str) -> Any:
+    """The unpatched object of ``target`` (``"module:path"``; see :func:`vlgrpo.patches.original`)."""
+    if ":" not in target:
+        raise ValueError(f"vlgrpo.patches.original: target {target!r} is not 'module:attribute.path' (for example "
+                         "'transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionModel.forward')")
+    found = contract.original(target)
+    return resolve(target) if found is contract.MISSING else found

@@ -29,7 +29,7 @@ detector      ``"module:function"``; ``function(obj) -> (faulty: bool, reason: s
 replacement   ``"module:function"``; installed in place of a faulty target by :func:`vlgrpo.patches.contract.wrap`
               (a per-target copy with the original's name, qualified name and docstring, carrying
               ``__wrapped__`` = the original and ``__vlgrpo_patch__`` = the id; a fix module sets none of these
-              itself). With ``"wraps": True`` it is
+              itself). :func:`vlgrpo.patches.unpatch` puts the original back. With ``"wraps": True`` it is
               a factory ``replacement(original) -> function`` (to call the original, or to pick the variant
               matching the installed code); its ``__vlgrpo_code__`` lists the code objects it can return.
 verify        ``"module:function"``; ``function() -> None`` runs the fixed code on tiny CPU inputs against an

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 
 from vlgrpo.patches import bootstrap, engine, registry
-from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING, STATE, enabled
+from vlgrpo.patches.state import ABSENT, APPLIED, DISABLED, FAILED, NOT_NEEDED, PENDING, STATE, disabled_reason, enabled
 
 _ORDER = (FAILED, APPLIED, NOT_NEEDED, ABSENT, PENDING)
 
@@ -38,9 +38,7 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
         targets = []
         for module_name, path in ((t.module, t.path) for t in record.targets):
             if not enabled(record.id):
-                why = ("VLGRPO_PATCHES=off" if not STATE["enabled"]
-                       else f"{record.id} listed in VLGRPO_PATCHES_DISABLED")
-                res = {"status": DISABLED, "reason": why, "original": None}
+                res = {"status": DISABLED, "reason": disabled_reason(record.id), "original": None}
             elif module_name in import_errors:
                 res = {"status": ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
                        "original": None}

@@ -41,6 +41,7 @@ STATE: dict = {
     "chain_error": None,
     "hook_errors": [],  # (module, "ExcType: message") of hooks that raised outside the engine's own guard
     "late_hooks": [],  # target modules another finder/loader imported past ours; hooked on the next import
+    "unpatched_ids": (),  # undone in this process by vlgrpo.patches.unpatch() (until vlgrpo.patches.apply())
 }
 
 _LOGGED = set()
@@ -93,8 +94,27 @@ def read_switches():
 
 
 def enabled(patch_id: str) -> bool:
-    """True unless the switches turned ``patch_id`` off in this process (as :data:`STATE` recorded them)."""
-    return STATE["enabled"] and patch_id not in STATE["disabled_ids"]
+    """True unless the switches turned ``patch_id`` off in this process (as :data:`STATE` recorded them) or
+    :func:`vlgrpo.patches.unpatch` undid it here."""
+    return STATE["enabled"] and patch_id not in STATE["disabled_ids"] and patch_id not in STATE["unpatched_ids"]
+
+
+def disabled_reason(patch_id: str) -> str:
+    """Why :func:`enabled` is False for ``patch_id`` (the reason of its ``disabled`` status rows)."""
+    if not STATE["enabled"]:
+        return "VLGRPO_PATCHES=off"
+    if patch_id in STATE["disabled_ids"]:
+        return f"{patch_id} listed in VLGRPO_PATCHES_DISABLED"
+    if patch_id in STATE["unpatched_ids"]:
+        return f"undone in this process by vlgrpo.patches.unpatch({patch_id!r}); vlgrpo.patches.apply() redoes it"
+    return "enabled"
+
+
+def set_unpatched(patch_id: str, undone: bool) -> None:
+    """Record that :func:`vlgrpo.patches.unpatch` undid ``patch_id`` in this process (``undone``) or
+    :func:`vlgrpo.patches.apply` redid it."""
+    ids = tuple(i for i in STATE["unpatched_ids"] if i != patch_id)
+    STATE["unpatched_ids"] = ids + (patch_id,) if undone else ids
 
 
 def snapshot() -> dict:

@@ -9,7 +9,7 @@
 the replacement installed where the detector says faulty (a function, or with ``"wraps": True`` a factory
                 ``replacement(original) -> function``). The engine installs it through
                 :func:`vlgrpo.patches.contract.wrap` (the original's name, qualified name and docstring,
-                ``__wrapped__``, the markers): a fix module sets none of
+                ``__wrapped__``, the markers; :func:`vlgrpo.patches.unpatch` undoes it): a fix module sets none of
                 these and assigns no upstream attribute itself (what it installs later, such as
                 ``checkpoint.manifest``'s ``torch.load`` guard, goes through ``wrap`` too). Torch code that must be
                 built at import time (a decorator, an autograd function, a Triton kernel) lives in a module of its

@@ -131,10 +131,10 @@ def _numpy_globals():
 
 
 def _install_guard():
-    """Replace ``torch.load`` (through :func:`vlgrpo.patches.contract.wrap`, as part of this patch) by a function
-    that, inside :func:`weights_only_loads` only, loads with ``weights_only=True`` (numpy arrays allowed) and turns
-    a refused global into ``CheckpointRefused``; everywhere else it calls the original unchanged. Installed again
-    when something rebound ``torch.load`` since."""
+    """Replace ``torch.load`` (through :func:`vlgrpo.patches.contract.wrap`, as part of this patch: its
+    :func:`vlgrpo.patches.unpatch` puts the original back) by a function that, inside :func:`weights_only_loads`
+    only, loads with ``weights_only=True`` (numpy arrays allowed) and turns a refused global into
+    ``CheckpointRefused``; everywhere else it calls the original unchanged. Installed again when it was undone."""
     import torch
 
     if "force" in _GUARD and getattr(torch.load, "__vlgrpo_guard__", False):
