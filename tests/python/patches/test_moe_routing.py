@@ -17,7 +17,8 @@ from reference_moe import reference_moe
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeConfig, Qwen3VLMoeTextConfig
 
-from vlgrpo.patches import contract, moe_routing, source
+import vlgrpo.patches as P
+from vlgrpo.patches import moe_routing, source, state
 from vlgrpo.patches.fixes import npu_qwen3_vl_moe_train_routing as npu_routing
 from vlgrpo.patches.fixes import qwen3_vl_moe_router_dtype as router_dtype
 
@@ -126,11 +127,20 @@ def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
     # router (a Linear) returns bf16 logits.
     with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match=SCATTER_ERROR):
         model(**batch)
-    record = {"id": "qwen3_vl_moe.router_dtype"}
     replacement = moe_routing.make_sparse_moe_block_forward(ORIGINAL_FORWARD)
     assert replacement is moe_routing.sparse_moe_block_forward  # transformers' forward calls experts with 3 args
-    monkeypatch.setattr(m.Qwen3VLMoeTextSparseMoeBlock, "forward", ORIGINAL_FORWARD)  # put back afterwards
-    contract.wrap(m.Qwen3VLMoeTextSparseMoeBlock, "forward", replacement, patch_id=record["id"], target="test:forward")
+    monkeypatch.setitem(state.STATE, "unpatched_ids", state.STATE["unpatched_ids"])  # as it was, afterwards
+    target = "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeTextSparseMoeBlock.forward"
+    try:
+        assert P.apply("qwen3_vl_moe.router_dtype")[target] == "applied"  # through the engine, as the hook does
+        assert m.Qwen3VLMoeTextSparseMoeBlock.forward.__code__ is replacement.__code__
+        _train_under_autocast(model, batch, ref_fp32)
+    finally:
+        P.unpatch("qwen3_vl_moe.router_dtype")
+    assert m.Qwen3VLMoeTextSparseMoeBlock.forward is ORIGINAL_FORWARD
+
+
+def _train_under_autocast(model, batch, ref_fp32):
     losses = {}
     for training in (True, False):
         model.train(training).zero_grad()
