@@ -23,10 +23,6 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   # shellcheck disable=SC2064 # the fixed trap text of lib/environment.sh
   trap "$VG_ERR_TRAP" ERR
   vg_check_unknown_vars
-  if [[ -n ${RAY_ADDRESS-} ]]; then
-    vg_problem RAY_ADDRESS "set (value not shown): the doctor's Ray check would join that cluster and run its actors there" \
-      "unset RAY_ADDRESS (the doctor checks this node with a private Ray instance)"
-  fi
   vg_build_child_environment
   vg_launch_stop
   vg_flush_problems

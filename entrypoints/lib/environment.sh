@@ -69,8 +69,9 @@ vg_image_env() {
 # vg_registry_load loaded: one `environment` request to the launcher (python/src/vlgrpo/launch/childenv.py holds
 # the rules). Bash sends the file's entries, the values it holds for its exported variables (what the children
 # get: bash sets PWD, SHLVL and _ itself) and VLGRPO_PASS_ENV; it gets back VG_ENV_PASSED / VG_ENV_REQUESTED /
-# VG_ENV_DROPPED / VG_ENV_ODD / VG_ENV_TYPED / VG_ENV_UNSET_NAMED / VG_ENV_NONASCII and the problems (refused
-# variables, names VLGRPO_PASS_ENV may not pass, names set twice, exported functions, near misses of a setting).
+# VG_ENV_DROPPED / VG_ENV_ODD / VG_ENV_TYPED / VG_ENV_UNSET_NAMED / VG_ENV_NONASCII and the problems (an inherited
+# RAY_ADDRESS other than VLGRPO_RAY_ADDRESS, refused variables, names VLGRPO_PASS_ENV may not pass, names set twice,
+# exported functions, near misses of a setting).
 # No program runs here: the next one (vg_check_values) runs in the built environment. Call after vg_read_settings.
 vg_environment_check() {
   local e rec
@@ -80,7 +81,7 @@ vg_environment_check() {
   else
     VG_LAUNCH_IN+=("n:")
   fi
-  VG_LAUNCH_IN+=("e:${VG_VAL[PASS_ENV]-}")
+  VG_LAUNCH_IN+=("e:${VG_VAL[PASS_ENV]-}" "A:${VG_VAL[RAY_ADDRESS]-}")
   while IFS= read -r e; do VG_LAUNCH_IN+=("h:$e=${!e-}"); done < <(compgen -e)
   _vg_launch environment
   for rec in "${VG_LAUNCH_OUT[@]}"; do

@@ -63,16 +63,6 @@ vg_cli() {
   esac
 }
 
-# _vg_key ELEMENT — sets REPLY to the Hydra key an override sets: the text before the first '=', without a leading
-# '++', '+' or '~'.
-_vg_key() {
-  local k=${1%%=*}
-  k=${k#++}
-  k=${k#+}
-  k=${k#\~}
-  REPLY=$k
-}
-
 # vg_template_keys NAME — the Hydra keys whose template element uses {NAME}, comma-separated.
 vg_template_keys() {
   local el out=""
@@ -134,9 +124,9 @@ vg_build_argv() {
 
 # vg_overrides — VLGRPO_OVERRIDES_FILE: `python3 -m vlgrpo.preflight.overrides` checks the file against the pinned
 # verl and the recipe (exit 2 with the reasons) and prints the accepted `key=value` overrides, NUL-terminated; each
-# takes the place of the template's element of the same key, or is appended, and is listed in the plan.
+# takes the place of the template's element of the same key, or is appended, and is listed in the plan (vg_check_argv).
 vg_overrides() {
-  local f el key i rc=0
+  local f el rc=0
   local -a cmd=()
   if ! f=$(mktemp "${TMPDIR:-/tmp}/vlgrpo-overrides.XXXXXX" 2>/dev/null); then
     printf '%s: cannot create a temporary file in %s (set TMPDIR to a writable folder); nothing was started\n' \
@@ -152,38 +142,29 @@ vg_overrides() {
     ((rc == 2)) || printf '%s: the VLGRPO_OVERRIDES_FILE check could not run (exit %s); nothing was started\n' "$VG_PROG" "$rc" >&2
     exit $((rc == 2 ? VG_EXIT_CONFIG : VG_EXIT_FAILURE))
   fi
-  while IFS= read -r -d '' el; do
-    _vg_key "$el"
-    key=$REPLY
-    for ((i = ${#VG_PROGRAM[@]}; i < ${#VG_ARGV[@]}; i++)); do
-      _vg_key "${VG_ARGV[i]}"
-      [[ $REPLY != "$key" ]] || break
-    done
-    VG_NOTES+=("override from VLGRPO_OVERRIDES_FILE: $el${VG_ARGV[i]:+ (in place of the template element ${VG_ARGV[i]})}")
-    VG_ARGV[i]=$el
-  done <"$f"
+  while IFS= read -r -d '' el; do VG_OVERRIDES+=("$el"); done <"$f"
   rm -f -- "$f"
   VG_ARGV_FILE=""
 }
 
-# vg_check_duplicates ARRAY_NAME [FIRST] — field case B11: Hydra keeps the last of two overrides of the
-# same key without a word, so two elements that set the same key (after stripping '+'/'++'/'~') are an
-# error, whatever their values. Positions are 1-based argv positions. Elements before FIRST (the
-# program words) are skipped.
-vg_check_duplicates() {
-  local -n _arr=$1
-  local first=${2:-0} i key
-  local -A seen=()
-  for ((i = first; i < ${#_arr[@]}; i++)); do
-    [[ ${_arr[i]} == *=* ]] || continue
-    _vg_key "${_arr[i]}"
-    key=$REPLY
-    if [[ -n ${seen[$key]+set} ]]; then
-      vg_problem "override $key" "set twice, at argv positions ${seen[$key]} and $((i + 1)) (Hydra would silently keep the last)" \
-        "set it once"
-    else
-      seen[$key]=$((i + 1))
-    fi
+# vg_check_argv — one `argv` request to the launcher (vlgrpo.launch.recipes): the accepted overrides (VG_OVERRIDES)
+# in place of the template's element of the same key or appended (a plan note each), and every key the final argv
+# sets twice refused (field case B11: Hydra would keep the last without a word).
+VG_OVERRIDES=()
+vg_check_argv() {
+  local el rec
+  VG_LAUNCH_IN=("n:${#VG_PROGRAM[@]}")
+  for el in "${VG_ARGV[@]}"; do VG_LAUNCH_IN+=("a:$el"); done
+  for el in "${VG_OVERRIDES[@]}"; do VG_LAUNCH_IN+=("o:$el"); done
+  _vg_launch argv
+  VG_ARGV=()
+  for rec in "${VG_LAUNCH_OUT[@]}"; do
+    case $rec in
+      a:*) VG_ARGV+=("${rec#a:}") ;;
+      w:*) VG_NOTES+=("${rec#w:}") ;;
+      p:*) VG_PROBLEMS+=("${rec#p:}") ;;
+      *) vg_die_internal "vlgrpo.launch argv gave an unknown record" ;;
+    esac
   done
   return 0
 }
@@ -549,20 +530,6 @@ _vg_cleanup() {
   return 0
 }
 
-# vg_check_ray_address — verl's ray.init() joins the cluster named by RAY_ADDRESS: one set without
-# VLGRPO_RAY_ADDRESS (or different from it) would skip the readiness wait and the device probe.
-vg_check_ray_address() {
-  local env_addr=${RAY_ADDRESS-} ours=${VG_VAL[RAY_ADDRESS]-}
-  [[ -n $env_addr && $env_addr != "$ours" ]] || return 0
-  if [[ -z $ours ]]; then
-    vg_problem RAY_ADDRESS "set (value not shown) without VLGRPO_RAY_ADDRESS: verl would join that cluster without the node wait and the device probe" \
-      "set VLGRPO_RAY_ADDRESS to the same HOST:PORT (cluster mode), or unset RAY_ADDRESS"
-  else
-    vg_problem RAY_ADDRESS "differs from VLGRPO_RAY_ADDRESS (verl would join RAY_ADDRESS, not the cluster that was checked)" \
-      "unset RAY_ADDRESS; the launch exports VLGRPO_RAY_ADDRESS as RAY_ADDRESS after the checks"
-  fi
-}
-
 # vg_entry — the whole launch. Called by a recipe after vg_cli has seen every command-line word.
 vg_entry() {
   if ((VG_HELP)); then
@@ -574,7 +541,6 @@ vg_entry() {
   vg_read_settings
   if [[ ${VG_VAL[DRY_RUN]-} == True ]]; then VG_DRY_RUN=1; fi
   vg_check_unknown_vars
-  vg_check_ray_address
   vg_build_child_environment
   vg_flush_problems
   vg_image_env
@@ -584,9 +550,9 @@ vg_entry() {
   vg_flush_problems
   vg_recipe
   vg_trackers
-  vg_launch_stop
   vg_build_argv
-  vg_check_duplicates VG_ARGV "${#VG_PROGRAM[@]}"
+  vg_check_argv
+  vg_launch_stop
   vg_flush_problems
 
   vg_enter_workdir

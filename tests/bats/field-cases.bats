@@ -62,26 +62,6 @@ argv_value() { plan_argv | sed -n "s/^$1=//p"; }
   [[ $stderr == *"VLGRPO_ROLLOUT_EP: 2 must be 1 or rollout TP x DP = 4"* ]] || fail "$stderr"
 }
 
-@test "B11: duplicate overrides are refused, naming both positions (also '+'/'++' forms and equal values)" {
-  run bash -c '
-    source "$1"
-    VG_PROG=test
-    a=(python3 -m m data.truncation=left data.truncation=error)
-    vg_check_duplicates a 3
-    b=(python3 -m m actor_rollout_ref.rollout.n=8 x=1 ++actor_rollout_ref.rollout.n=16)
-    vg_check_duplicates b 3
-    c=(python3 -m m actor_rollout_ref.ref.veomni.param_offload=True actor_rollout_ref.ref.veomni.param_offload=True)
-    vg_check_duplicates c 3
-    d=(python3 -m m +a.b=1 a.c=1)
-    vg_check_duplicates d 3
-    vg_flush_problems' _ "$FA"
-  assert_failure 2
-  assert_line --partial 'error: override data.truncation: set twice, at argv positions 4 and 5'
-  assert_line --partial 'error: override actor_rollout_ref.rollout.n: set twice, at argv positions 4 and 6'
-  assert_line --partial 'error: override actor_rollout_ref.ref.veomni.param_offload: set twice, at argv positions 4 and 5'
-  [[ $(grep -c 'set twice' <<<"$output") -eq 3 ]]
-}
-
 @test "B11: neither recipe's default argv sets a key twice, and no argument can add one" {
   local r
   for r in fa vo; do

@@ -233,3 +233,17 @@ def test_the_served_steps_round_trip_records():
         "mounted (the default for docker and podman)"]
     with pytest.raises(ValueError):
         childenv.run_environment("fa", ["z:what"])
+
+
+def test_an_inherited_ray_address_is_refused_unless_it_is_the_checked_one():
+    assert childenv.ray_address_problem("fa", "", "") is None
+    assert childenv.ray_address_problem("fa", "10.0.0.1:6379", "10.0.0.1:6379") is None
+    assert childenv.ray_address_problem("vo", "10.0.0.1:6379", "").startswith(
+        "RAY_ADDRESS: set (value not shown) without VLGRPO_RAY_ADDRESS")
+    assert childenv.ray_address_problem("fa", "10.0.0.9:6379", "10.0.0.1:6379").startswith(
+        "RAY_ADDRESS: differs from VLGRPO_RAY_ADDRESS")
+    assert childenv.ray_address_problem("doctor", "127.0.0.7:6390", "").startswith(
+        "RAY_ADDRESS: set (value not shown): the doctor's Ray check would join that cluster")
+    assert childenv.ray_address_problem("node", "10.0.0.1:6379", "") is None
+    # never the value
+    assert "10.0.0.9" not in childenv.ray_address_problem("fa", "10.0.0.9:6379", "10.0.0.1:6379")

@@ -204,3 +204,33 @@ def test_placeholders_are_found_as_the_template_writes_them():
     assert recipes.build_argv(rec, {"A": "1", "B": ""}) == ["p", "a=1", "c=1-1", "d={image:1}"]
     with pytest.raises(KeyError):
         recipes.build_argv(rec, {"A": "1"})
+
+
+# ---- B11: keys set twice; overrides in place -----------------------------------------------------------------
+
+def test_b11_a_key_set_twice_is_refused_naming_both_positions():
+    """Also the '+'/'++' forms and equal values (Hydra keeps the last of two without a word)."""
+    prog = ["python3", "-m", "m"]
+    assert recipes.duplicate_problems(prog + ["data.truncation=left", "data.truncation=error"], 3) == [
+        "override data.truncation: set twice, at argv positions 4 and 5 (Hydra would silently keep the last); fix: "
+        "set it once"]
+    got = recipes.duplicate_problems(prog + ["actor_rollout_ref.rollout.n=8", "x=1", "++actor_rollout_ref.rollout.n=16"],
+                                     3)
+    assert got[0].startswith("override actor_rollout_ref.rollout.n: set twice, at argv positions 4 and 6")
+    same = ["actor_rollout_ref.ref.veomni.param_offload=True"] * 2
+    assert recipes.duplicate_problems(prog + same, 3)[0].startswith(
+        "override actor_rollout_ref.ref.veomni.param_offload: set twice, at argv positions 4 and 5")
+    assert recipes.duplicate_problems(prog + ["+a.b=1", "a.c=1", "~a.d", "noequals"], 3) == []
+    assert recipes.duplicate_problems(prog + ["~a.b=1", "+a.b=2"], 3) != []
+
+
+def test_overrides_take_the_place_of_the_templates_element_or_are_appended():
+    argv = ["python3", "-m", "m", "trainer.total_epochs=1", "+x.y=2"]
+    merged, notes = recipes.merge_overrides(argv, 3, ["trainer.total_epochs=3", "x.y=5", "algorithm.kl=0.1"])
+    assert merged == ["python3", "-m", "m", "trainer.total_epochs=3", "x.y=5", "algorithm.kl=0.1"]
+    assert notes == ["override from VLGRPO_OVERRIDES_FILE: trainer.total_epochs=3 (in place of the template element "
+                     "trainer.total_epochs=1)",
+                     "override from VLGRPO_OVERRIDES_FILE: x.y=5 (in place of the template element +x.y=2)",
+                     "override from VLGRPO_OVERRIDES_FILE: algorithm.kl=0.1"]
+    # the program words are never replaced
+    assert recipes.merge_overrides(["m=1", "-m", "m"], 3, ["m=2"])[0] == ["m=1", "-m", "m", "m=2"]

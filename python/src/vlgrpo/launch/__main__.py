@@ -16,8 +16,8 @@ recipe computed, and the inputs it came from in words); stdout ``v:SHORT=TEXT`` 
 ``end:``.
 
 ``environment OWNER`` (served only): the records are tagged ``f:PATH`` (the environ file bash read), ``n:`` (it
-was unreadable), ``x:ENTRY`` (each of its entries, in order), ``e:PASS_ENV`` (the validated ``VLGRPO_PASS_ENV``)
-and ``h:NAME=VALUE`` (each variable bash exports, as it holds it); the answer (:mod:`vlgrpo.launch.childenv`):
+was unreadable), ``x:ENTRY`` (each of its entries, in order), ``e:PASS_ENV`` (the validated ``VLGRPO_PASS_ENV``),
+``A:ADDR`` (``VLGRPO_RAY_ADDRESS``) and ``h:NAME=VALUE`` (each variable bash exports, as it holds it); the answer (:mod:`vlgrpo.launch.childenv`):
 ``P:NAME`` passed, ``Q:NAME`` passed because ``VLGRPO_PASS_ENV`` names it, ``D:SHOWN`` dropped, ``O:NAME`` dropped
 and not a shell name, ``T:NAME`` passed with a type check, ``U:NAME`` named in ``VLGRPO_PASS_ENV`` but not set,
 ``N:NAME`` a name with non-ASCII characters, ``p:LINE`` a problem.
@@ -36,6 +36,10 @@ dropped), ``p:LINE`` problems, then either ``halt:`` (a derived default was refu
 ``v:NAME=VALUE`` (the tracker settings, ``WANDB_API_KEY_FILE``, ``WANDB_MODE``, ``WANDB_API_KEY=set``); the answer
 (:func:`vlgrpo.trackers.plan`): ``p:LINE`` problems, ``w:NOTE`` notes, ``X:NAME=VALUE`` the variables verl's
 loggers read (a key among them: never printed).
+
+``argv OWNER`` (served only): records ``a:ELEMENT`` (the argv), ``n:N`` (its program words) and ``o:ELEMENT`` (the
+accepted overrides of ``VLGRPO_OVERRIDES_FILE``); the answer: the merged argv (``a:``), a plan note per override
+(``w:``) and a problem per key set twice (``p:``, field case B11).
 
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
@@ -159,7 +163,7 @@ def serve(owner: str, fd: int) -> int:
         if head[0] is None:
             return 0
         step, cwd, flag, count = head
-        if step not in ("settings", "derived", "environment", "values", "recipe", "trackers") or cwd is None or not cwd.startswith("/") or flag is None \
+        if step not in ("settings", "derived", "environment", "values", "recipe", "trackers", "argv") or cwd is None or not cwd.startswith("/") or flag is None \
                 or count is None or not count.isdigit():
             print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
             return 1
@@ -178,6 +182,8 @@ def serve(owner: str, fd: int) -> int:
             out = recipes.run_recipe(owner, got, cwd)
         elif step == "trackers":
             out = run_trackers(owner, got)
+        elif step == "argv":
+            out = recipes.run_argv(got)
         else:
             out = childenv.run_values(owner, got)
         _emit(out, fd)

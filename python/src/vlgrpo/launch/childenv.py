@@ -73,6 +73,27 @@ def _own_value(row: environment.Row, value: str) -> bool:
     return any(w != "-" and w == value for w in row.allowed.split())
 
 
+def ray_address_problem(owner: str, inherited: str, ours: str) -> str | None:
+    """The problem of an inherited ``RAY_ADDRESS`` (``inherited``; ``ours``: ``VLGRPO_RAY_ADDRESS``), or None: verl's
+    ``ray.init()`` joins the cluster it names, so one set without ``VLGRPO_RAY_ADDRESS`` (or different from it)
+    would skip the readiness wait and the device probe; the doctor's Ray check would join it and run actors there."""
+    if not inherited:
+        return None
+    if owner == "doctor":
+        return settings.problem("RAY_ADDRESS", "set (value not shown): the doctor's Ray check would join that cluster "
+                                "and run its actors there", "unset RAY_ADDRESS (the doctor checks this node with a "
+                                "private Ray instance)")
+    if owner not in ("fa", "vo") or inherited == ours:
+        return None
+    if not ours:
+        return settings.problem("RAY_ADDRESS", "set (value not shown) without VLGRPO_RAY_ADDRESS: verl would join that "
+                                "cluster without the node wait and the device probe", "set VLGRPO_RAY_ADDRESS to the "
+                                "same HOST:PORT (cluster mode), or unset RAY_ADDRESS")
+    return settings.problem("RAY_ADDRESS", "differs from VLGRPO_RAY_ADDRESS (verl would join RAY_ADDRESS, not the "
+                            "cluster that was checked)", "unset RAY_ADDRESS; the launch exports VLGRPO_RAY_ADDRESS as "
+                            "RAY_ADDRESS after the checks")
+
+
 def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], pass_env: str) -> Classified:
     """Classify the environment ``entries`` (``(name, value)`` per environ entry, in order; an entry without ``=`` has
     its whole text as name and value, as bash's ``${e%%=*}`` / ``${e#*=}`` give) of entrypoint ``owner`` (``fa``, ``vo``,
@@ -209,7 +230,7 @@ def _check_requested(owner: str, requested: list[str], held: dict[str, str], out
 
 def run_environment(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``environment`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    path, pass_env, readable = "", "", True
+    path, pass_env, readable, ray = "", "", True, ""
     held: dict[str, str] = {}
     entries: list[tuple[str, str]] = []
     for rec in records:
@@ -224,20 +245,24 @@ def run_environment(owner: str, records: list[str]) -> list[str]:
                 entries.append((name, value if sep else rest))
         elif tag == "e":
             pass_env = rest
+        elif tag == "A":
+            ray = rest
         elif tag == "h":
             name, _, value = rest.partition("=")
             held[name] = value
         else:
             raise ValueError(f"environment: an unknown record {tag!r}")
+    first = ray_address_problem(owner, held.get("RAY_ADDRESS", ""), ray)
+    lead = [] if first is None else ["p:" + first]
     if not readable:
-        return ["p:" + settings.problem("environment", f"{path} is unreadable, so the inherited environment "
+        return lead + ["p:" + settings.problem("environment", f"{path} is unreadable, so the inherited environment "
                                         "cannot be checked", "run with /proc mounted (the default for docker and "
                                         "podman)")]
     got = classify(owner, entries, held, pass_env)
     out = [f"P:{n}" for n in got.passed] + [f"Q:{n}" for n in got.requested] + [f"D:{n}" for n in got.dropped]
     out += [f"O:{n}" for n in got.odd] + [f"T:{n}" for n in got.typed] + [f"U:{n}" for n in got.unset_named]
     out += [f"N:{n}" for n in got.nonascii]
-    return out + ["p:" + line for line in got.problems]
+    return out + lead + ["p:" + line for line in got.problems]
 
 
 def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[str, ...]:

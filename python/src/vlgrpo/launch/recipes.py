@@ -422,6 +422,69 @@ def build_argv(recipe: Recipe, values: Values) -> list[str]:
     return out
 
 
+def hydra_key(element: str) -> str:
+    """The Hydra key an override sets: the text before the first ``=``, without a leading ``++``, ``+`` or ``~``."""
+    key = element.partition("=")[0]
+    key = key[2:] if key.startswith("++") else key
+    key = key[1:] if key.startswith("+") else key
+    return key[1:] if key.startswith("~") else key
+
+
+def merge_overrides(argv: list[str], first: int, overrides: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` with each accepted override (``key=value``, checked by :mod:`vlgrpo.preflight.overrides`) in place of
+    the element that sets the same key (elements before ``first`` are the program), or appended; and the plan's
+    note for each."""
+    out, notes = list(argv), []
+    for el in overrides:
+        key = hydra_key(el)
+        i = next((j for j in range(first, len(out)) if hydra_key(out[j]) == key), len(out))
+        if i < len(out):
+            notes.append(f"override from VLGRPO_OVERRIDES_FILE: {el} (in place of the template element {out[i]})")
+            out[i] = el
+        else:
+            notes.append(f"override from VLGRPO_OVERRIDES_FILE: {el}")
+            out.append(el)
+    return out, notes
+
+
+def duplicate_problems(argv: list[str], first: int) -> list[str]:
+    """Field case B11: Hydra keeps the last of two overrides of the same key without a word, so two elements that
+    set the same key (after stripping ``+``/``++``/``~``) are an error, whatever their values. Positions are
+    1-based argv positions; elements before ``first`` (the program words) and words without ``=`` are skipped."""
+    seen: dict[str, int] = {}
+    out = []
+    for i in range(first, len(argv)):
+        if "=" not in argv[i]:
+            continue
+        key = hydra_key(argv[i])
+        if key in seen:
+            out.append(settings.problem(f"override {key}", f"set twice, at argv positions {seen[key]} and {i + 1} "
+                                        "(Hydra would silently keep the last)", "set it once"))
+        else:
+            seen[key] = i + 1
+    return out
+
+
+def run_argv(records: list[str]) -> list[str]:
+    """The output records of the ``argv`` step of :mod:`vlgrpo.launch` (see its docstring)."""
+    argv: list[str] = []
+    overrides: list[str] = []
+    first = 0
+    for rec in records:
+        tag, _, rest = rec.partition(":")
+        if tag == "a":
+            argv.append(rest)
+        elif tag == "o":
+            overrides.append(rest)
+        elif tag == "n":
+            first = int(rest)
+        else:
+            raise ValueError(f"argv: an unknown record {tag!r}")
+    merged, notes = merge_overrides(argv, first, overrides)
+    return [f"a:{el}" for el in merged] + [f"w:{n}" for n in notes] + \
+        [f"p:{line}" for line in duplicate_problems(merged, first)]
+
+
 def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:
     """The output records of the ``recipe`` step of :mod:`vlgrpo.launch` (see its docstring)."""
     st = State()
