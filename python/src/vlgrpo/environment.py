@@ -612,11 +612,32 @@ def _under(path, roots):
     return ""
 
 
-def _dir_problem(path, protect, must_exist):
+def _owner_rule_problem(path):
+    """Why another user controls what folder or file ``path`` names, by the one path rule (:mod:`vlgrpo.pathrule`,
+    OpenSSH StrictModes: it and every folder above it owned by root or the launching user, no group or other write
+    bit, a sticky folder accepted only above it); a path that does not exist is judged by its nearest existing
+    folder, which must not let others create it (``/tmp`` itself does). ``""`` when it passes. The component that
+    fails is named (not the whole value)."""
+    from . import pathrule
+
+    probe = os.path.abspath(path)
+    missing = False
+    while not os.path.lexists(probe) and probe != "/":
+        probe, missing = os.path.dirname(probe), True
+    problem = pathrule.check_path(probe)
+    if problem is None:
+        return ""
+    if missing:
+        return f"does not exist, and {problem.component} {problem.why}: another user could create it"
+    return f"is controlled by another user: {problem.component} {problem.why}"
+
+
+def _dir_problem(path, protect, must_exist, owned=True):
     """Why folder ``path`` is not one the launch may hand a reader that loads or runs what it finds there
-    (caches, a home, a temp folder): inside a protected root (the checkpoint folder or its volume, which others
-    may write, symlinks resolved) or writable by every user without the sticky bit. (Not its owner: an OpenShift
-    home belongs to another uid than the one the pod runs as.)"""
+    (caches, a home, a path of programs or libraries): inside a protected root (the checkpoint folder or its volume,
+    which others may write, symlinks resolved), writable by every user without the sticky bit, or, with ``owned``,
+    failing the one path rule (:func:`_owner_rule_problem`: another user owns it or a folder above it, or can write
+    it). ``owned=False`` for TMPDIR, whose own rule (:func:`_tmpdir_owner_problem`) accepts ``/tmp`` itself."""
     import stat
 
     if not path.startswith("/"):
@@ -627,7 +648,9 @@ def _dir_problem(path, protect, must_exist):
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return "is not an existing folder" if must_exist else ""
+        if must_exist:
+            return "is not an existing folder"
+        return _owner_rule_problem(path) if owned else ""
     except OSError as exc:
         return f"cannot be looked at by this user ({exc.strerror})" if must_exist else ""
     if not stat.S_ISDIR(st.st_mode):
@@ -636,7 +659,7 @@ def _dir_problem(path, protect, must_exist):
         return "is a folder every user can write (and not sticky)"
     if must_exist and not os.access(path, os.W_OK | os.X_OK):
         return "is a folder this user cannot write"
-    return ""
+    return _owner_rule_problem(path) if owned else ""
 
 
 def _tmpdir_owner_problem(path):
@@ -697,7 +720,7 @@ def _path_entry_problem(entry, protect):
     st = os.stat(entry)
     if st.st_mode & stat.S_IWOTH:
         return "is a file every user can write"
-    return ""
+    return _owner_rule_problem(entry)
 
 
 def _path_list_problem(value, entry_problem, protect, empty):
@@ -749,7 +772,7 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     if t in ("tmpdir", "dir"):
         if t == "dir" and not value:
             return ""
-        return _dir_problem(value, protect, must_exist=(t == "tmpdir")) or (
+        return _dir_problem(value, protect, must_exist=(t == "tmpdir"), owned=(t != "tmpdir")) or (
             _tmpdir_owner_problem(value) if t == "tmpdir" else "")
     if t == "shaped":
         kind = shape(name)

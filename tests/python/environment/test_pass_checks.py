@@ -77,7 +77,10 @@ def test_folders_in_the_checkpoint_folder_or_writable_by_all_are_refused(tmp_pat
         assert "checkpoint folder" in check(str(ck)), name
         assert "every user can write" in check(str(tmp_path / "open")), name
         assert check(str(tmp_path / "own")) == "", name
-        assert check(str(tmp_path / "sticky")) == "", name
+        if name == "TMPDIR":  # a root-owned sticky folder like /tmp (the tests run as root)
+            assert check(str(tmp_path / "sticky")) == "", name
+        else:  # the one path rule: a sticky folder only above the path, never the path itself
+            assert "can be written by every user (mode 1777)" in check(str(tmp_path / "sticky")), name
     assert "not an existing folder" in environment.check_value(_row("TMPDIR"), "/nonexistent")
     assert environment.check_value(_row("HOME"), "/nonexistent") == ""  # HOME of a system user
     path = _row("PYTHONPATH")
@@ -85,6 +88,35 @@ def test_folders_in_the_checkpoint_folder_or_writable_by_all_are_refused(tmp_pat
     for bad in (f"{tmp_path / 'own'}:", f":{tmp_path / 'own'}", f"{tmp_path / 'own'}::/usr/lib"):
         assert "empty entry" in environment.check_value(path, bad, protect=protect), bad
     assert "checkpoint folder" in environment.check_value(path, f"/usr/lib:{ck}/x", protect=protect)
+
+
+def test_folders_another_user_controls_are_refused_for_code_and_home_paths(tmp_path):
+    """Attack review: PATH, LD_LIBRARY_PATH, PYTHONPATH, HOME and the caches accepted /tmp itself and a 0755 folder
+    of another uid. The one path rule applies to every entry (an entry that does not exist: to the folder that would
+    hold it)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "bin").mkdir()
+    inside = tmp_path / "rootsub"
+    inside.mkdir()
+    (inside / "sub").mkdir()
+    os.chown(inside, 65534, 65534)  # a folder of mine inside another user's folder: they can rename it
+    for name in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "HOME", "TRITON_CACHE_DIR"):
+        row = _row(name)
+        assert "owned by uid 65534" in environment.check_value(row, str(other)), name
+        assert "owned by uid 65534" in environment.check_value(row, str(inside / "sub")), name
+        assert "can be written by every user (mode 1777)" in environment.check_value(row, "/tmp"), name
+        assert "another user could create it" in environment.check_value(row, "/tmp/not-there-yet"), name
+        assert environment.check_value(row, str(tmp_path / "mine" / "bin")) == "", name
+        assert environment.check_value(row, str(tmp_path / "mine" / "later")) == "", name
+    # a file entry of a path-shaped name (a program or library named by a *_PATH variable): its owner too
+    prog = tmp_path / "mine" / "ptxas"
+    prog.write_text("")
+    os.chown(prog, 65534, 65534)
+    assert "owned by uid 65534" in environment.check_value(environment.UNLISTED, str(prog),
+                                                           name="TRITON_PTXAS_PATH")
 
 
 @pytest.mark.parametrize("env_vars, fragment", [
