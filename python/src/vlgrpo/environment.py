@@ -629,7 +629,7 @@ def _owner_rule_problem(path):
         return ""
     if missing:
         return f"does not exist, and {problem.component} {problem.why}: another user could create it"
-    return f"is controlled by another user: {problem.component} {problem.why}"
+    return f"is not safe from other users: {problem.component} {problem.why}"
 
 
 def _dir_problem(path, protect, must_exist, owned=True):

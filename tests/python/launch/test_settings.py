@@ -322,3 +322,12 @@ def test_serve_answers_each_request_before_the_next_and_ends_at_eof(tmp_path):
     assert ask("derived", "/", "", "3", "FSDP_SIZE", "8", "") == ["v:FSDP_SIZE=8"]
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("uri", ["https://h/?token=s3cretpw", "https://h/#s3cretpw", "https://h:s3cretpw",
+                                 "https://u:s3cretpw@h/", "http://h/ s3cretpw", "ftp://s3cretpw"])
+def test_a_refused_url_is_never_shown(uri, tmp_path):
+    """Attack review: a refused VLGRPO_MLFLOW_TRACKING_URI was echoed in full, token and all."""
+    lines = [p for p in _problems("fa", {"VLGRPO_MLFLOW_TRACKING_URI": uri}, str(tmp_path))
+             if p.startswith("VLGRPO_MLFLOW_TRACKING_URI: ")]
+    assert len(lines) == 1 and "s3cretpw" not in lines[0]

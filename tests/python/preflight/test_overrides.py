@@ -97,6 +97,11 @@ REFUSED = [
     ("actor_rollout_ref.rollout.agent.agent_loop_config_path", "/data/agents.yaml", "reaches code loading"),
     ("reward_model.reward_loop_module_path", "/data/rm.py", "reaches code loading"),
     ("+actor_rollout_ref.actor._target_", "os.system", "reaches code loading"),
+    # what verl then trusts or deletes (attack review: a /dev/shm model copy planted by another user was loaded)
+    ("actor_rollout_ref.model.use_shm", True, "changes what the job trusts or keeps: verl copies the model to /dev/shm"),
+    ("critic.model.use_shm", True, "changes what the job trusts or keeps"),
+    ("trainer.del_local_ckpt_after_load", True, "verl deletes the checkpoint folder a resume loaded"),
+    ("reward.reward_manager.source", "importlib", "changes what the job trusts or keeps"),
     # owned by a VLGRPO_* setting (named)
     ("data.max_prompt_length", 2048, "is set by VLGRPO_MAX_PROMPT_LENGTH"),
     ("actor_rollout_ref.actor.optim.lr", 1.0e-5, "is set by VLGRPO_LR"),

@@ -112,10 +112,11 @@ def hydra_value(row: environment.Row, raw: str, value: object) -> str:
 def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[str, str]:
     """``(fault, fix)`` of the refusal ``exc`` of value ``raw`` for setting ``row``, in the entrypoints' words."""
     t, a = row.type, row.allowed
-    shown = show(raw)
+    # a URL can carry a token (?token=, #secret, host:password): a refused one is never shown
+    shown = "the URL (not shown: it may carry a token)" if t == "uri" else show(raw)
     alts = a.replace(" ", ", ").replace("|", " or ")
     if exc.reason == "plain":
-        return (f"value {shown} contains spaces, control or non-ASCII characters, or is longer than "
+        return (f"{'' if t == 'uri' else 'value '}{shown} contains spaces, control or non-ASCII characters, or is longer than "
                 f"{environment.MAX_LEN}", f"use a plain value ({allowed_text(row)})")
     if exc.reason == "path-chars":
         return (f"path {shown} has characters the launch cannot pass safely",

@@ -70,6 +70,19 @@ _PATH_LEAF = re.compile(r"(.*_)?(path|paths|dir|dirs|file|files|url|uri|root|fol
 _ENGINE_TREES = ("engine_kwargs",)
 
 
+#: keys (a trailing run of dotted parts) whose value makes verl trust, or delete, what another user can reach
+#: (verl 0.8.0, read for this list; an attack review planted the first): the sweep of code_sinks does not see them
+UNSAFE_KEYS = {
+    "use_shm": "verl copies the model to /dev/shm/verl-cache/<md5 of the path>/ and reuses a copy found there by file "
+               "names and sizes alone (utils/fs.py copy_to_local): /dev/shm is shared by every user of the host "
+               "(compose's ipc: host), so another user's planted copy is loaded",
+    "del_local_ckpt_after_load": "verl deletes the checkpoint folder a resume loaded (trainer/ppo/ray_trainer.py "
+                                 "_load_checkpoint): a failed run after it cannot resume from that step",
+    "reward_manager.source": "the reward manager's source 'importlib' imports the module the config names "
+                             "(workers/config/reward.py)",
+}
+
+
 class OverridesError(Exception):
     """The file cannot be read as an overrides file at all (message names the file and the fix)."""
 
@@ -431,6 +444,10 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
                 "(vLLM takes unique prefixes of its options, e.g. trust-remote-cod for --trust-remote-code, and "
                 "imports the classes some of them name)",
                 "remove it; the engine options the recipe supports are VLGRPO_* settings (--help)")
+            continue
+        unsafe = next((why for k, why in UNSAFE_KEYS.items() if key == k or key.endswith("." + k)), None)
+        if unsafe is not None:
+            bad(f"its value changes what the job trusts or keeps: {unsafe}", "remove it")
             continue
         if _PATH_LEAF.fullmatch(parts[-1]):
             bad("names a file, folder, URL or model to load: paths are set through the VLGRPO_* settings, which "
