@@ -584,7 +584,7 @@ def _runtime_env_config_problems(cfg):
 # ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
 
 #: pass-row types (the registry's type column of kinds pass / pass-on-request); see :func:`check_value`
-PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped", "httpurl", "plainname")
+PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped", "httpurl", "plainname", "pyinit")
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
 #: '_'-separated words, since the libraries add names every release (NCCL 2.27: NCCL_ENV_PLUGIN, NCCL_GIN_PLUGIN,
@@ -735,6 +735,35 @@ def _path_list_problem(value, entry_problem, protect, empty):
     return ""
 
 
+def _pyinit_problem(name, value):
+    """Why CPython 3.11 would stop at start (``Fatal Python error``, exit 1, before any of our code) on ``value`` of
+    ``name``, or ''. Mirrors CPython 3.11 ``Python/initconfig.c`` (``config_init_hash_seed``: ``random`` or an
+    integer 0..4294967295; ``config_init_utf8_mode``: ``0`` or ``1``) and ``Python/pylifecycle.c``
+    ``init_sys_streams`` (``PYTHONIOENCODING``: ``ENCODING[:ERRORS]``, each part empty or known to :mod:`codecs`);
+    stricter where CPython is lax (no sign or spaces in the seed)."""
+    import codecs
+
+    if not value:
+        return ""
+    if name == "PYTHONHASHSEED":
+        if value == "random" or (value.isascii() and value.isdigit() and int(value) <= 4294967295):
+            return ""
+        return "is not random or an integer 0..4294967295: every Python process would stop at start"
+    if name == "PYTHONUTF8":
+        return "" if value in ("0", "1") else "is not 0 or 1: every Python process would stop at start"
+    if name == "PYTHONIOENCODING":
+        enc, _, errors = value.partition(":")
+        try:
+            if enc:
+                codecs.lookup(enc)
+            if errors:
+                codecs.lookup_error(errors)
+        except LookupError:
+            return "names an encoding or error handler Python does not know: every Python process would stop at start"
+        return ""
+    raise ValueError(f"{name}: no pyinit rule")
+
+
 def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=""):
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
@@ -762,6 +791,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
             if len(parts) > 2 and "." in parts[2].strip():
                 return "has a dotted warning category, which makes every Python process import that module"
         return ""
+    if t == "pyinit":
+        return _pyinit_problem(row.name, value)
     if t == "bashenv":
         if value and value != row.allowed:
             return f"names a file every bash of the launch would run first; only the image's own {row.allowed} passes"

@@ -286,3 +286,24 @@ def test_a_bad_wandb_server_or_entity_is_named_with_its_fix_by_check_values():
     assert [p[0] for p in problems] == ["WANDB_BASE_URL", "WANDB_ENTITY"], problems
     assert "credentials" in problems[0][1] and "https://wandb.example.com" in problems[0][2]
     assert "team name" in problems[1][2]
+
+
+@pytest.mark.parametrize("name, values", [
+    ("PYTHONHASHSEED", ["random", "0", "42", "4294967295", "4294967296", "abc", "-1", "1.5", "0x10", "random "]),
+    ("PYTHONUTF8", ["0", "1", "2", "7", "yes", "true"]),
+    ("PYTHONIOENCODING", ["utf-8", "utf-8:surrogateescape", ":replace", "latin-1", "bogus", "utf-8:nope", "utf8:"]),
+])
+def test_values_cpython_stops_on_are_refused_and_the_others_start(name, values):
+    """Attack review: PYTHONHASHSEED=abc, PYTHONUTF8=7 and PYTHONIOENCODING=bogus made every child print
+    "Fatal Python error" and the launch blame the device counter. The reference is CPython itself: every value the
+    check accepts starts an interpreter (exit 0); every value it refuses that CPython also rejects is one it must
+    refuse."""
+    row = _row(name)
+    for value in values:
+        why = environment.check_value(row, value)
+        starts = subprocess.run([sys.executable, "-c", "pass"], env={**os.environ, name: value},
+                                capture_output=True).returncode == 0
+        if not why:
+            assert starts, (name, value)
+        if not starts:
+            assert why, (name, value)
