@@ -133,9 +133,9 @@ vg_settings_rows() {
 # (vlgrpo.environment.validate): bash hands over the exported VLGRPO_* variables as it sees them (NUL-separated
 # NAME=VALUE on stdin, in compgen -e order) and reads back NUL-separated records (v: value, r: raw, s: source,
 # p: a value's problem, u: a name's problem, end:), only for the names this entrypoint declared; nothing is
-# evaluated. The interpreter is python3 from PATH, as for every other step of the launch, with the helpers' prefix
-# (vg_helper_prefix); -I keeps PYTHON* variables, the user's site folder and the working directory out of it (the
-# settings step runs before the environment is built).
+# evaluated. The interpreter is python3 from PATH, as for every other step of the launch, started with an empty
+# environment and -I (no user site folder, no working directory on sys.path): the settings step runs before the
+# environment is built.
 VG_NAME_PROBLEMS=() # u: records, added by vg_check_unknown_vars
 VG_SETTINGS_READ=0
 
@@ -150,24 +150,18 @@ VG_LAUNCH_OUT=()
 VG_LAUNCH=()
 VG_LAUNCH_PID=""
 VG_LAUNCH_CWD=""      # the working directory of the first request (PWD is gone once the environment is built)
-VG_LAUNCH_UNSET=()    # `-u NAME` for every exported PYTHON* variable (_vg_exported_settings)
 _vg_launch() {
-  local step=$1 flag=${2-} rec w r ok=0
-  local -a pre=()
+  local step=$1 flag=${2-} rec w r py ok=0
   VG_LAUNCH_OUT=()
   if [[ -z $VG_LAUNCH_PID ]]; then
     VG_LAUNCH_CWD=${PWD-}
     [[ $VG_LAUNCH_CWD == /* ]] || VG_LAUNCH_CWD=$(pwd)
-    # the helpers' prefix (lib/environment.sh; before the environment is built it removes nothing), and every
-    # PYTHON* variable: -I ignores most of them, not PYTHONEXECUTABLE (CPython 3.11 then takes another
-    # sys.executable and prefix, and finds no vlgrpo package)
-    vg_helper_prefix
-    if ((${#VG_HELPER_PREFIX[@]} > 2 || ${#VG_LAUNCH_UNSET[@]})); then
-      pre=("${VG_HELPER_PREFIX[@]}")
-      unset 'pre[-1]'
-      pre+=("${VG_LAUNCH_UNSET[@]}" --)
-    fi
-    coproc VG_LAUNCH { "${pre[@]}" python3 -I -m vlgrpo.launch serve "$VG_OWNER" --registry "$VG_REGISTRY" --fd 3 3>&1 1>&2; }
+    # an empty environment: everything the launcher needs comes over the pipe, so no inherited variable acts on its
+    # interpreter before the environment was checked (LD_LIBRARY_PATH and LD_PRELOAD for python3's own libraries,
+    # OPENSSL_CONF, PYTHONEXECUTABLE, which -I does not ignore, a locale that would decode paths another way); the
+    # interpreter is python3 from PATH (found by bash, nothing run to find it)
+    py=$(type -P python3) || py=python3
+    coproc VG_LAUNCH { env -i "$py" -I -m vlgrpo.launch serve "$VG_OWNER" --registry "$VG_REGISTRY" --fd 3 3>&1 1>&2; }
   fi
   w=${VG_LAUNCH[1]-} r=${VG_LAUNCH[0]-}
   if [[ -n $w && -n $r ]]; then
@@ -211,16 +205,12 @@ _vg_take() {
   esac
 }
 
-# _vg_exported_settings — VG_LAUNCH_IN: NAME=VALUE of every exported VLGRPO_* variable, in compgen -e order (and
-# VG_LAUNCH_UNSET for the launcher's start).
+# _vg_exported_settings — VG_LAUNCH_IN: NAME=VALUE of every exported VLGRPO_* variable, in compgen -e order.
 _vg_exported_settings() {
   local v
-  VG_LAUNCH_IN=() VG_LAUNCH_UNSET=()
+  VG_LAUNCH_IN=()
   while IFS= read -r v; do
-    case $v in
-      VLGRPO_*) VG_LAUNCH_IN+=("$v=${!v-}") ;;
-      PYTHON*) VG_LAUNCH_UNSET+=(-u "$v") ;;
-    esac
+    case $v in VLGRPO_*) VG_LAUNCH_IN+=("$v=${!v-}") ;; esac
   done < <(compgen -e)
   return 0
 }
