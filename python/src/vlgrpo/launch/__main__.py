@@ -119,18 +119,8 @@ def run_trackers(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``trackers`` step (see the module docstring): :func:`vlgrpo.trackers.plan`."""
     from vlgrpo import trackers
 
-    loggers, dry, values = "", False, {}
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag == "o":
-            loggers = rest
-        elif tag == "d":
-            dry = rest == "1"
-        elif tag == "v":
-            name, _, value = rest.partition("=")
-            values[name] = value
-        else:
-            raise ValueError(f"trackers: an unknown record {tag!r}")
+    got = settings.by_tag("trackers", records, "odv")
+    loggers, dry, values = settings.last(got, "o"), settings.last(got, "d") == "1", settings.pairs(got["v"])
     result = trackers.plan(loggers, values, owner, dry)
     out = ["p:" + settings.problem(n, w, f) for n, w, f in result.problems]
     out += ["w:" + n for n in result.notes]

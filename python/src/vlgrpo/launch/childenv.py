@@ -230,39 +230,26 @@ def _check_requested(owner: str, requested: list[str], held: dict[str, str], out
 
 def run_environment(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``environment`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    path, pass_env, readable, ray = "", "", True, ""
-    held: dict[str, str] = {}
+    got = settings.by_tag("environment", records, "fnxeAh")
+    path, pass_env, ray, held = settings.last(got, "f"), settings.last(got, "e"), settings.last(got, "A"), \
+        settings.pairs(got["h"])
+    readable = not got["n"]
     entries: list[tuple[str, str]] = []
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag == "f":
-            path = rest
-        elif tag == "n":
-            readable = False
-        elif tag == "x":
-            if rest:
-                name, sep, value = rest.partition("=")
-                entries.append((name, value if sep else rest))
-        elif tag == "e":
-            pass_env = rest
-        elif tag == "A":
-            ray = rest
-        elif tag == "h":
-            name, _, value = rest.partition("=")
-            held[name] = value
-        else:
-            raise ValueError(f"environment: an unknown record {tag!r}")
+    for rest in got["x"]:
+        if rest:
+            name, sep, value = rest.partition("=")
+            entries.append((name, value if sep else rest))
     first = ray_address_problem(owner, held.get("RAY_ADDRESS", ""), ray)
     lead = [] if first is None else ["p:" + first]
     if not readable:
         return lead + ["p:" + settings.problem("environment", f"{path} is unreadable, so the inherited environment "
                                         "cannot be checked", "run with /proc mounted (the default for docker and "
                                         "podman)")]
-    got = classify(owner, entries, held, pass_env)
-    out = [f"P:{n}" for n in got.passed] + [f"Q:{n}" for n in got.requested] + [f"D:{n}" for n in got.dropped]
-    out += [f"O:{n}" for n in got.odd] + [f"T:{n}" for n in got.typed] + [f"U:{n}" for n in got.unset_named]
-    out += [f"N:{n}" for n in got.nonascii]
-    return out + lead + ["p:" + line for line in got.problems]
+    cls = classify(owner, entries, held, pass_env)
+    out = [f"P:{n}" for n in cls.passed] + [f"Q:{n}" for n in cls.requested] + [f"D:{n}" for n in cls.dropped]
+    out += [f"O:{n}" for n in cls.odd] + [f"T:{n}" for n in cls.typed] + [f"U:{n}" for n in cls.unset_named]
+    out += [f"N:{n}" for n in cls.nonascii]
+    return out + lead + ["p:" + line for line in cls.problems]
 
 
 def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[str, ...]:
@@ -287,25 +274,8 @@ def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[
 
 def run_values(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``values`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    pass_env, ckpt, mountinfo = "", "", mounts.MOUNTINFO
-    markers: list[str] = []
-    values: list[str] = []
-    nonascii: list[str] = []
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag == "e":
-            pass_env = rest
-        elif tag == "c":
-            ckpt = rest
-        elif tag == "m":
-            markers.append(rest)
-        elif tag == "M":
-            mountinfo = rest
-        elif tag == "v":
-            values.append(rest)
-        elif tag == "a":
-            nonascii.append(rest)
-        else:
-            raise ValueError(f"values: an unknown record {tag!r}")
+    got = settings.by_tag("values", records, "ecmMva")
+    pass_env, ckpt, mountinfo = settings.last(got, "e"), settings.last(got, "c"), settings.last(got, "M", mounts.MOUNTINFO)
+    markers, values, nonascii = got["m"], got["v"], got["a"]
     protect = protected(ckpt, markers, mountinfo) if values else ()
     return ["p:" + line for line in value_problems(owner, values, pass_env, protect, nonascii)]

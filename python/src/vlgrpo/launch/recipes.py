@@ -467,19 +467,8 @@ def duplicate_problems(argv: list[str], first: int) -> list[str]:
 
 def run_argv(records: list[str]) -> list[str]:
     """The output records of the ``argv`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    argv: list[str] = []
-    overrides: list[str] = []
-    first = 0
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag == "a":
-            argv.append(rest)
-        elif tag == "o":
-            overrides.append(rest)
-        elif tag == "n":
-            first = int(rest)
-        else:
-            raise ValueError(f"argv: an unknown record {tag!r}")
+    got = settings.by_tag("argv", records, "aon")
+    argv, overrides, first = got["a"], got["o"], int(settings.last(got, "n", "0"))
     merged, notes = merge_overrides(argv, first, overrides)
     return [f"a:{el}" for el in merged] + [f"w:{n}" for n in notes] + \
         [f"p:{line}" for line in duplicate_problems(merged, first)]
@@ -487,26 +476,12 @@ def run_argv(records: list[str]) -> list[str]:
 
 def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:
     """The output records of the ``recipe`` step of :mod:`vlgrpo.launch` (see its docstring)."""
+    got = settings.by_tag("recipe", records, "vrsPnfmMd")
     st = State()
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag in ("v", "r", "s"):
-            short, _, text = rest.partition("=")
-            {"v": st.values, "r": st.raw, "s": st.source}[tag][short] = text
-        elif tag == "P":
-            st.platform = rest
-        elif tag == "n":
-            st.node = int(rest)
-        elif tag == "f":
-            st.node_from = rest
-        elif tag == "m":
-            st.markers.append(rest)
-        elif tag == "M":
-            st.mountinfo = rest
-        elif tag == "d":
-            st.dry_run = rest == "1"
-        else:
-            raise ValueError(f"recipe: an unknown record {tag!r}")
+    st.values, st.raw, st.source = settings.pairs(got["v"]), settings.pairs(got["r"]), settings.pairs(got["s"])
+    st.platform, st.node_from = settings.last(got, "P"), settings.last(got, "f")
+    st.node, st.markers = int(settings.last(got, "n", "0")), got["m"]
+    st.mountinfo, st.dry_run = settings.last(got, "M", st.mountinfo), settings.last(got, "d") == "1"
     resolve_derived(owner, st, cwd)
     derived = [s for s, src in st.source.items() if src == "derived"]
     out = [f"v:{s}={st.values.get(s, '')}" for s in derived]
