@@ -106,10 +106,15 @@ def main(argv=None) -> int:
             t_w1 = _timed(lambda: manifest.write_part(step, mine, part, workers=1))
             t_wn = _timed(lambda: manifest.write_part(step, mine, part))
             rows.append((attempt, t_read, t_w1, t_wn))
-        others = [os.path.join(step, "actor", n) for n in sorted(os.listdir(os.path.join(step, "actor")))
-                  if os.path.isfile(os.path.join(step, "actor", n)) and os.path.join(step, "actor", n) not in mine]
-        others += [os.path.join(step, "actor", "huggingface", n)
-                   for n in os.listdir(os.path.join(step, "actor", "huggingface"))]
+        others = [
+            os.path.join(step, "actor", n)
+            for n in sorted(os.listdir(os.path.join(step, "actor")))
+            if os.path.isfile(os.path.join(step, "actor", n)) and os.path.join(step, "actor", n) not in mine
+        ]
+        others += [
+            os.path.join(step, "actor", "huggingface", n)
+            for n in os.listdir(os.path.join(step, "actor", "huggingface"))
+        ]
         manifest.write_part(step, others, "others")
         manifest.write_part(step, [os.path.join(step, "data.pt")], "rollouter")
         t_inv = min(_timed(lambda: manifest.inventory(step)) for _ in range(5))
@@ -117,22 +122,35 @@ def main(argv=None) -> int:
         t_vn = _timed(lambda: manifest.verify(step, rel))
     gb = total / 1e9
     steady_rate = gb / rows[-1][3]
-    lines = [f"machine: {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}; files on "
-             f"{args.dir or tempfile.gettempdir()}; rank 0 hashes {gb:.3f} GB ({len(mine)} files)", ""]
-    lines += ["| pass | read GB/s | write_part serial GB/s (before) | write_part thread pool GB/s (after) |",
-              "|---|---|---|---|"]
+    lines = [
+        f"machine: {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}; files on "
+        f"{args.dir or tempfile.gettempdir()}; rank 0 hashes {gb:.3f} GB ({len(mine)} files)",
+        "",
+    ]
+    lines += [
+        "| pass | read GB/s | write_part serial GB/s (before) | write_part thread pool GB/s (after) |",
+        "|---|---|---|---|",
+    ]
     for attempt, t_read, t_w1, t_wn in rows:
-        lines.append(f"| {attempt} | {gb / t_read:.2f} | {gb / t_w1:.2f} ({t_w1:.2f} s) | {gb / t_wn:.2f} "
-                     f"({t_wn:.2f} s) |")
-    lines += ["", f"- verify before load (inventory of {args.ranks} ranks x 3 files + hashes of rank 0's): serial "
-              f"{t_v1:.2f} s = {gb / t_v1:.2f} GB/s, thread pool {t_vn:.2f} s = {gb / t_vn:.2f} GB/s",
-              f"- inventory alone (cheap checks, {args.ranks * 3 + 7} files): {t_inv * 1e3:.1f} ms", ""]
-    lines += ["| trainer devices | per-rank shard bytes (30B, fp32 + AdamW) | seconds added to a save | to a resume |",
-              "|---|---|---|---|"]
+        lines.append(
+            f"| {attempt} | {gb / t_read:.2f} | {gb / t_w1:.2f} ({t_w1:.2f} s) | {gb / t_wn:.2f} ({t_wn:.2f} s) |"
+        )
+    lines += [
+        "",
+        f"- verify before load (inventory of {args.ranks} ranks x 3 files + hashes of rank 0's): serial "
+        f"{t_v1:.2f} s = {gb / t_v1:.2f} GB/s, thread pool {t_vn:.2f} s = {gb / t_vn:.2f} GB/s",
+        f"- inventory alone (cheap checks, {args.ranks * 3 + 7} files): {t_inv * 1e3:.1f} ms",
+        "",
+    ]
+    lines += [
+        "| trainer devices | per-rank shard bytes (30B, fp32 + AdamW) | seconds added to a save | to a resume |",
+        "|---|---|---|---|",
+    ]
     for world in (16, 32, 64):
         per_rank = PARAMS_30B * BYTES_PER_PARAM / world / 1e9
-        lines.append(f"| {world} | {per_rank:.1f} GB | {per_rank / steady_rate:.1f} | "
-                     f"{per_rank / steady_rate + t_inv:.1f} |")
+        lines.append(
+            f"| {world} | {per_rank:.1f} GB | {per_rank / steady_rate:.1f} | {per_rank / steady_rate + t_inv:.1f} |"
+        )
     print("\n".join(lines))
     return 0
 

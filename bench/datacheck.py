@@ -73,7 +73,7 @@ def _write(rows: list[dict], path: str) -> None:
 
     with pq.ParquetWriter(path + ".tmp", arrow_schema()) as writer:
         for k in range(0, len(rows), 1024):
-            writer.write_table(pa.Table.from_pylist(rows[k:k + 1024], schema=arrow_schema()), row_group_size=1024)
+            writer.write_table(pa.Table.from_pylist(rows[k : k + 1024], schema=arrow_schema()), row_group_size=1024)
     os.replace(path + ".tmp", path)
 
 
@@ -104,8 +104,13 @@ def build_100k(work: str, sample: list[dict]) -> list[str]:
         for i in range(100_000):
             row = sample[i % len(sample)]
             text = row["prompt"][0]["content"] + f" (Problem {i}.)"
-            rows.append({**row, "prompt": [{"role": "user", "content": text}],
-                         "images": [{"bytes": pool[i % len(pool)], "path": None}]})
+            rows.append(
+                {
+                    **row,
+                    "prompt": [{"role": "user", "content": text}],
+                    "images": [{"bytes": pool[i % len(pool)], "path": None}],
+                }
+            )
         _write(rows, path)
     return [path]
 
@@ -113,12 +118,21 @@ def build_100k(work: str, sample: list[dict]) -> list[str]:
 def _work_config(files: list[str], cache_dir: str):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({
-        "data": {"train_files": files, "val_files": [], "prompt_key": "prompt", "image_key": "images",
-                 "max_prompt_length": 2048, "filter_overlong_prompts": True, "image_patch_size": 16},
-        "actor_rollout_ref": {"rollout": {"prompt_length": 2048}},
-        "trainer": {"default_local_dir": os.path.dirname(cache_dir)},
-    })
+    return OmegaConf.create(
+        {
+            "data": {
+                "train_files": files,
+                "val_files": [],
+                "prompt_key": "prompt",
+                "image_key": "images",
+                "max_prompt_length": 2048,
+                "filter_overlong_prompts": True,
+                "image_patch_size": 16,
+            },
+            "actor_rollout_ref": {"rollout": {"prompt_length": 2048}},
+            "trainer": {"default_local_dir": os.path.dirname(cache_dir)},
+        }
+    )
 
 
 def check(files: list[str], cache_dir: str, counter) -> tuple[float, dict]:
@@ -128,8 +142,16 @@ def check(files: list[str], cache_dir: str, counter) -> tuple[float, dict]:
 
     report = Report()
     t0 = time.perf_counter()
-    summary = check_data(_work_config(files, cache_dir), report, Locator(), counter, progress=True,
-                         custom_reward=True, cache_dir=cache_dir, model_path=MODEL)
+    summary = check_data(
+        _work_config(files, cache_dir),
+        report,
+        Locator(),
+        counter,
+        progress=True,
+        custom_reward=True,
+        cache_dir=cache_dir,
+        model_path=MODEL,
+    )
     return time.perf_counter() - t0, summary
 
 
@@ -149,10 +171,14 @@ def main() -> int:
     builders = {"geo3k": build_geo3k, "100k": build_100k}
     sets = {name: builders[name](args.work, sample) for name in args.sets.split(",")}
     print(f"built/reused the data sets in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    print(f"{os.cpu_count()} CPUs, free for this process: {len(os.sched_getaffinity(0))}; load average (1 min) "
-          f"{os.getloadavg()[0]:.2f} at start\n")
-    print("| set | rows | MB | pass | wall s | rows/s | rows counted | rows reused | files from cache | "
-          "largest prompt (tokens) | load (1 min) |")
+    print(
+        f"{os.cpu_count()} CPUs, free for this process: {len(os.sched_getaffinity(0))}; load average (1 min) "
+        f"{os.getloadavg()[0]:.2f} at start\n"
+    )
+    print(
+        "| set | rows | MB | pass | wall s | rows/s | rows counted | rows reused | files from cache | "
+        "largest prompt (tokens) | load (1 min) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, files in sets.items():
         cache_dir = os.path.join(args.work, f"cache-{name}", ".vlgrpo-preflight-cache")
@@ -163,9 +189,12 @@ def main() -> int:
             counter = PromptCounter(MODEL, filter_patch_size=16)  # a fresh one: no size memo carried over
             wall, summary = check(files, cache_dir, counter)
             info, cc = summary["train"], summary["count_cache"]
-            print(f"| {name} | {info['rows']} | {mb:.0f} | {label} | {wall:.2f} | {info['rows'] / wall:.0f} | "
-                  f"{cc['rows_counted']} | {cc['rows_reused']} | {cc['files_from_cache']} | "
-                  f"{info['largest_prompt']['tokens']} | {os.getloadavg()[0]:.2f} |", flush=True)
+            print(
+                f"| {name} | {info['rows']} | {mb:.0f} | {label} | {wall:.2f} | {info['rows'] / wall:.0f} | "
+                f"{cc['rows_counted']} | {cc['rows_reused']} | {cc['files_from_cache']} | "
+                f"{info['largest_prompt']['tokens']} | {os.getloadavg()[0]:.2f} |",
+                flush=True,
+            )
         if name == "geo3k" and (args.verify or args.baseline_rows):
             verify(files, cache_dir, counter, args.verify, args.baseline_rows)
     return 0
@@ -185,8 +214,10 @@ def verify(files: list[str], cache_dir: str, counter, every_row: bool, baseline_
         for row in rows:
             count_row(counter, row, "prompt", "images", True, ".", True, fast=False)
         wall = time.perf_counter() - t0
-        print(f"\ndecoding path (the count before this change), {len(rows)} rows: {wall:.1f} s, "
-              f"{len(rows) / wall:.1f} rows/s, {1000 * wall / len(rows):.1f} ms/row")
+        print(
+            f"\ndecoding path (the count before this change), {len(rows)} rows: {wall:.1f} s, "
+            f"{len(rows) / wall:.1f} rows/s, {1000 * wall / len(rows):.1f} ms/row"
+        )
     if every_row:
         n = 0
         for path in files:

@@ -43,12 +43,24 @@ CHECKS = {  # package -> [(patch id, file in the wheel, qualname, detector)]
         ("npu.qwen3_vl_moe.train_routing", QM, "Qwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty),
     ],
     "verl": [
-        ("qwen3_vl.vision_pos_embed", "verl/models/transformers/qwen3_vl.py", "fast_pos_embed_interpolate",
-         pos_embed.is_faulty),
-        ("qwen3_vl.vision_pos_embed", "verl/models/transformers/qwen3_5.py", "fast_pos_embed_interpolate",
-         pos_embed.is_faulty),
-        ("npu.qwen3_vl_moe.train_routing", "verl/models/transformers/npu_patch.py",
-         "NPUQwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty),
+        (
+            "qwen3_vl.vision_pos_embed",
+            "verl/models/transformers/qwen3_vl.py",
+            "fast_pos_embed_interpolate",
+            pos_embed.is_faulty,
+        ),
+        (
+            "qwen3_vl.vision_pos_embed",
+            "verl/models/transformers/qwen3_5.py",
+            "fast_pos_embed_interpolate",
+            pos_embed.is_faulty,
+        ),
+        (
+            "npu.qwen3_vl_moe.train_routing",
+            "verl/models/transformers/npu_patch.py",
+            "NPUQwen3VLMoeTextSparseMoeBlock.forward",
+            npu_routing.is_faulty,
+        ),
         ("rollout.vision_placeholder_ban", SERVER, "vLLMHttpServer.generate", "ban"),
     ],
 }
@@ -96,8 +108,9 @@ def verdicts(package: str, version: str, wheel: Path, scratch: Path) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheels", type=Path, default=None, help="directory holding (or receiving) the wheels")
-    ap.add_argument("--transformers", nargs="*", default=["4.57.0", "4.57.1", "4.57.3", "4.57.5", "4.57.6", "5.0.0",
-                                                          "5.5.3"])
+    ap.add_argument(
+        "--transformers", nargs="*", default=["4.57.0", "4.57.1", "4.57.3", "4.57.5", "4.57.6", "5.0.0", "5.5.3"]
+    )
     ap.add_argument("--verl", nargs="*", default=["0.7.0", "0.7.1", "0.8.0", "0.9.0"])
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vlgrpo-detect-") as tmp:
@@ -108,8 +121,20 @@ def main(argv=None) -> int:
             for version in versions:
                 found = sorted(wheels.glob(f"{package}-{version}-*.whl"))
                 if not found:
-                    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{package}=={version}",
-                                    "-d", str(wheels)], check=True)
+                    subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "pip",
+                            "download",
+                            "-q",
+                            "--no-deps",
+                            f"{package}=={version}",
+                            "-d",
+                            str(wheels),
+                        ],
+                        check=True,
+                    )
                     found = sorted(wheels.glob(f"{package}-{version}-*.whl"))
                 rows += verdicts(package, version, found[0], Path(tmp))
     print("| release | patch | function | verdict | detector's reason |")

@@ -78,8 +78,11 @@ def child_env(patched: bool, site: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_PATCHES")}
     parts = [str(REPO / "python"), str(REPO / "python" / "src")] if patched else []
     parts += [site] if site else []
-    parts += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-              if p and Path(p).resolve() not in (REPO / "python", REPO / "python" / "src") and p != site]
+    parts += [
+        p
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if p and Path(p).resolve() not in (REPO / "python", REPO / "python" / "src") and p != site
+    ]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     if not patched:
         env["VLGRPO_PATCHES"] = "off"
@@ -123,8 +126,15 @@ def build_batch(tokens: int, device, mode: str = "image"):
     return {k: v.to(device) for k, v in batch.items()}, grids
 
 
-SMOKE_TEXT = {"hidden_size": 64, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
-              "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1}
+SMOKE_TEXT = {
+    "hidden_size": 64,
+    "moe_intermediate_size": 32,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+}
 
 
 def build_model(device, seed: int, smoke: bool = False, dtype: str = "bf16"):
@@ -160,14 +170,22 @@ def apply_liger(model, mode: str) -> dict:
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 
     norms = [mod for mod in model.modules() if "RMSNorm" in type(mod).__name__]
-    liger_norms = sum("liger" in getattr(getattr(vars(mod).get("forward"), "__func__", None), "__module__", "")
-                      or type(mod).__module__.startswith("liger") for mod in norms)
-    return {"liger_version": getattr(liger_kernel, "__version__", None) or _dist_version("liger-kernel"),
-            "liger_kwargs": kwargs, "rope": getattr(m.apply_rotary_pos_emb, "__module__", "?"),
-            "rms_norm_classes": sorted({type(mod).__name__ for mod in norms}),
-            "rms_norm_liger": f"{liger_norms} of {len(norms)}", "forward": getattr(type(model).forward, "__module__", "?")
-            if "forward" not in vars(model) else getattr(model.forward, "__module__", "?"),
-            "experts": type(model.model.language_model.layers[0].mlp.experts).__module__}
+    liger_norms = sum(
+        "liger" in getattr(getattr(vars(mod).get("forward"), "__func__", None), "__module__", "")
+        or type(mod).__module__.startswith("liger")
+        for mod in norms
+    )
+    return {
+        "liger_version": getattr(liger_kernel, "__version__", None) or _dist_version("liger-kernel"),
+        "liger_kwargs": kwargs,
+        "rope": getattr(m.apply_rotary_pos_emb, "__module__", "?"),
+        "rms_norm_classes": sorted({type(mod).__name__ for mod in norms}),
+        "rms_norm_liger": f"{liger_norms} of {len(norms)}",
+        "forward": getattr(type(model).forward, "__module__", "?")
+        if "forward" not in vars(model)
+        else getattr(model.forward, "__module__", "?"),
+        "experts": type(model.model.language_model.layers[0].mlp.experts).__module__,
+    }
 
 
 def _dist_version(name):
@@ -196,10 +214,15 @@ def child(args) -> int:
     build_s = time.perf_counter() - t_start
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 
-    bound = {name: getattr(getattr(m, cls), attr) for name, (cls, attr) in {
-        "experts": ("Qwen3VLMoeTextExperts", "forward"), "moe_block": ("Qwen3VLMoeTextSparseMoeBlock", "forward"),
-        "pos_embed": ("Qwen3VLMoeVisionModel", "fast_pos_embed_interpolate"),
-        "text_rotary": ("Qwen3VLMoeTextRotaryEmbedding", "forward")}.items()}
+    bound = {
+        name: getattr(getattr(m, cls), attr)
+        for name, (cls, attr) in {
+            "experts": ("Qwen3VLMoeTextExperts", "forward"),
+            "moe_block": ("Qwen3VLMoeTextSparseMoeBlock", "forward"),
+            "pos_embed": ("Qwen3VLMoeVisionModel", "fast_pos_embed_interpolate"),
+            "text_rotary": ("Qwen3VLMoeTextRotaryEmbedding", "forward"),
+        }.items()
+    }
     steps = 0 if dtype == "fp32" else args.steps
     warmup = 0 if dtype == "fp32" else args.warmup
     modes = {}
@@ -238,20 +261,30 @@ def child(args) -> int:
             times.append((time.perf_counter() - t0) * 1e3)
         model.zero_grad(set_to_none=True)
         modes[mode] = {
-            "tokens": int(batch["input_ids"].shape[1]), "image_grid_thw": grids,
-            "loss": loss_v, "grad_norm_total": total, "grad_norms": norms,
-            "first_step_ms": first_ms, "first_step_peak_gib": first_peak, "step_ms": times,
+            "tokens": int(batch["input_ids"].shape[1]),
+            "image_grid_thw": grids,
+            "loss": loss_v,
+            "grad_norm_total": total,
+            "grad_norms": norms,
+            "first_step_ms": first_ms,
+            "first_step_peak_gib": first_peak,
+            "step_ms": times,
             "step_median_ms": statistics.median(times) if times else None,
-            "peak_memory_gib": (torch.cuda.max_memory_allocated(device) / (1 << 30)
-                                if device.type == "cuda" and times else None),
+            "peak_memory_gib": (
+                torch.cuda.max_memory_allocated(device) / (1 << 30) if device.type == "cuda" and times else None
+            ),
         }
         del batch
     report = {
-        "transformers": transformers.__version__, "torch": torch.__version__, "dtype": dtype,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "dtype": dtype,
         "vlgrpo_loaded": any(k == "vlgrpo" or k.startswith("vlgrpo.") for k in sys.modules),
         "bound_patches": {k: getattr(v, "__vlgrpo_patch__", None) for k, v in bound.items()},
-        "liger": liger_info, "build_s": round(build_s, 2),
-        "params": sum(p.numel() for p in model.parameters()), "modes": modes,
+        "liger": liger_info,
+        "build_s": round(build_s, 2),
+        "params": sum(p.numel() for p in model.parameters()),
+        "modes": modes,
     }
     Path(args.child_out).write_text(json.dumps(report))
     return 0
@@ -262,8 +295,14 @@ def child(args) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 def liger_missing(patched: bool, site: str | None) -> str | None:
     """Why liger_kernel cannot be imported in a child (None when it can)."""
-    proc = subprocess.run([sys.executable, "-c", "import liger_kernel.transformers.monkey_patch"],
-                          env=child_env(patched, site), capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import liger_kernel.transformers.monkey_patch"],
+        env=child_env(patched, site),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(REPO),
+    )
     return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["import failed"])[-1][:300]
 
 
@@ -273,13 +312,32 @@ def run_child(name, args, out_dir: Path) -> dict:
         return {"name": name, "label": label, "skipped": f"liger-kernel not importable: {why}"}
     slug = name.replace("+", "_")
     out = out_dir / f"model_step_{slug}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--contender", name, "--child-out", str(out),
-           "--device", args.device, "--tokens", str(args.tokens), "--steps", str(args.steps), "--modes", args.modes,
-           "--warmup", str(args.warmup), "--seed", str(args.seed)] + (["--smoke"] if args.smoke else [])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--contender",
+        name,
+        "--child-out",
+        str(out),
+        "--device",
+        args.device,
+        "--tokens",
+        str(args.tokens),
+        "--steps",
+        str(args.steps),
+        "--modes",
+        args.modes,
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(args.seed),
+    ] + (["--smoke"] if args.smoke else [])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=child_env(patched, args.site), capture_output=True, text=True,
-                              timeout=args.timeout, cwd=str(REPO))
+        proc = subprocess.run(
+            cmd, env=child_env(patched, args.site), capture_output=True, text=True, timeout=args.timeout, cwd=str(REPO)
+        )
     except subprocess.TimeoutExpired as exc:
         return {"name": name, "label": label, "error": f"timed out after {exc.timeout} s"}
     (out_dir / f"model_step_{slug}.log").write_text(proc.stdout + proc.stderr)
@@ -287,36 +345,55 @@ def run_child(name, args, out_dir: Path) -> dict:
         return {"name": name, "label": label, "error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
     res = json.loads(out.read_text())
     res["name"], res["label"], res["wall_s"] = name, label, round(time.perf_counter() - t0, 1)
-    print(f"  {name}: {res['wall_s']} s; " + "; ".join(
-        f"{m}: first {r['first_step_ms']:.0f} ms, median {r['step_median_ms'] or 0:.1f} ms, loss {r['loss']:.5f}"
-        for m, r in res["modes"].items()), file=sys.stderr, flush=True)
+    print(
+        f"  {name}: {res['wall_s']} s; "
+        + "; ".join(
+            f"{m}: first {r['first_step_ms']:.0f} ms, median {r['step_median_ms'] or 0:.1f} ms, loss {r['loss']:.5f}"
+            for m, r in res["modes"].items()
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
     return res
 
 
 def compare(a: dict, b: dict) -> dict:
     """a against the reference b (one mode each)."""
     names = sorted(set(a["grad_norms"]) & set(b["grad_norms"]))
-    per = sorted(((abs(a["grad_norms"][n] - b["grad_norms"][n]) / max(b["grad_norms"][n], 1e-30), n) for n in names),
-                 reverse=True)
-    return {"loss_rel": abs(a["loss"] - b["loss"]) / abs(b["loss"]),
-            "grad_norm_total_rel": abs(a["grad_norm_total"] - b["grad_norm_total"]) / b["grad_norm_total"],
-            "param_norm_rel_median": statistics.median(v for v, _ in per), "param_norm_rel_worst": per[:3],
-            "params_compared": len(names), "params_missing": len(set(a["grad_norms"]) ^ set(b["grad_norms"]))}
+    per = sorted(
+        ((abs(a["grad_norms"][n] - b["grad_norms"][n]) / max(b["grad_norms"][n], 1e-30), n) for n in names),
+        reverse=True,
+    )
+    return {
+        "loss_rel": abs(a["loss"] - b["loss"]) / abs(b["loss"]),
+        "grad_norm_total_rel": abs(a["grad_norm_total"] - b["grad_norm_total"]) / b["grad_norm_total"],
+        "param_norm_rel_median": statistics.median(v for v, _ in per),
+        "param_norm_rel_worst": per[:3],
+        "params_compared": len(names),
+        "params_missing": len(set(a["grad_norms"]) ^ set(b["grad_norms"])),
+    }
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="text,image", help="comma-separated: text, image")
-    ap.add_argument("--contenders", default=DEFAULT_CONTENDERS,
-                    help=f"comma-separated, run in this order, of: {', '.join(CONTENDERS)}")
-    ap.add_argument("--site", default=os.environ.get("VLGRPO_GPU_SITE"),
-                    help="a --target dir holding transformers 4.57.6 for the children (default $VLGRPO_GPU_SITE)")
+    ap.add_argument(
+        "--contenders",
+        default=DEFAULT_CONTENDERS,
+        help=f"comma-separated, run in this order, of: {', '.join(CONTENDERS)}",
+    )
+    ap.add_argument(
+        "--site",
+        default=os.environ.get("VLGRPO_GPU_SITE"),
+        help="a --target dir holding transformers 4.57.6 for the children (default $VLGRPO_GPU_SITE)",
+    )
     ap.add_argument("--timeout", type=int, default=300, help="seconds per child")
     ap.add_argument("--out", help="the results as JSON (the children's files go beside it)")
     ap.add_argument("--smoke", action="store_true", help="narrow text widths (a CPU check of this script)")
@@ -339,15 +416,37 @@ def main(argv=None) -> int:
         if "error" in r or "skipped" in r or ref is None:
             continue
         cmp[r["name"]] = {m: compare(r["modes"][m], ref["modes"][m]) for m in r["modes"] if m in ref["modes"]}
-    meta = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-            "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "python": platform.python_version(), "site": args.site, "modes": args.modes.split(",")}
+    meta = {
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "python": platform.python_version(),
+        "site": args.site,
+        "modes": args.modes.split(","),
+    }
     text = render(meta, runs, cmp)
     print(text)
     if args.out:
-        Path(args.out).write_text(json.dumps({"meta": meta, "runs": [
-            {k: ({m: {kk: vv for kk, vv in mv.items() if kk != "grad_norms"} for m, mv in v.items()}
-                 if k == "modes" else v) for k, v in r.items()} for r in runs], "compare": cmp}, indent=1) + "\n")
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "runs": [
+                        {
+                            k: (
+                                {m: {kk: vv for kk, vv in mv.items() if kk != "grad_norms"} for m, mv in v.items()}
+                                if k == "modes"
+                                else v
+                            )
+                            for k, v in r.items()
+                        }
+                        for r in runs
+                    ],
+                    "compare": cmp,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         Path(args.out).with_suffix(".md").write_text(text + "\n")
     return 0 if ref is not None and len(cmp) == len([r for r in runs if "skipped" not in r]) else 1
 
@@ -365,39 +464,51 @@ def render(meta, runs, cmp) -> str:
     for r in ok:
         if r.get("liger"):
             lg = r["liger"]
-            lines.append(f"- {r['label']}: liger-kernel {lg['liger_version']} kwargs {lg['liger_kwargs']}"
-                         f"; rope from {lg['rope']}; RMSNorm classes {lg['rms_norm_classes']} (Liger forward: "
-                         f"{lg.get('rms_norm_liger', '?')}); "
-                         f"forward from {lg['forward']}; experts from {lg['experts']}")
+            lines.append(
+                f"- {r['label']}: liger-kernel {lg['liger_version']} kwargs {lg['liger_kwargs']}"
+                f"; rope from {lg['rope']}; RMSNorm classes {lg['rms_norm_classes']} (Liger forward: "
+                f"{lg.get('rms_norm_liger', '?')}); "
+                f"forward from {lg['forward']}; experts from {lg['experts']}"
+            )
     pinned = next((r for r in ok if r["name"] == "pinned"), None)
     base = next((r for r in ok if r["name"] == "patched"), None)
     for mode in meta["modes"]:
         rm = next((r["modes"][mode] for r in ok if mode in r["modes"]), None)
         if rm is None:
             continue
-        lines += ["", f"**{mode}** ({rm['tokens']} tokens, image grid {rm['image_grid_thw'] or 'none'})", "",
-                  "| contender | first step ms | step median ms (min-max) | vs vlgrpo patches | peak GiB (first step) "
-                  "| loss | loss rel vs fp32 | grad-norm rel vs fp32: total / median / worst (parameter) |",
-                  "|---|---:|---|---:|---|---:|---:|---|"]
+        lines += [
+            "",
+            f"**{mode}** ({rm['tokens']} tokens, image grid {rm['image_grid_thw'] or 'none'})",
+            "",
+            "| contender | first step ms | step median ms (min-max) | vs vlgrpo patches | peak GiB (first step) "
+            "| loss | loss rel vs fp32 | grad-norm rel vs fp32: total / median / worst (parameter) |",
+            "|---|---:|---|---:|---|---:|---:|---|",
+        ]
         for r in ok:
             m = r["modes"].get(mode)
             if m is None:
                 continue
             c = cmp.get(r["name"], {}).get(mode)
             t = m["step_ms"]
-            speed = (f"{base['modes'][mode]['step_median_ms'] / m['step_median_ms']:.2f}x"
-                     if base and t and mode in base["modes"] else "")
+            speed = (
+                f"{base['modes'][mode]['step_median_ms'] / m['step_median_ms']:.2f}x"
+                if base and t and mode in base["modes"]
+                else ""
+            )
             med = f"{m['step_median_ms']:.1f} ({min(t):.1f}-{max(t):.1f})" if t else "-"
             peak = f"{m['peak_memory_gib']:.2f}" if m["peak_memory_gib"] is not None else "-"
             peak += f" ({m['first_step_peak_gib']:.2f})" if m["first_step_peak_gib"] is not None else ""
             if c and r["name"] != "fp32":
                 w = c["param_norm_rel_worst"][0]
-                acc = (f"{c['loss_rel']:.2g} | {c['grad_norm_total_rel']:.2g} / {c['param_norm_rel_median']:.2g} / "
-                       f"{w[0]:.2g} ({w[1]})")
+                acc = (
+                    f"{c['loss_rel']:.2g} | {c['grad_norm_total_rel']:.2g} / {c['param_norm_rel_median']:.2g} / "
+                    f"{w[0]:.2g} ({w[1]})"
+                )
             else:
                 acc = "ref | ref"
-            lines.append(f"| {r['label']} | {m['first_step_ms']:.0f} | {med} | {speed} | {peak} | {m['loss']:.5f} | "
-                         f"{acc} |")
+            lines.append(
+                f"| {r['label']} | {m['first_step_ms']:.0f} | {med} | {speed} | {peak} | {m['loss']:.5f} | {acc} |"
+            )
         pc = cmp.get("pinned", {}).get(mode) if pinned else None
         if pc:
             verdict = []
@@ -405,9 +516,11 @@ def render(meta, runs, cmp) -> str:
                 c = cmp.get(r["name"], {}).get(mode)
                 if not c or r["name"] in ("fp32", "pinned"):
                     continue
-                within = (c["loss_rel"] <= max(2 * pc["loss_rel"], 1e-4)
-                          and c["param_norm_rel_median"] <= 2 * pc["param_norm_rel_median"]
-                          and c["param_norm_rel_worst"][0][0] <= 3 * pc["param_norm_rel_worst"][0][0])
+                within = (
+                    c["loss_rel"] <= max(2 * pc["loss_rel"], 1e-4)
+                    and c["param_norm_rel_median"] <= 2 * pc["param_norm_rel_median"]
+                    and c["param_norm_rel_worst"][0][0] <= 3 * pc["param_norm_rel_worst"][0][0]
+                )
                 verdict.append(f"{r['label']}: {'within' if within else 'NOT within'}")
             lines += ["", "bf16 noise (vs the pinned loop's own difference from fp32): " + "; ".join(verdict)]
         if base and mode in base["modes"]:
@@ -418,9 +531,11 @@ def render(meta, runs, cmp) -> str:
                     continue
                 speed = b["step_median_ms"] / m["step_median_ms"]
                 lower = m["peak_memory_gib"] < b["peak_memory_gib"]
-                lines.append(f"- target {r['label']}: {speed:.2f}x the vlgrpo patches' step (>= 1.3x: "
-                             f"{'met' if speed >= 1.3 else 'NOT met'}), peak {m['peak_memory_gib']:.2f} vs "
-                             f"{b['peak_memory_gib']:.2f} GiB (lower: {'met' if lower else 'NOT met'})")
+                lines.append(
+                    f"- target {r['label']}: {speed:.2f}x the vlgrpo patches' step (>= 1.3x: "
+                    f"{'met' if speed >= 1.3 else 'NOT met'}), peak {m['peak_memory_gib']:.2f} vs "
+                    f"{b['peak_memory_gib']:.2f} GiB (lower: {'met' if lower else 'NOT met'})"
+                )
     return "\n".join(lines)
 
 

@@ -155,12 +155,15 @@ def discover(paths, me, veomni_source=None):
         from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 
         if "top_k_index" in m.Qwen3VLMoeTextExperts.forward.__code__.co_varnames or hasattr(
-                m.Qwen3VLMoeTextExperts, "_apply_gate"):
+            m.Qwen3VLMoeTextExperts, "_apply_gate"
+        ):
             for impl in ("eager", "grouped_mm"):
                 contenders[f"transformers {transformers.__version__} {impl}"] = ("5x", impl)
         else:
-            skipped.append(f"transformers {transformers.__version__} eager/grouped_mm: no experts implementations "
-                           f"in this version (5.x has them)")
+            skipped.append(
+                f"transformers {transformers.__version__} eager/grouped_mm: no experts implementations "
+                f"in this version (5.x has them)"
+            )
     except ImportError as exc:
         skipped.append(f"installed transformers: {exc}")
     contenders["vlgrpo grouped experts"] = ("457", me.grouped_experts_forward)
@@ -175,8 +178,13 @@ def _make_5x(gate_up, down, impl):
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 
     num_experts, hidden, two_inter = gate_up.shape
-    cfg = Qwen3VLMoeTextConfig(hidden_size=hidden, moe_intermediate_size=two_inter // 2, num_experts=num_experts,
-                               num_experts_per_tok=8, hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=hidden,
+        moe_intermediate_size=two_inter // 2,
+        num_experts=num_experts,
+        num_experts_per_tok=8,
+        hidden_act="silu",
+    )
     cfg._experts_implementation = impl
     mod = m.Qwen3VLMoeTextExperts(cfg).to(device=gate_up.device, dtype=gate_up.dtype)
     with torch.no_grad():
@@ -221,14 +229,16 @@ class Runner:
         mod, h = self.mod, x.reshape(-1, x.shape[-1])
         weights = dense.gather(1, idx).to(h.dtype)  # the compact top-k weights VeOmni's block passes
         if merged:
-            out = vm.fused_moe_forward(mod.num_experts, weights, idx, h, None, None, mod.down_proj,
-                                       fc1_1_2_weight=mod.gate_up_proj)
+            out = vm.fused_moe_forward(
+                mod.num_experts, weights, idx, h, None, None, mod.down_proj, fc1_1_2_weight=mod.gate_up_proj
+            )
         else:  # per-call transposed copies of the 4.57-layout weights, as VeOmni's 4.x experts module makes
             inter = mod.down_proj.shape[1]
             gate = mod.gate_up_proj[..., :inter].transpose(1, 2).contiguous()
             up = mod.gate_up_proj[..., inter:].transpose(1, 2).contiguous()
-            out = vm.fused_moe_forward(mod.num_experts, weights, idx, h, gate, up,
-                                       mod.down_proj.transpose(1, 2).contiguous())
+            out = vm.fused_moe_forward(
+                mod.num_experts, weights, idx, h, gate, up, mod.down_proj.transpose(1, 2).contiguous()
+            )
         return out.view(x.shape)
 
     def grads(self):
@@ -244,8 +254,13 @@ class Runner:
 # ----------------------------------------------------------------------------------------------------------------
 def text_config(args) -> dict:
     cfg = json.loads(CONFIG.read_text())["text_config"]
-    sizes = {"hidden": cfg["hidden_size"], "experts": cfg["num_experts"], "inter": cfg["moe_intermediate_size"],
-             "top_k": cfg["num_experts_per_tok"], "std": cfg.get("initializer_range", 0.02)}
+    sizes = {
+        "hidden": cfg["hidden_size"],
+        "experts": cfg["num_experts"],
+        "inter": cfg["moe_intermediate_size"],
+        "top_k": cfg["num_experts_per_tok"],
+        "std": cfg.get("initializer_range", 0.02),
+    }
     for key in ("hidden", "experts", "inter", "top_k"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
@@ -359,8 +374,12 @@ def fp32_gradients(contenders, me, sizes, tokens, device, loop_label, compute_dt
             out = runner(xi, di, idx)
             (out.reshape(gy.shape).float() * gy).sum().backward()
             g1, g2 = runner.grads()
-            results[label] = {"x": xi.grad.detach(), "w": di.grad.detach().gather(1, idx), "gate_up": g1.detach(),
-                              "down": g2.detach()}
+            results[label] = {
+                "x": xi.grad.detach(),
+                "w": di.grad.detach().gather(1, idx),
+                "gate_up": g1.detach(),
+                "down": g2.detach(),
+            }
             del runner, out
         except Exception as exc:  # e.g. a grouped GEMM without float32 support
             errors[label] = f"{type(exc).__name__}: {exc}"[:300]
@@ -374,8 +393,9 @@ def fp32_gradients(contenders, me, sizes, tokens, device, loop_label, compute_dt
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--tokens", type=int, nargs="+", default=[4096, 16384])
@@ -383,18 +403,31 @@ def main(argv=None) -> int:
     ap.add_argument("--experts", type=int, default=None)
     ap.add_argument("--inter", type=int, default=None)
     ap.add_argument("--top-k", dest="top_k", type=int, default=None)
-    ap.add_argument("--transformers-source", action="append", default=[], metavar="PATH",
-                    help="a transformers wheel or dir with transformers/ (repeatable): its 4.57-style experts forward "
-                         "joins the run")
-    ap.add_argument("--veomni-source", default=None, metavar="DIR",
-                    help="a dir holding veomni/ (VeOmni's fused MoE joins the run; default: an installed veomni)")
+    ap.add_argument(
+        "--transformers-source",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a transformers wheel or dir with transformers/ (repeatable): its 4.57-style experts forward "
+        "joins the run",
+    )
+    ap.add_argument(
+        "--veomni-source",
+        default=None,
+        metavar="DIR",
+        help="a dir holding veomni/ (VeOmni's fused MoE joins the run; default: an installed veomni)",
+    )
     ap.add_argument("--no-veomni", action="store_true", help="leave VeOmni's fused MoE out")
     ap.add_argument("--contender", action="append", default=None, help="only contenders whose label contains this")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=4.0, help="stop timing one contender/case after this long")
-    ap.add_argument("--grad-tokens", type=int, default=None, help="tokens of the fp32 gradient check (default: the "
-                                                                  "smallest --tokens)")
+    ap.add_argument(
+        "--grad-tokens",
+        type=int,
+        default=None,
+        help="tokens of the fp32 gradient check (default: the smallest --tokens)",
+    )
     ap.add_argument("--out", help="also write the results as JSON here")
     args = ap.parse_args(argv)
 
@@ -425,47 +458,69 @@ def main(argv=None) -> int:
                 row["train_out_dtype"] = str(out.dtype).replace("torch.", "")
                 row["train_max_abs_err"] = float((out.reshape(ref.shape).double() - ref).abs().max())
                 del out
-                row["train_peak_extra_gib"] = (peak_extra(lambda: train_step(runner, x, dense, idx), device)
-                                               or 0) / GIB
-                row["train"] = time_calls(lambda: train_step(runner, x, dense, idx), device, args.reps, args.warmup,
-                                          args.budget_s)
+                row["train_peak_extra_gib"] = (peak_extra(lambda: train_step(runner, x, dense, idx), device) or 0) / GIB
+                row["train"] = time_calls(
+                    lambda: train_step(runner, x, dense, idx), device, args.reps, args.warmup, args.budget_s
+                )
                 out = eval_call(runner, x, dense, idx)
                 row["eval_out_dtype"] = str(out.dtype).replace("torch.", "")
                 row["eval_max_abs_err"] = float((out.reshape(ref.shape).double() - ref).abs().max())
                 del out
                 runner.mod.zero_grad(set_to_none=True)
                 row["eval_peak_extra_gib"] = (peak_extra(lambda: eval_call(runner, x, dense, idx), device) or 0) / GIB
-                row["eval"] = time_calls(lambda: eval_call(runner, x, dense, idx), device, args.reps, args.warmup,
-                                         args.budget_s)
+                row["eval"] = time_calls(
+                    lambda: eval_call(runner, x, dense, idx), device, args.reps, args.warmup, args.budget_s
+                )
                 del runner
             except Exception as exc:  # one failing contender must not hide the others
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             results.append(row)
-            print(f"  {tokens:6d} {label:44s} train {row.get('train', {}).get('median_ms', float('nan')):9.3f} ms  "
-                  f"eval {row.get('eval', {}).get('median_ms', float('nan')):9.3f} ms {row.get('error', '')}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {tokens:6d} {label:44s} train {row.get('train', {}).get('median_ms', float('nan')):9.3f} ms  "
+                f"eval {row.get('eval', {}).get('median_ms', float('nan')):9.3f} ms {row.get('error', '')}",
+                file=sys.stderr,
+                flush=True,
+            )
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         del x, dense, idx, ref
     grad_tokens = args.grad_tokens or min(args.tokens)
     grads = fp32_gradients(contenders, me, sizes, grad_tokens, device, loop_label) if loop_label else {}
-    bf16 = {k: v for k, v in contenders.items() if k == loop_label or k == "vlgrpo grouped experts"
-            or v[0] == "veomni" or k.endswith(" grouped_mm")}
-    grads_bf16 = (fp32_gradients(bf16, me, sizes, grad_tokens, device, loop_label, torch.bfloat16)
-                  if loop_label and device.type == "cuda" else {})
+    bf16 = {
+        k: v
+        for k, v in contenders.items()
+        if k == loop_label or k == "vlgrpo grouped experts" or v[0] == "veomni" or k.endswith(" grouped_mm")
+    }
+    grads_bf16 = (
+        fp32_gradients(bf16, me, sizes, grad_tokens, device, loop_label, torch.bfloat16)
+        if loop_label and device.type == "cuda"
+        else {}
+    )
     meta = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-        "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-        "triton": _version("triton"), "driver": _driver(), "dtype": args.dtype, "sizes": sizes,
-        "skipped": skipped, "loop": loop_label, "grad_tokens": grad_tokens,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "triton": _version("triton"),
+        "driver": _driver(),
+        "dtype": args.dtype,
+        "sizes": sizes,
+        "skipped": skipped,
+        "loop": loop_label,
+        "grad_tokens": grad_tokens,
         "vlgrpo_method": me.support_info(),
     }
     print(render(meta, results, grads, grads_bf16))
     if args.out:
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "fp32_grad_rel": grads,
-                                              "bf16_grad_rel_vs_fp32_loop": grads_bf16}, indent=1) + "\n")
+        Path(args.out).write_text(
+            json.dumps(
+                {"meta": meta, "results": results, "fp32_grad_rel": grads, "bf16_grad_rel_vs_fp32_loop": grads_bf16},
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 
@@ -480,58 +535,89 @@ def _driver():
     try:
         import subprocess
 
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return out.stdout.strip() or None
     except Exception:
         return None
 
 
 def _find(results, tokens, prefix):
-    return next((r for r in results if r["tokens"] == tokens and r["contender"].startswith(prefix)
-                 and "error" not in r), None)
+    return next(
+        (r for r in results if r["tokens"] == tokens and r["contender"].startswith(prefix) and "error" not in r), None
+    )
 
 
 def render(meta, results, grads, grads_bf16=None) -> str:
     s = meta["sizes"]
-    lines = [f"Device: {meta['device']}; torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
-             f"driver {meta['driver']}; python {meta['python']}; {meta['dtype']}; hidden {s['hidden']}, "
-             f"{s['experts']} experts, moe_intermediate {s['inter']}, top-{s['top_k']}; {meta['utc']}",
-             f"vlgrpo method: {json.dumps(meta['vlgrpo_method'])}", ""]
+    lines = [
+        f"Device: {meta['device']}; torch {meta['torch']} (CUDA {meta['cuda']}), triton {meta['triton']}, "
+        f"driver {meta['driver']}; python {meta['python']}; {meta['dtype']}; hidden {s['hidden']}, "
+        f"{s['experts']} experts, moe_intermediate {s['inter']}, top-{s['top_k']}; {meta['utc']}",
+        f"vlgrpo method: {json.dumps(meta['vlgrpo_method'])}",
+        "",
+    ]
     lines += [f"- skipped: {note}" for note in meta["skipped"]]
-    lines += ["", "| tokens | contender | train fwd+bwd median ms (IQR) | eval fwd median ms (IQR) | first train call ms "
-              "| train peak extra GiB | eval peak extra GiB | max abs err vs fp64 train / eval | train speed-up vs "
-              "4.57.6 | vs 5.x grouped_mm |",
-              "|---:|---|---|---|---:|---:|---:|---|---:|---:|"]
+    lines += [
+        "",
+        "| tokens | contender | train fwd+bwd median ms (IQR) | eval fwd median ms (IQR) | first train call ms "
+        "| train peak extra GiB | eval peak extra GiB | max abs err vs fp64 train / eval | train speed-up vs "
+        "4.57.6 | vs 5.x grouped_mm |",
+        "|---:|---|---|---|---:|---:|---:|---|---:|---:|",
+    ]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['tokens']} | {r['contender']} | error: {r['error']} ||||||||")
             continue
         loop = _find(results, r["tokens"], "transformers 4.57")
-        grouped = next((x for x in results if x["tokens"] == r["tokens"] and x["contender"].endswith(" grouped_mm")
-                        and x["contender"].startswith("transformers") and "error" not in x), None)
+        grouped = next(
+            (
+                x
+                for x in results
+                if x["tokens"] == r["tokens"]
+                and x["contender"].endswith(" grouped_mm")
+                and x["contender"].startswith("transformers")
+                and "error" not in x
+            ),
+            None,
+        )
         t, e = r["train"], r["eval"]
         lines.append(
             f"| {r['tokens']} | {r['contender']} | {t['median_ms']:.2f} ({t['p25_ms']:.2f}-{t['p75_ms']:.2f}) | "
             f"{e['median_ms']:.2f} ({e['p25_ms']:.2f}-{e['p75_ms']:.2f}) | {r['first_train_call_ms']:.1f} | "
             f"{r['train_peak_extra_gib']:.2f} | {r['eval_peak_extra_gib']:.2f} | "
             f"{r['train_max_abs_err']:.3g} / {r['eval_max_abs_err']:.3g} | "
-            + (f"{loop['train']['median_ms'] / t['median_ms']:.1f}x" if loop else "n/a") + " | "
-            + (f"{grouped['train']['median_ms'] / t['median_ms']:.2f}x" if grouped else "n/a") + " |")
+            + (f"{loop['train']['median_ms'] / t['median_ms']:.1f}x" if loop else "n/a")
+            + " | "
+            + (f"{grouped['train']['median_ms'] / t['median_ms']:.2f}x" if grouped else "n/a")
+            + " |"
+        )
     if grads:
-        lines += ["", f"fp32 gradients against {meta['loop']} ({meta['grad_tokens']} tokens), relative L2 error:", "",
-                  "| contender | hidden states | routing weights (chosen) | gate_up_proj | down_proj |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            f"fp32 gradients against {meta['loop']} ({meta['grad_tokens']} tokens), relative L2 error:",
+            "",
+            "| contender | hidden states | routing weights (chosen) | gate_up_proj | down_proj |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for label, g in grads.items():
             if "error" in g:
                 lines.append(f"| {label} | error: {g['error']} ||||")
                 continue
             lines.append(f"| {label} | {g['x']:.2g} | {g['w']:.2g} | {g['gate_up']:.2g} | {g['down']:.2g} |")
     if grads_bf16:
-        lines += ["", f"bf16 gradients against {meta['loop']} in float32 ({meta['grad_tokens']} tokens, bf16 copies of "
-                  "the same weights and inputs), relative L2 error:", "",
-                  "| contender | hidden states | routing weights (chosen) | gate_up_proj | down_proj |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            f"bf16 gradients against {meta['loop']} in float32 ({meta['grad_tokens']} tokens, bf16 copies of "
+            "the same weights and inputs), relative L2 error:",
+            "",
+            "| contender | hidden states | routing weights (chosen) | gate_up_proj | down_proj |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for label, g in grads_bf16.items():
             if label == meta["loop"]:
                 continue
@@ -549,34 +635,55 @@ def verdicts(results) -> list:
     tokens = sorted({r["tokens"] for r in results})
     for n in tokens:
         mine, loop = _find(results, n, ours), _find(results, n, "transformers 4.57")
-        grouped = next((x for x in results if x["tokens"] == n and x["contender"].startswith("transformers")
-                        and x["contender"].endswith(" grouped_mm") and "error" not in x), None)
+        grouped = next(
+            (
+                x
+                for x in results
+                if x["tokens"] == n
+                and x["contender"].startswith("transformers")
+                and x["contender"].endswith(" grouped_mm")
+                and "error" not in x
+            ),
+            None,
+        )
         if not mine:
             out.append(f"- {n} tokens: no result for {ours}")
             continue
         if loop:
             speed = loop["train"]["median_ms"] / mine["train"]["median_ms"]
-            out.append(f"- {n} tokens: train fwd+bwd {speed:.1f}x faster than 4.57.6"
-                       + (" (bar at 4,096: >= 40x: " + ("met" if speed >= 40 else "NOT met") + ")" if n == 4096 else ""))
+            out.append(
+                f"- {n} tokens: train fwd+bwd {speed:.1f}x faster than 4.57.6"
+                + (" (bar at 4,096: >= 40x: " + ("met" if speed >= 40 else "NOT met") + ")" if n == 4096 else "")
+            )
             for mode in ("train", "eval"):
                 ratio = mine[f"{mode}_max_abs_err"] / max(loop[f"{mode}_max_abs_err"], 1e-30)
-                out.append(f"- {n} tokens: {mode} max abs err vs fp64 {ratio:.2f}x 4.57.6's (bar <= 1.25x: "
-                           + ("met" if ratio <= 1.25 else "NOT met") + ")")
+                out.append(
+                    f"- {n} tokens: {mode} max abs err vs fp64 {ratio:.2f}x 4.57.6's (bar <= 1.25x: "
+                    + ("met" if ratio <= 1.25 else "NOT met")
+                    + ")"
+                )
         if grouped:
             faster = mine["train"]["median_ms"] < grouped["train"]["median_ms"]
-            out.append(f"- {n} tokens: train {mine['train']['median_ms']:.2f} ms vs {grouped['contender']} "
-                       f"{grouped['train']['median_ms']:.2f} ms (bar: faster: " + ("met" if faster else "NOT met") + ")")
+            out.append(
+                f"- {n} tokens: train {mine['train']['median_ms']:.2f} ms vs {grouped['contender']} "
+                f"{grouped['train']['median_ms']:.2f} ms (bar: faster: " + ("met" if faster else "NOT met") + ")"
+            )
         for vo in (x for x in results if x["tokens"] == n and x["contender"].startswith("VeOmni") and "error" not in x):
             ratio = vo["train"]["median_ms"] / mine["train"]["median_ms"]
-            out.append(f"- {n} tokens: vlgrpo train {mine['train']['median_ms']:.2f} ms / {vo['contender']} "
-                       f"{vo['train']['median_ms']:.2f} ms = {ratio:.2f}x"
-                       f" in vlgrpo's favour; train peak extra {mine['train_peak_extra_gib']:.2f} vs "
-                       f"{vo['train_peak_extra_gib']:.2f} GiB; first call {mine['first_train_call_ms']:.0f} vs "
-                       f"{vo['first_train_call_ms']:.0f} ms")
+            out.append(
+                f"- {n} tokens: vlgrpo train {mine['train']['median_ms']:.2f} ms / {vo['contender']} "
+                f"{vo['train']['median_ms']:.2f} ms = {ratio:.2f}x"
+                f" in vlgrpo's favour; train peak extra {mine['train_peak_extra_gib']:.2f} vs "
+                f"{vo['train_peak_extra_gib']:.2f} GiB; first call {mine['first_train_call_ms']:.0f} vs "
+                f"{vo['first_train_call_ms']:.0f} ms"
+            )
         if n == 16384:
             peak = mine["eval_peak_extra_gib"]
-            out.append(f"- 16384 tokens: eval peak extra {peak:.2f} GiB (bar <= 2.5 GiB: "
-                       + ("met" if peak <= 2.5 else "NOT met") + ")")
+            out.append(
+                f"- 16384 tokens: eval peak extra {peak:.2f} GiB (bar <= 2.5 GiB: "
+                + ("met" if peak <= 2.5 else "NOT met")
+                + ")"
+            )
     return out
 
 

@@ -112,9 +112,15 @@ def _method_uses_helper(func) -> bool:
 
 def _helper_contender(helper):
     def run(tower, grid_thw):
-        idx, wts = helper(grid_thw, num_grid_per_side=tower.num_grid_per_side, mode="bilinear", align_corners=True,
-                          spatial_merge_size=tower.spatial_merge_size)
+        idx, wts = helper(
+            grid_thw,
+            num_grid_per_side=tower.num_grid_per_side,
+            mode="bilinear",
+            align_corners=True,
+            spatial_merge_size=tower.spatial_merge_size,
+        )
         return (tower.pos_embed(idx) * wts[:, :, None]).sum(1).to(tower.pos_embed.weight.dtype)
+
     return run
 
 
@@ -122,6 +128,7 @@ def discover(paths, pe):
     contenders, skipped = {}, []
     try:
         import transformers
+
         installed = transformers.__version__
     except ImportError:
         installed = None
@@ -130,6 +137,7 @@ def discover(paths, pe):
     if installed:
         try:
             from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+
             method = getattr(Qwen3VLVisionModel, "fast_pos_embed_interpolate", None)
             if method is not None and getattr(method, "__vlgrpo_patch__", None):
                 method = method.__wrapped__
@@ -144,7 +152,10 @@ def discover(paths, pe):
             skipped.append(f"transformers {installed} method: {exc}")
         try:
             from transformers import vision_utils
-            contenders[f"transformers {installed} vision_utils helper"] = _helper_contender(getattr(vision_utils, HELPER))
+
+            contenders[f"transformers {installed} vision_utils helper"] = _helper_contender(
+                getattr(vision_utils, HELPER)
+            )
             seen.add(("helper", installed))
         except (ImportError, AttributeError):
             skipped.append(f"transformers {installed} vision_utils helper: not in this version (needs >= 5.17)")
@@ -166,16 +177,17 @@ def discover(paths, pe):
             funcs = compile_functions(text, ["_interpolation_axis_taps_weights", HELPER], f"{src}::{VISION_UTILS}")
             if HELPER in funcs:
                 contenders[f"transformers {version} vision_utils helper [{kind(src)}]"] = _helper_contender(
-                    funcs[HELPER])
+                    funcs[HELPER]
+                )
                 seen.add(("helper", version))
             else:
                 skipped.append(f"transformers {version} vision_utils ({src.name}): no {HELPER}")
     contenders["vlgrpo (warm cache)"] = pe.fast_pos_embed_interpolate
     contenders["vlgrpo (cold cache)"] = pe.fast_pos_embed_interpolate
     if torch.cuda.is_available():  # the path taken on CUDA without Triton
-        contenders["vlgrpo embedding_bag, no Triton (warm cache)"] = (
-            lambda tower, grid: pe.interpolate_pos_embed(tower.pos_embed, grid, tower.num_grid_per_side,
-                                                         tower.spatial_merge_size, method="embedding_bag"))
+        contenders["vlgrpo embedding_bag, no Triton (warm cache)"] = lambda tower, grid: pe.interpolate_pos_embed(
+            tower.pos_embed, grid, tower.num_grid_per_side, tower.spatial_merge_size, method="embedding_bag"
+        )
     return contenders, skipped, installed
 
 
@@ -195,13 +207,15 @@ def max_error_vs_fp64(out, grid, weight):
     for t, h, w in grid:
         y0, y1, fy = (v.to(table.device) for v in _axis(h))
         x0, x1, fx = (v.to(table.device) for v in _axis(w))
-        img = (table[y0[:, None] * N_SIDE + x0] * ((1 - fy)[:, None] * (1 - fx))[..., None]
-               + table[y0[:, None] * N_SIDE + x1] * ((1 - fy)[:, None] * fx)[..., None]
-               + table[y1[:, None] * N_SIDE + x0] * (fy[:, None] * (1 - fx))[..., None]
-               + table[y1[:, None] * N_SIDE + x1] * (fy[:, None] * fx)[..., None])  # (h, w, hidden)
+        img = (
+            table[y0[:, None] * N_SIDE + x0] * ((1 - fy)[:, None] * (1 - fx))[..., None]
+            + table[y0[:, None] * N_SIDE + x1] * ((1 - fy)[:, None] * fx)[..., None]
+            + table[y1[:, None] * N_SIDE + x0] * (fy[:, None] * (1 - fx))[..., None]
+            + table[y1[:, None] * N_SIDE + x1] * (fy[:, None] * fx)[..., None]
+        )  # (h, w, hidden)
         img = img.reshape(h // MERGE, MERGE, w // MERGE, MERGE, -1).transpose(1, 2).reshape(h * w, -1)
         for _ in range(t):
-            err = max(err, (out[start:start + h * w].double() - img).abs().max().item())
+            err = max(err, (out[start : start + h * w].double() - img).abs().max().item())
             start += h * w
     if start != out.shape[0]:
         raise AssertionError(f"output has {out.shape[0]} rows, grid_thw needs {start}")
@@ -251,8 +265,13 @@ def peak_memory(fn, tower, grid, before=None):
 
 def quantiles(times):
     q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
-    return {"median_ms": statistics.median(times), "p25_ms": q[0], "p75_ms": q[2], "min_ms": min(times),
-            "reps": len(times)}
+    return {
+        "median_ms": statistics.median(times),
+        "p25_ms": q[0],
+        "p75_ms": q[2],
+        "min_ms": min(times),
+        "reps": len(times),
+    }
 
 
 def geo3k_grid_ranges():
@@ -265,13 +284,20 @@ def geo3k_grid_ranges():
     except ImportError:
         return None
     repo = Path(__file__).resolve().parents[1]
-    pre = json.loads((repo / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "preprocessor_config.json").read_text())
+    pre = json.loads(
+        (repo / "assets" / "models" / "qwen3-vl-30b-a3b-instruct" / "preprocessor_config.json").read_text()
+    )
     factor = pre["patch_size"] * pre["merge_size"]
     hs, ws = [], []
     for path in sorted((repo / "assets" / "geo3k-sample").rglob("*.png")):
         width, height = Image.open(path).size
-        h, w = smart_resize(height, width, factor=factor, min_pixels=pre["size"]["shortest_edge"],
-                            max_pixels=pre["size"]["longest_edge"])
+        h, w = smart_resize(
+            height,
+            width,
+            factor=factor,
+            min_pixels=pre["size"]["shortest_edge"],
+            max_pixels=pre["size"]["longest_edge"],
+        )
         hs.append(h // pre["patch_size"])
         ws.append(w // pre["patch_size"])
     return (min(hs), max(hs)), (min(ws), max(ws)), len(hs)
@@ -313,38 +339,77 @@ def first_calls(contenders, tower, device, batches, backward: bool):
                     torch.cuda.synchronize(device)
                 times.append((time.perf_counter() - t0) * 1e3)
             rest = times[1:]
-            rows.append({"contender": label, "backward": backward, "first_in_process_ms": times[0],
-                         "max_ms": max(rest), "median_ms": statistics.median(rest), "total_ms": sum(rest),
-                         "over_5ms": sum(t > 5 for t in rest), "batches": len(rest)})
+            rows.append(
+                {
+                    "contender": label,
+                    "backward": backward,
+                    "first_in_process_ms": times[0],
+                    "max_ms": max(rest),
+                    "median_ms": statistics.median(rest),
+                    "total_ms": sum(rest),
+                    "over_5ms": sum(t > 5 for t in rest),
+                    "batches": len(rest),
+                }
+            )
         except Exception as exc:
             rows.append({"contender": label, "backward": backward, "error": f"{type(exc).__name__}: {exc}"[:300]})
-        print(f"  first calls ({'fwd+bwd' if backward else 'fwd'}) {label:50s} "
-              f"{rows[-1].get('max_ms', float('nan')):9.2f} ms max", file=sys.stderr, flush=True)
+        print(
+            f"  first calls ({'fwd+bwd' if backward else 'fwd'}) {label:50s} "
+            f"{rows[-1].get('max_ms', float('nan')):9.2f} ms max",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="cuda, cuda:N or cpu (default: cuda if available)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="cuda, cuda:N or cpu (default: cuda if available)",
+    )
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--hidden", type=int, default=HIDDEN, help="vision hidden size (default 1152)")
-    ap.add_argument("--transformers-source", action="append", default=[], metavar="PATH",
-                    help="a transformers wheel or a dir holding transformers/ (repeatable); its Qwen3-VL method "
-                         "and vision_utils helper join the run")
+    ap.add_argument(
+        "--transformers-source",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a transformers wheel or a dir holding transformers/ (repeatable); its Qwen3-VL method "
+        "and vision_utils helper join the run",
+    )
     ap.add_argument("--case", action="append", default=None, help="run only this case (repeatable)")
-    ap.add_argument("--contender", action="append", default=None,
-                    help="run only contenders whose label contains this text (repeatable)")
-    ap.add_argument("--skip-pair", action="append", default=[], metavar="CASE::CONTENDER",
-                    help="skip contenders whose label contains CONTENDER on cases whose name contains CASE "
-                         "(e.g. '256 mixed::5.17' where the host lacks the memory; listed in the output)")
+    ap.add_argument(
+        "--contender",
+        action="append",
+        default=None,
+        help="run only contenders whose label contains this text (repeatable)",
+    )
+    ap.add_argument(
+        "--skip-pair",
+        action="append",
+        default=[],
+        metavar="CASE::CONTENDER",
+        help="skip contenders whose label contains CONTENDER on cases whose name contains CASE "
+        "(e.g. '256 mixed::5.17' where the host lacks the memory; listed in the output)",
+    )
     ap.add_argument("--reps", type=int, default=50, help="timed calls per contender and case (max)")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--budget-s", type=float, default=5.0,
-                    help="stop timing a contender/case after this many seconds once it has 5 reps")
-    ap.add_argument("--first-call-batches", type=int, default=60,
-                    help="new batches (1-16 geo3k-sized images each) of the first-call section, run first (0: skip)")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=5.0,
+        help="stop timing a contender/case after this many seconds once it has 5 reps",
+    )
+    ap.add_argument(
+        "--first-call-batches",
+        type=int,
+        default=60,
+        help="new batches (1-16 geo3k-sized images each) of the first-call section, run first (0: skip)",
+    )
     ap.add_argument("--out", help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
 
@@ -395,15 +460,19 @@ def main(argv=None) -> int:
                         raise AssertionError(f"output on {out.device}, expected {device}")
                     row["max_abs_err_vs_fp64"] = max_error_vs_fp64(out, grid, tower.pos_embed.weight)
                     del out
-                    row.update(quantiles(measure(fn, tower, grid_t, device, args.reps, args.warmup, args.budget_s,
-                                                 before)))
+                    row.update(
+                        quantiles(measure(fn, tower, grid_t, device, args.reps, args.warmup, args.budget_s, before))
+                    )
                 if "vlgrpo" in label:
                     row["cache_bytes_after"] = pe.cache_info()["bytes"]
             except Exception as exc:  # report and go on: one failing contender must not hide the others
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             results.append(row)
-            print(f"  {case:32s} {label:60s} {row.get('median_ms', float('nan')):10.3f} ms "
-                  f"{row.get('error', '')}", file=sys.stderr, flush=True)
+            print(
+                f"  {case:32s} {label:60s} {row.get('median_ms', float('nan')):10.3f} ms {row.get('error', '')}",
+                file=sys.stderr,
+                flush=True,
+            )
             if cuda:
                 torch.cuda.empty_cache()
 
@@ -411,10 +480,18 @@ def main(argv=None) -> int:
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine()),
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "transformers_installed": installed, "dtype": args.dtype, "hidden": args.hidden,
-        "positions": N_SIDE * N_SIDE, "merge": MERGE, "grid_device": str(device), "skipped": skipped,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers_installed": installed,
+        "dtype": args.dtype,
+        "hidden": args.hidden,
+        "positions": N_SIDE * N_SIDE,
+        "merge": MERGE,
+        "grid_device": str(device),
+        "skipped": skipped,
         "transformers_sources": [str(Path(s).resolve()) for s in args.transformers_source],
         "first_call_grids": None if not ranges else {"h": ranges[0], "w": ranges[1], "sample_images": ranges[2]},
     }
@@ -422,26 +499,31 @@ def main(argv=None) -> int:
     if first:
         print(render_first(meta, first))
     if args.out:
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "first_calls": first}, indent=1)
-                                  + "\n")
+        Path(args.out).write_text(json.dumps({"meta": meta, "results": results, "first_calls": first}, indent=1) + "\n")
     return 0
 
 
 def render_first(meta, rows) -> str:
     g = meta["first_call_grids"]
-    lines = ["", f"First call per new batch: {rows[0].get('batches', '?')} random batches of 1-16 images, h in "
-             f"{g['h'][0]}..{g['h'][1]}, w in {g['w'][0]}..{g['w'][1]} patches (the {g['sample_images']} shipped "
-             f"Geometry3K images through smart_resize); every batch a new combination of sizes. Host wall time, "
-             f"synchronised. 'first in process' is the contender's first call (batch 0), not counted in the others.",
-             "", "| contender | pass | first in process ms | max ms | median ms | total ms | calls over 5 ms |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "",
+        f"First call per new batch: {rows[0].get('batches', '?')} random batches of 1-16 images, h in "
+        f"{g['h'][0]}..{g['h'][1]}, w in {g['w'][0]}..{g['w'][1]} patches (the {g['sample_images']} shipped "
+        f"Geometry3K images through smart_resize); every batch a new combination of sizes. Host wall time, "
+        f"synchronised. 'first in process' is the contender's first call (batch 0), not counted in the others.",
+        "",
+        "| contender | pass | first in process ms | max ms | median ms | total ms | calls over 5 ms |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         mode = "fwd+bwd" if r["backward"] else "fwd (no grad)"
         if "error" in r:
             lines.append(f"| {r['contender']} | {mode} | error: {r['error']} |||||")
             continue
-        lines.append(f"| {r['contender']} | {mode} | {r['first_in_process_ms']:.1f} | {r['max_ms']:.2f} | "
-                     f"{r['median_ms']:.2f} | {r['total_ms']:.1f} | {r['over_5ms']} |")
+        lines.append(
+            f"| {r['contender']} | {mode} | {r['first_in_process_ms']:.1f} | {r['max_ms']:.2f} | "
+            f"{r['median_ms']:.2f} | {r['total_ms']:.1f} | {r['over_5ms']} |"
+        )
     return "\n".join(lines)
 
 
@@ -453,34 +535,47 @@ def _baseline(results, case, prefix):
 
 
 def render(meta, results) -> str:
-    lines = [f"Device: {meta['device']} ({meta['grid_device']}); torch {meta['torch']}"
-             f"{' (CUDA ' + meta['cuda'] + ')' if meta['cuda'] else ''}; python {meta['python']}; "
-             f"installed transformers {meta['transformers_installed']}; {meta['cpu_count']} CPUs, "
-             f"{meta['torch_threads']} torch threads; {meta['dtype']}, hidden {meta['hidden']}, "
-             f"{meta['positions']} positions, merge {meta['merge']}; {meta['utc']}", ""]
+    lines = [
+        f"Device: {meta['device']} ({meta['grid_device']}); torch {meta['torch']}"
+        f"{' (CUDA ' + meta['cuda'] + ')' if meta['cuda'] else ''}; python {meta['python']}; "
+        f"installed transformers {meta['transformers_installed']}; {meta['cpu_count']} CPUs, "
+        f"{meta['torch_threads']} torch threads; {meta['dtype']}, hidden {meta['hidden']}, "
+        f"{meta['positions']} positions, merge {meta['merge']}; {meta['utc']}",
+        "",
+    ]
     for note in meta["skipped"]:
         lines.append(f"- skipped: {note}")
     if meta["skipped"]:
         lines.append("")
-    lines.append("| case | contender | median ms | IQR ms (p25-p75) | min ms | reps | speed-up vs 4.57 method "
-                 "| vs 5.x helper | peak extra MiB | output MiB | peak/output | max abs err vs fp64 |")
+    lines.append(
+        "| case | contender | median ms | IQR ms (p25-p75) | min ms | reps | speed-up vs 4.57 method "
+        "| vs 5.x helper | peak extra MiB | output MiB | peak/output | max abs err vs fp64 |"
+    )
     lines.append("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if "error" in r:
             lines.append(f"| {r['case']} | {r['contender']} | error: {r['error']} ||||||||||")
             continue
         old = _baseline(results, r["case"], "transformers 4.57")
-        helper = next((x for x in results if x["case"] == r["case"] and "helper" in x["contender"]
-                       and "median_ms" in x), None)
+        helper = next(
+            (x for x in results if x["case"] == r["case"] and "helper" in x["contender"] and "median_ms" in x), None
+        )
         mib = 1 << 20
         peak = r.get("peak_extra_bytes")
-        cells = [r["case"], r["contender"], f"{r['median_ms']:.3f}", f"{r['p25_ms']:.3f}-{r['p75_ms']:.3f}",
-                 f"{r['min_ms']:.3f}", str(r["reps"]),
-                 f"{old['median_ms'] / r['median_ms']:.1f}x" if old else "n/a",
-                 f"{helper['median_ms'] / r['median_ms']:.2f}x" if helper else "n/a",
-                 f"{peak / mib:.2f}" if peak is not None else "n/a", f"{r['output_bytes'] / mib:.2f}",
-                 f"{peak / r['output_bytes']:.2f}" if peak is not None else "n/a",
-                 f"{r['max_abs_err_vs_fp64']:.3g}"]
+        cells = [
+            r["case"],
+            r["contender"],
+            f"{r['median_ms']:.3f}",
+            f"{r['p25_ms']:.3f}-{r['p75_ms']:.3f}",
+            f"{r['min_ms']:.3f}",
+            str(r["reps"]),
+            f"{old['median_ms'] / r['median_ms']:.1f}x" if old else "n/a",
+            f"{helper['median_ms'] / r['median_ms']:.2f}x" if helper else "n/a",
+            f"{peak / mib:.2f}" if peak is not None else "n/a",
+            f"{r['output_bytes'] / mib:.2f}",
+            f"{peak / r['output_bytes']:.2f}" if peak is not None else "n/a",
+            f"{r['max_abs_err_vs_fp64']:.3g}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -32,8 +32,13 @@ def _timed(fn, reps: int, before=None) -> dict:
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e6)
     q = statistics.quantiles(times, n=4, method="inclusive")
-    return {"median_us": round(statistics.median(times), 1), "p25_us": round(q[0], 1), "p75_us": round(q[2], 1),
-            "min_us": round(min(times), 1), "reps": reps}
+    return {
+        "median_us": round(statistics.median(times), 1),
+        "p25_us": round(q[0], 1),
+        "p75_us": round(q[2], 1),
+        "min_us": round(min(times), 1),
+        "reps": reps,
+    }
 
 
 def main(argv=None) -> int:
@@ -63,14 +68,17 @@ def main(argv=None) -> int:
         "grid_thw.tolist()": _timed(lambda: grid.tolist(), args.reps),
         "_axis_taps (host)": _timed(lambda: pe._axis_taps([28], n), args.reps),
         "_plan_triton (host + copy)": _timed(lambda: pe._plan_triton(rows, n, 2, dev), args.reps),
-        "_build (torch ops, cached paths)": _timed(lambda: pe._build([(28, 28)], n, 2, dev, torch.float32),
-                                                   args.reps),
+        "_build (torch ops, cached paths)": _timed(lambda: pe._build([(28, 28)], n, 2, dev, torch.float32), args.reps),
         "pin_memory() of 300 int64": _timed(lambda: host.pin_memory(), args.reps),
         "pinned non_blocking copy": _timed(lambda: host.pin_memory().to(dev, non_blocking=True), args.reps),
         "pageable copy": _timed(lambda: host.to(dev), args.reps),
-        "torch.empty x2 on cuda": _timed(lambda: (torch.empty((784, 4), dtype=torch.long, device=dev),
-                                                  torch.empty((784, 4), dtype=torch.float32, device=dev)),
-                                         args.reps),
+        "torch.empty x2 on cuda": _timed(
+            lambda: (
+                torch.empty((784, 4), dtype=torch.long, device=dev),
+                torch.empty((784, 4), dtype=torch.float32, device=dev),
+            ),
+            args.reps,
+        ),
     }
     width = max(map(len, results))
     print(f"{'step':<{width}}  median_us  p25-p75_us       min_us")
@@ -87,8 +95,11 @@ def main(argv=None) -> int:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "results": results},
-                      fh, indent=1)
+            json.dump(
+                {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__, "results": results},
+                fh,
+                indent=1,
+            )
     return 0
 
 

@@ -35,15 +35,21 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 def demo_argv(out: str) -> str:
     """Run scripts/demo.sh into ``out`` and write the argv it plans to ``out/argv.txt`` (one element per line)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
-    proc = subprocess.run([os.path.join(REPO, "scripts", "demo.sh"), "--python", sys.executable, "--out", out],
-                          env=env, capture_output=True, text=True, check=False, timeout=900)
+    proc = subprocess.run(
+        [os.path.join(REPO, "scripts", "demo.sh"), "--python", sys.executable, "--out", out],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
     if proc.returncode != 0:
         sys.exit(f"bench: make demo failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     lines = open(os.path.join(out, "logs", "entrypoint.out"), encoding="utf-8").read().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("# command ("))
     path = os.path.join(out, "argv.txt")
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines[start + 1:]) + "\n")
+        fh.write("\n".join(lines[start + 1 :]) + "\n")
     return path
 
 
@@ -79,8 +85,9 @@ def main() -> int:
         if args.vllm:
             paths = os.pathsep.join(os.path.abspath(x) for x in args.vllm.split(os.pathsep))
             contenders["this checkout, --vllm-rules vllm"] = (
-                cmd + ["--vllm-rules", "vllm"], dict(env, PYTHONPATH=os.pathsep.join(
-                    [os.path.join(REPO, "python", "src"), paths])))
+                cmd + ["--vllm-rules", "vllm"],
+                dict(env, PYTHONPATH=os.pathsep.join([os.path.join(REPO, "python", "src"), paths])),
+            )
         load_before = os.getloadavg()[0]
         first = {name: run_once(c, e) for name, (c, e) in contenders.items()}
         results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in contenders}
@@ -89,17 +96,23 @@ def main() -> int:
                 results[name].append(run_once(c, e))
         load_after = os.getloadavg()[0]
     base_walls = [w for w, _, _ in results["baseline"]]
-    print(f"preflight on the demo's argv, {args.runs} counted runs each in turn after one first run; "
-          f"{os.cpu_count()} CPUs; load average (1 min) {load_before:.2f} before, {load_after:.2f} after\n")
-    print("| contender | first run wall s | wall s median (min-max) | CPU s median (min-max) | wall / baseline "
-          "(median of pairs) | exit codes |")
+    print(
+        f"preflight on the demo's argv, {args.runs} counted runs each in turn after one first run; "
+        f"{os.cpu_count()} CPUs; load average (1 min) {load_before:.2f} before, {load_after:.2f} after\n"
+    )
+    print(
+        "| contender | first run wall s | wall s median (min-max) | CPU s median (min-max) | wall / baseline "
+        "(median of pairs) | exit codes |"
+    )
     print("|---|---|---|---|---|---|")
     for name, runs in results.items():
         walls, cpus, codes = [r[0] for r in runs], [r[1] for r in runs], sorted({r[2] for r in runs})
         ratio = statistics.median(w / b for w, b in zip(walls, base_walls))
-        print(f"| {name} | {first[name][0]:.1f} | {statistics.median(walls):.1f} ({min(walls):.1f}-{max(walls):.1f}) | "
-              f"{statistics.median(cpus):.1f} ({min(cpus):.1f}-{max(cpus):.1f}) | {ratio:.2f} | "
-              f"{', '.join(map(str, codes))} |")
+        print(
+            f"| {name} | {first[name][0]:.1f} | {statistics.median(walls):.1f} ({min(walls):.1f}-{max(walls):.1f}) | "
+            f"{statistics.median(cpus):.1f} ({min(cpus):.1f}-{max(cpus):.1f}) | {ratio:.2f} | "
+            f"{', '.join(map(str, codes))} |"
+        )
     return 0
 
 

@@ -40,22 +40,54 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="rh-bench-"))
     c = Cluster(root)
     rt = HERE / "standin_rt"
-    extra = dict(VLGRPO_RAY_NUM_CPUS="8", PYTHONPATH=f"{c.shim_dir}:{rt}", RAY_raylet_start_wait_time_s="120",
-                 VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS,RAY_raylet_start_wait_time_s",
-                 STANDIN_PHYSICAL_NPUS="2")
+    extra = dict(
+        VLGRPO_RAY_NUM_CPUS="8",
+        PYTHONPATH=f"{c.shim_dir}:{rt}",
+        RAY_raylet_start_wait_time_s="120",
+        VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS,RAY_raylet_start_wait_time_s",
+        STANDIN_PHYSICAL_NPUS="2",
+    )
     argv = root / "argv.txt"
-    argv.write_text("\n".join(["python3", "-m", FA, "trainer.nnodes=1", "trainer.n_gpus_per_node=2", "rollout.nnodes=1",
-                               "rollout.n_gpus_per_node=2", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"]))
+    argv.write_text(
+        "\n".join(
+            [
+                "python3",
+                "-m",
+                FA,
+                "trainer.nnodes=1",
+                "trainer.n_gpus_per_node=2",
+                "rollout.nnodes=1",
+                "rollout.n_gpus_per_node=2",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            ]
+        )
+    )
     base = ["cluster", "probe", "--address", "", "--resource", "NPU", "--nodes", "2", "--per-node", "2"]
     hook = dict(VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="2")
-    runs = {"A": (["--no-rehearse"], hook), "B": ([], hook),
-            "C": (["--rehearse", "--backend", "gloo", "--argv-file", str(argv)], {})}
+    runs = {
+        "A": (["--no-rehearse"], hook),
+        "B": ([], hook),
+        "C": (["--rehearse", "--backend", "gloo", "--argv-file", str(argv)], {}),
+    }
     got: dict[str, list] = {k: [] for k in runs}
     try:
         c.start_head(devices=2, physical=2, **extra)
         c.start_worker("127.0.0.3", devices=2, physical=2, **extra)
-        out = run_cli("cluster", "wait", "--address", c.address, "--resource", "NPU", "--nodes", "2", "--per-node", "2",
-                      "--timeout", "180", timeout=240)
+        out = run_cli(
+            "cluster",
+            "wait",
+            "--address",
+            c.address,
+            "--resource",
+            "NPU",
+            "--nodes",
+            "2",
+            "--per-node",
+            "2",
+            "--timeout",
+            "180",
+            timeout=240,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         base[3] = c.address
         for _ in range(args.rounds):
@@ -74,13 +106,18 @@ def main() -> int:
             print("clean-up:", problems, file=sys.stderr)
     print("| command | wall per run (s) | median (s) | rehearsal's own total (s) | stages of the last run |")
     print("|---|---|---|---|---|")
-    names = {"A": "A `probe --no-rehearse`", "B": "B `probe` (today's call: probe + rehearsal, 1 group 2 x 2)",
-             "C": "C `probe --rehearse --argv-file` (fully-async: trainer 2, rollout 2, weight sync 3)"}
+    names = {
+        "A": "A `probe --no-rehearse`",
+        "B": "B `probe` (today's call: probe + rehearsal, 1 group 2 x 2)",
+        "C": "C `probe --rehearse --argv-file` (fully-async: trainer 2, rollout 2, weight sync 3)",
+    }
     for key, rows in got.items():
         walls = [w for w, _, _ in rows]
         own = [t for _, t, _ in rows if t is not None]
-        print(f"| {names[key]} | {', '.join(f'{w:.1f}' for w in walls)} | {statistics.median(walls):.1f} | "
-              f"{', '.join(f'{t:.1f}' for t in own) or '-'} | {rows[-1][2] or '-'} |")
+        print(
+            f"| {names[key]} | {', '.join(f'{w:.1f}' for w in walls)} | {statistics.median(walls):.1f} | "
+            f"{', '.join(f'{t:.1f}' for t in own) or '-'} | {rows[-1][2] or '-'} |"
+        )
     return 0
 
 

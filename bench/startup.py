@@ -42,11 +42,18 @@ BUDGET_MS = 5.0
 
 def _venv(root: Path, name: str, src: Path) -> Path:
     venv = root / name
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
     py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(site) / "_vlgrpo_src.pth").write_text(f"{src}\n")
     return py
 
@@ -93,8 +100,12 @@ def main(argv=None) -> int:
         img_with, img_without = _venv(tmp, "img-with", src), _venv(tmp, "img-without", src)
         raw_with, raw_without = _venv(tmp, "raw-with", raw), _venv(tmp, "raw-without", raw)
         for py in (img_with, raw_with):
-            subprocess.run([str(py), "-m", "vlgrpo", "patches", "install-sitecustomize"], check=True,
-                           capture_output=True, env=_env(None))
+            subprocess.run(
+                [str(py), "-m", "vlgrpo", "patches", "install-sitecustomize"],
+                check=True,
+                capture_output=True,
+                env=_env(None),
+            )
         for cache in (raw_with.parent.parent / "lib").rglob("__pycache__"):
             shutil.rmtree(cache)
         variants = {
@@ -113,7 +124,7 @@ def main(argv=None) -> int:
         cpu = {k: [] for k in variants}
         keys = list(variants)
         for i in range(args.runs + 2):  # two warm-up rounds, discarded
-            order = keys[i % len(keys):] + keys[:i % len(keys)]
+            order = keys[i % len(keys) :] + keys[: i % len(keys)]
             for key in order:
                 py, env = variants[key]
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -127,21 +138,26 @@ def main(argv=None) -> int:
         stats = {k: _ms(v) for k, v in times.items()}
         cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
         ok = True
-        lines = [f"`python bench/startup.py --runs {args.runs}` on {platform.node() or 'host'} "
-                 f"({os.cpu_count()} cores, Python {platform.python_version()}), {args.runs} runs per variant, "
-                 "interleaved:", "",
-                 "| set-up | without: wall median / p10 / p90 ms | with: wall median / p10 / p90 ms "
-                 "| wall median added | CPU (user+sys) median without / with / added |",
-                 "|---|---|---|---|---|"]
+        lines = [
+            f"`python bench/startup.py --runs {args.runs}` on {platform.node() or 'host'} "
+            f"({os.cpu_count()} cores, Python {platform.python_version()}), {args.runs} runs per variant, "
+            "interleaved:",
+            "",
+            "| set-up | without: wall median / p10 / p90 ms | with: wall median / p10 / p90 ms "
+            "| wall median added | CPU (user+sys) median without / with / added |",
+            "|---|---|---|---|---|",
+        ]
         for setup in ("dev", "image", "image, no .pyc"):
             a, b = stats[(setup, "without")], stats[(setup, "with")]
             added = b["median"] - a["median"]
             if setup != "image, no .pyc":  # informative: PYTHONDONTWRITEBYTECODE machines compile every start
                 ok &= added <= BUDGET_MS
-            lines.append(f"| {setup} | {a['median']:.1f} / {a['p10']:.1f} / {a['p90']:.1f} | "
-                         f"{b['median']:.1f} / {b['p10']:.1f} / {b['p90']:.1f} | {added:+.2f} ms | "
-                         f"{cpu_med[(setup, 'without')]:.1f} / {cpu_med[(setup, 'with')]:.1f} / "
-                         f"{cpu_med[(setup, 'with')] - cpu_med[(setup, 'without')]:+.2f} ms |")
+            lines.append(
+                f"| {setup} | {a['median']:.1f} / {a['p10']:.1f} / {a['p90']:.1f} | "
+                f"{b['median']:.1f} / {b['p10']:.1f} / {b['p90']:.1f} | {added:+.2f} ms | "
+                f"{cpu_med[(setup, 'without')]:.1f} / {cpu_med[(setup, 'with')]:.1f} / "
+                f"{cpu_med[(setup, 'with')] - cpu_med[(setup, 'without')]:+.2f} ms |"
+            )
         print("\n".join(lines) if args.markdown else "\n".join(lines[2:]))
         print(f"\nbudget {BUDGET_MS} ms: {'met' if ok else 'EXCEEDED'}")
         return 0 if ok else 2

@@ -26,8 +26,9 @@ def main(constraints: str, full: str) -> int:
     for line in open(full, encoding="utf-8"):
         m = re.match(r"([A-Za-z0-9._-]+)(\[[^\]]*\])?==\S+\s*#\s*via\s+(.*)", line)
         if m:
-            via[canon(m.group(1))] = {canon(v.strip()) if not v.strip().startswith("-") else v.strip()
-                                      for v in m.group(3).split(",")}
+            via[canon(m.group(1))] = {
+                canon(v.strip()) if not v.strip().startswith("-") else v.strip() for v in m.group(3).split(",")
+            }
     changed = True
     while changed:
         changed = False

@@ -43,9 +43,20 @@ VERBS = (
 ).split()
 # verbs whose third-person form is as often a plural noun ("checks run in order"): only -ed/-ing refused
 NOUNS_TOO = {"change", "check", "drop", "handle", "merge", "run", "set", "split", "support", "test"}
-_IRREGULAR = {"made": "make", "ran": "run", "wrote": "write", "sped": "speed", "rewrote": "rewrite",
-              "setting": "set", "running": "run", "splitting": "split", "skipped": "skip", "skipping": "skip",
-              "dropped": "drop", "dropping": "drop"}
+_IRREGULAR = {
+    "made": "make",
+    "ran": "run",
+    "wrote": "write",
+    "sped": "speed",
+    "rewrote": "rewrite",
+    "setting": "set",
+    "running": "run",
+    "splitting": "split",
+    "skipped": "skip",
+    "skipping": "skip",
+    "dropped": "drop",
+    "dropping": "drop",
+}
 TRAILER = re.compile(r"^(Signed-off-by|Co-authored-by|Reviewed-by|Acked-by|Change-Id): ")
 GIT_SUBJECTS = ("Merge ", 'Revert "')  # subjects git writes itself (git merge, git revert)
 AUTOSQUASH = ("fixup! ", "squash! ", "amend! ")  # squashed away before landing: the hook lets them through
@@ -93,14 +104,18 @@ def problems(text: str, *, hook: bool = False) -> list[str]:
         out.append(f"subject is {len(subject)} characters, at most {MAX_SUBJECT}: say less, put the rest in the body")
     m = SCOPE.match(subject)
     if not m:
-        out.append("subject has no scope prefix: start it with the area it changes and ': ', "
-                   "e.g. 'preflight: cache row counts by content hash'")
+        out.append(
+            "subject has no scope prefix: start it with the area it changes and ': ', "
+            "e.g. 'preflight: cache row counts by content hash'"
+        )
     else:
         first = m["text"].split()[0].strip(",.;:")
         verb = _not_imperative(first)
         if verb:
-            out.append(f"subject is not imperative: '{first}' -> '{verb}' (say what the commit does: "
-                       f"'{m['scope']}: {verb} ...')")
+            out.append(
+                f"subject is not imperative: '{first}' -> '{verb}' (say what the commit does: "
+                f"'{m['scope']}: {verb} ...')"
+            )
     rest = lines[1:]
     if rest and rest[0]:
         out.append("no blank line after the subject: the subject is one line, then a blank line, then the body")
@@ -122,8 +137,9 @@ def base_commit(arg: str | None) -> tuple[str, str]:
         return arg, "the argument"
     if os.environ.get("VLGRPO_COMMIT_BASE"):
         return os.environ["VLGRPO_COMMIT_BASE"], "VLGRPO_COMMIT_BASE"
-    words = [w for ln in BASE_FILE.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")
-             for w in ln.split()]
+    words = [
+        w for ln in BASE_FILE.read_text(encoding="utf-8").splitlines() if not ln.startswith("#") for w in ln.split()
+    ]
     if not words:
         raise RuntimeError(f"{BASE_FILE.relative_to(REPO)} names no commit")
     return words[0], str(BASE_FILE.relative_to(REPO))
@@ -135,15 +151,24 @@ def check_range(arg: str | None) -> int:
         try:
             _git("rev-parse", "--verify", "-q", base + "^{commit}")
         except RuntimeError:
-            print(f"commit-check: the base {base} ({source}) is not in this clone: fetch the full history "
-                  f"(git fetch --unshallow) or pass a base that is, e.g. scripts/commit_check.py range origin/main",
-                  file=sys.stderr)
+            print(
+                f"commit-check: the base {base} ({source}) is not in this clone: fetch the full history "
+                f"(git fetch --unshallow) or pass a base that is, e.g. scripts/commit_check.py range origin/main",
+                file=sys.stderr,
+            )
             return 2
-        if subprocess.run(["git", "merge-base", "--is-ancestor", base, "HEAD"], cwd=REPO,
-                          capture_output=True, check=False).returncode != 0:
-            print(f"commit-check: the base {base} ({source}) is not an ancestor of HEAD, so {base}..HEAD would "
-                  "reach into the history before the convention: rebase onto it or pass the commit this change "
-                  "started from", file=sys.stderr)
+        if (
+            subprocess.run(
+                ["git", "merge-base", "--is-ancestor", base, "HEAD"], cwd=REPO, capture_output=True, check=False
+            ).returncode
+            != 0
+        ):
+            print(
+                f"commit-check: the base {base} ({source}) is not an ancestor of HEAD, so {base}..HEAD would "
+                "reach into the history before the convention: rebase onto it or pass the commit this change "
+                "started from",
+                file=sys.stderr,
+            )
             return 2
         shas = _git("rev-list", "--no-merges", "--reverse", f"{base}..HEAD").split()
         bad = 0
@@ -158,9 +183,16 @@ def check_range(arg: str | None) -> int:
     except RuntimeError as exc:
         print(f"commit-check: {exc}", file=sys.stderr)
         return 2
-    print(f"commit-check: {len(shas) - bad} of {len(shas)} commit(s) after {base[:10]} ({source}) follow the "
-          "convention" + ("" if not bad else "; fix the others with git commit --amend / git rebase -i before "
-                          "they land (see CONTRIBUTING.md, Commits)"))
+    print(
+        f"commit-check: {len(shas) - bad} of {len(shas)} commit(s) after {base[:10]} ({source}) follow the "
+        "convention"
+        + (
+            ""
+            if not bad
+            else "; fix the others with git commit --amend / git rebase -i before "
+            "they land (see CONTRIBUTING.md, Commits)"
+        )
+    )
     return 1 if bad else 0
 
 
@@ -175,8 +207,10 @@ def check_file(path: str) -> int:
         print("commit-msg: the commit is refused (CONTRIBUTING.md, Commits):", file=sys.stderr)
         for p in found:
             print(f"  - {p}", file=sys.stderr)
-        print("  the message is kept in .git/COMMIT_EDITMSG; git commit -e -F .git/COMMIT_EDITMSG edits it again",
-              file=sys.stderr)
+        print(
+            "  the message is kept in .git/COMMIT_EDITMSG; git commit -e -F .git/COMMIT_EDITMSG edits it again",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

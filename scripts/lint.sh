@@ -20,10 +20,11 @@ if ((${#dockerfiles[@]})); then
   echo "lint: hadolint clean (${#dockerfiles[@]} Dockerfiles)"
 fi
 
-# Python: ruff's lint rules (ruff.toml at the root: every Python file) and mypy over the package (its config in
+# Python: ruff's lint rules and its formatter (ruff.toml at the root: every Python file) and mypy over the package (its config in
 # python/pyproject.toml); both pinned in requirements/dev.txt
 "$venv/bin/ruff" check --quiet .
-echo "lint: ruff clean"
+"$venv/bin/ruff" format --check --quiet .
+echo "lint: ruff clean (lint rules and format)"
 "$venv/bin/python" -m mypy --config-file python/pyproject.toml --no-error-summary
 echo "lint: mypy clean (python/src/vlgrpo)"
 

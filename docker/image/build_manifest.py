@@ -62,23 +62,35 @@ def main(argv: list[str] | None = None) -> int:
     fixes = env("VLGRPO_VERL_FIX_COMMITS", "").split()
     manifest = {
         "schema": "vlgrpo.build-manifest/1",
-        "project": {"name": "vlgrpo", "version": env("VLGRPO_VERSION", "unknown"),
-                    "revision": env("VLGRPO_REVISION", "unknown"), "source": env("VLGRPO_SOURCE_URL", "unknown")},
+        "project": {
+            "name": "vlgrpo",
+            "version": env("VLGRPO_VERSION", "unknown"),
+            "revision": env("VLGRPO_REVISION", "unknown"),
+            "source": env("VLGRPO_SOURCE_URL", "unknown"),
+        },
         "platform": env("VLGRPO_PLATFORM", "unknown"),
         "stand_in": env("VLGRPO_STAND_IN", "0") == "1",
         "base": {"image": env("VLGRPO_BASE_IMAGE", "unknown"), "digest": env("VLGRPO_BASE_DIGEST") or "unresolved"},
-        "verl": {"source": verl_source, "version": pins.get("VERL_VERSION"), "tag": pins.get("VERL_TAG"),
-                 "commit": pins.get("VERL_COMMIT") if verl_source == "git" else None,
-                 "applied_commits": fixes if verl_source == "git" else [],
-                 "cherry_pick_exercised": verl_source == "git"},
+        "verl": {
+            "source": verl_source,
+            "version": pins.get("VERL_VERSION"),
+            "tag": pins.get("VERL_TAG"),
+            "commit": pins.get("VERL_COMMIT") if verl_source == "git" else None,
+            "applied_commits": fixes if verl_source == "git" else [],
+            "cherry_pick_exercised": verl_source == "git",
+        },
         "pins": pins,
         "locks": {os.path.basename(p): sha256(p) for p in args.lock},
         "python": {"version": sys.version.split()[0], "executable": sys.executable},
-        "packages": dict(sorted({canon(d.metadata["Name"]): d.version for d in md.distributions()
-                                 if d.metadata["Name"]}.items())),
+        "packages": dict(
+            sorted({canon(d.metadata["Name"]): d.version for d in md.distributions() if d.metadata["Name"]}.items())
+        ),
         "sitecustomize": json.load(open(args.sitecustomize, encoding="utf-8")),
-        "flash_attn": ({"wheel": env("VLGRPO_FLASH_ATTN_WHEEL"), "sha256": env("VLGRPO_FLASH_ATTN_SHA256")}
-                       if env("VLGRPO_FLASH_ATTN_WHEEL") else None),
+        "flash_attn": (
+            {"wheel": env("VLGRPO_FLASH_ATTN_WHEEL"), "sha256": env("VLGRPO_FLASH_ATTN_SHA256")}
+            if env("VLGRPO_FLASH_ATTN_WHEEL")
+            else None
+        ),
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as fh:

@@ -81,14 +81,21 @@ def check_locks(paths: list[str], have: dict[str, str]) -> None:
             name, want = canon(m.group(1)), m.group(3)
             if have.get(name) != want:
                 bad.append(f"{name}=={want} (image has {have.get(name) or 'nothing'})")
-    record("lock", "FAIL" if bad else "ok",
-           "; ".join(bad) if bad else f"{count} locked packages at their locked versions")
+    record(
+        "lock", "FAIL" if bad else "ok", "; ".join(bad) if bad else f"{count} locked packages at their locked versions"
+    )
 
 
 def check_pins(pins: dict[str, str], have: dict[str, str]) -> None:
-    want = {"transformers": pins["TRANSFORMERS_VERSION"], "ray": pins["RAY_VERSION"],
-            "hydra-core": pins["HYDRA_VERSION"], "omegaconf": pins["OMEGACONF_VERSION"],
-            "tensordict": pins["TENSORDICT_VERSION"], "verl": pins["VERL_VERSION"], "veomni": pins["VEOMNI_VERSION"]}
+    want = {
+        "transformers": pins["TRANSFORMERS_VERSION"],
+        "ray": pins["RAY_VERSION"],
+        "hydra-core": pins["HYDRA_VERSION"],
+        "omegaconf": pins["OMEGACONF_VERSION"],
+        "tensordict": pins["TENSORDICT_VERSION"],
+        "verl": pins["VERL_VERSION"],
+        "veomni": pins["VEOMNI_VERSION"],
+    }
     bad = [f"{k}: want {v}, image has {have.get(k)}" for k, v in want.items() if have.get(k) != v]
     record("pins", "FAIL" if bad else "ok", "; ".join(bad) if bad else ", ".join(f"{k} {v}" for k, v in want.items()))
 
@@ -99,9 +106,33 @@ NEEDS_TORCHVISION = {"qwen_vl_utils"}
 
 def check_imports(stand_in: bool) -> None:
     bad, skipped = [], []
-    for mod in ("vlgrpo", "vlgrpo.patches", "transformers", "ray", "hydra", "omegaconf", "tensordict", "verl",
-                "veomni", "numpy", "pyarrow", "pandas", "datasets", "peft", "accelerate", "torchdata", "qwen_vl_utils",
-                "mathruler.grader", "zmq", "uvicorn", "fastapi", "codetiming", "pylatexenc", "wandb", "tensorboard"):
+    for mod in (
+        "vlgrpo",
+        "vlgrpo.patches",
+        "transformers",
+        "ray",
+        "hydra",
+        "omegaconf",
+        "tensordict",
+        "verl",
+        "veomni",
+        "numpy",
+        "pyarrow",
+        "pandas",
+        "datasets",
+        "peft",
+        "accelerate",
+        "torchdata",
+        "qwen_vl_utils",
+        "mathruler.grader",
+        "zmq",
+        "uvicorn",
+        "fastapi",
+        "codetiming",
+        "pylatexenc",
+        "wandb",
+        "tensorboard",
+    ):
         if stand_in and mod in NEEDS_TORCHVISION and importlib.util.find_spec("torchvision") is None:
             skipped.append(mod)
             continue
@@ -115,35 +146,58 @@ def check_imports(stand_in: bool) -> None:
 
 def check_patches() -> None:
     env = dict(os.environ, VLGRPO_PATCHES_STRICT="1")
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "patches", "status", "--verify"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "patches", "status", "--verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     for line in (proc.stdout + proc.stderr).splitlines():
         print(f"smoke:        | {line}")
-    record("patches", "ok" if proc.returncode == 0 else "FAIL",
-           f"python -m vlgrpo patches status --verify (strict) exit {proc.returncode}")
+    record(
+        "patches",
+        "ok" if proc.returncode == 0 else "FAIL",
+        f"python -m vlgrpo patches status --verify (strict) exit {proc.returncode}",
+    )
 
 
-PROBE = ("import json, sys, sitecustomize\n"
-         "from vlgrpo.patches import bootstrap as b\n"
-         "print(json.dumps({'file': sitecustomize.__file__, 'state': b.STATE,"
-         " 'chained_loaded': 'vlgrpo_chained_sitecustomize' in sys.modules}, default=str))\n")
+PROBE = (
+    "import json, sys, sitecustomize\n"
+    "from vlgrpo.patches import bootstrap as b\n"
+    "print(json.dumps({'file': sitecustomize.__file__, 'state': b.STATE,"
+    " 'chained_loaded': 'vlgrpo_chained_sitecustomize' in sys.modules}, default=str))\n"
+)
 
 
 def _spawn_child(queue) -> None:  # runs in a multiprocessing "spawn" child
     import sitecustomize
     from vlgrpo.patches import bootstrap as b
 
-    queue.put({"file": sitecustomize.__file__, "state": dict(b.STATE),
-               "chained_loaded": "vlgrpo_chained_sitecustomize" in sys.modules})
+    queue.put(
+        {
+            "file": sitecustomize.__file__,
+            "state": dict(b.STATE),
+            "chained_loaded": "vlgrpo_chained_sitecustomize" in sys.modules,
+        }
+    )
 
 
 def check_sitecustomize(info: dict) -> None:
     shim = info["shim"]
     views = {}
-    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    views["subprocess"] = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {
-        "error": proc.stderr.strip()[-400:]}
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    views["subprocess"] = (
+        json.loads(proc.stdout.strip().splitlines()[-1])
+        if proc.returncode == 0
+        else {"error": proc.stderr.strip()[-400:]}
+    )
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     child = ctx.Process(target=_spawn_child, args=(queue,))
@@ -163,11 +217,16 @@ def check_sitecustomize(info: dict) -> None:
             bad.append(f"{where}: patch bootstrap not installed (state {view['state']})")
         if info.get("kept_as"):
             chained = view["state"].get("chained_sitecustomize")
-            if not chained or os.path.realpath(chained) != os.path.realpath(info["kept_as"]) or not view["chained_loaded"]:
+            if (
+                not chained
+                or os.path.realpath(chained) != os.path.realpath(info["kept_as"])
+                or not view["chained_loaded"]
+            ):
                 bad.append(f"{where}: base sitecustomize {info['base_sitecustomize']} not chained (state {chained})")
     base = info.get("base_sitecustomize")
-    detail = (f"ours ({shim}) in a subprocess and a spawn child"
-              + (f"; base's {base} kept as {info['kept_as']} and chained" if base else "; base had none"))
+    detail = f"ours ({shim}) in a subprocess and a spawn child" + (
+        f"; base's {base} kept as {info['kept_as']} and chained" if base else "; base had none"
+    )
     record("sitecustomize", "FAIL" if bad else "ok", "; ".join(bad) if bad else detail)
 
 
@@ -186,7 +245,8 @@ RAY_PROBE = (
     "    return {'file': f, 'state': {k: v for k, v in b.STATE.items() if isinstance(v, (str, bool, type(None)))},\n"
     "            'chained_loaded': 'vlgrpo_chained_sitecustomize' in sys.modules, 'pid': os.getpid()}\n"
     "print(json.dumps(ray.get(probe.remote(), timeout=120)))\n"
-    "ray.shutdown()\n")
+    "ray.shutdown()\n"
+)
 
 
 def check_sitecustomize_ray(info: dict) -> None:
@@ -209,9 +269,14 @@ def check_sitecustomize_ray(info: dict) -> None:
         bad.append("patch bootstrap not installed in the Ray worker")
     if info.get("kept_as") and not view["chained_loaded"]:
         bad.append("base sitecustomize not chained in the Ray worker")
-    record("sitecustomize-ray", "FAIL" if bad else "ok",
-           "; ".join(bad) if bad else f"ours in a Ray worker (pid {view['pid']}), bootstrap installed"
-           + (", base's chained" if info.get("kept_as") else ""))
+    record(
+        "sitecustomize-ray",
+        "FAIL" if bad else "ok",
+        "; ".join(bad)
+        if bad
+        else f"ours in a Ray worker (pid {view['pid']}), bootstrap installed"
+        + (", base's chained" if info.get("kept_as") else ""),
+    )
 
 
 def check_ckpt_engine(stand_in: bool) -> None:
@@ -224,11 +289,19 @@ def check_ckpt_engine(stand_in: bool) -> None:
     if "nccl" in registered:
         record("ckpt-engine", "ok", f"backend nccl registered (registered: {registered})")
     elif stand_in:
-        record("ckpt-engine", "n/a", f"stand-in base has no cupy/vLLM/torch_npu, so nccl cannot register here "
-                                      f"(registered: {registered}); the GPU and Ascend builds require it")
+        record(
+            "ckpt-engine",
+            "n/a",
+            f"stand-in base has no cupy/vLLM/torch_npu, so nccl cannot register here "
+            f"(registered: {registered}); the GPU and Ascend builds require it",
+        )
     else:
-        record("ckpt-engine", "FAIL", f"backend nccl NOT registered (registered: {registered}); GPU needs cupy "
-                                      "and pyzmq, Ascend needs torch_npu and vllm (field case B13)")
+        record(
+            "ckpt-engine",
+            "FAIL",
+            f"backend nccl NOT registered (registered: {registered}); GPU needs cupy "
+            "and pyzmq, Ascend needs torch_npu and vllm (field case B13)",
+        )
 
 
 def check_accelerator(platform: str, stand_in: bool) -> None:
@@ -274,10 +347,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lock", action="append", default=[])
     ap.add_argument("--sitecustomize", required=True)
     ap.add_argument("--entrypoints", default="/opt/vlgrpo/entrypoints")
-    ap.add_argument("--ray", action="store_true", help="also check sitecustomize in a Ray worker (starts a 1-CPU local Ray)")
+    ap.add_argument(
+        "--ray", action="store_true", help="also check sitecustomize in a Ray worker (starts a 1-CPU local Ray)"
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    pins = {k: v for k, _, v in (l.strip().partition("=") for l in open(args.pins) if "=" in l and not l.startswith("#"))}
+    pins = {
+        k: v for k, _, v in (l.strip().partition("=") for l in open(args.pins) if "=" in l and not l.startswith("#"))
+    }
     have = installed()
     check_base(args.base_constraints, have)
     check_locks(args.lock, have)
@@ -293,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in RESULTS if r["status"] == "FAIL"]
     ok = [r for r in RESULTS if r["status"] == "ok"]
     na = [r for r in RESULTS if r["status"] == "n/a"]
-    print(f"smoke: {len(ok)} checks ok, {len(failed)} failed, {len(na)} not applicable"
-          + (" (stand-in base)" if args.stand_in else ""))
+    print(
+        f"smoke: {len(ok)} checks ok, {len(failed)} failed, {len(na)} not applicable"
+        + (" (stand-in base)" if args.stand_in else "")
+    )
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"platform": args.platform, "stand_in": args.stand_in, "results": RESULTS}, fh, indent=2)

@@ -16,8 +16,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 labels = json.loads(os.environ["LABELS"])
 manifest = json.loads(os.environ["MANIFEST"])
-pins = dict(line.split("=", 1) for line in (ROOT / "docker/pins.env").read_text().splitlines()
-            if line and not line.startswith("#") and "=" in line)
+pins = dict(
+    line.split("=", 1)
+    for line in (ROOT / "docker/pins.env").read_text().splitlines()
+    if line and not line.startswith("#") and "=" in line
+)
 version = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "python/pyproject.toml").read_text(), re.M).group(1)
 lock = ROOT / pins["CI_LOCK"]
 
@@ -31,14 +34,20 @@ checks = {
     "manifest revision": manifest["project"]["revision"] == os.environ["REV"],
     "manifest stand_in": manifest.get("stand_in") is True,
     "manifest verl source pypi, no cherry-pick claimed": manifest["verl"]["source"] == "pypi"
-    and manifest["verl"]["cherry_pick_exercised"] is False and manifest["verl"]["applied_commits"] == [],
+    and manifest["verl"]["cherry_pick_exercised"] is False
+    and manifest["verl"]["applied_commits"] == [],
     "manifest pins = docker/pins.env": manifest["pins"] == pins,
     "manifest lock hash = this checkout's lock": manifest["locks"].get("stack.txt")
     == "sha256:" + hashlib.sha256(lock.read_bytes()).hexdigest(),
     "manifest transformers/ray/verl/veomni versions": all(
-        manifest["packages"].get(k) == pins[v] for k, v in (("transformers", "TRANSFORMERS_VERSION"),
-                                                             ("ray", "RAY_VERSION"), ("verl", "VERL_VERSION"),
-                                                             ("veomni", "VEOMNI_VERSION"))),
+        manifest["packages"].get(k) == pins[v]
+        for k, v in (
+            ("transformers", "TRANSFORMERS_VERSION"),
+            ("ray", "RAY_VERSION"),
+            ("verl", "VERL_VERSION"),
+            ("veomni", "VEOMNI_VERSION"),
+        )
+    ),
     "manifest torch = stand-in torch": manifest["packages"].get("torch", "").startswith(pins["CI_TORCH"]),
 }
 for name, good in checks.items():

@@ -76,8 +76,10 @@ def check_dockerfile(path: Path, image_dockerfile: bool) -> list[str]:
                 if default is None:
                     findings.append(f"{where}: FROM {ref}: {m.group(1)} is not a global ARG declared before FROM")
                 elif not PINNED_IMAGE.match(default) or default.split("@")[0].endswith(":latest"):
-                    findings.append(f"{where}: FROM {ref}: ARG {m.group(1)} default {default!r} is not a pinned "
-                                    "image (name:tag[@sha256:...], tag not latest)")
+                    findings.append(
+                        f"{where}: FROM {ref}: ARG {m.group(1)} default {default!r} is not a pinned "
+                        "image (name:tag[@sha256:...], tag not latest)"
+                    )
             elif m_stage and m_stage.group(2) in global_args:
                 options = [s for s in stages if s.startswith(m_stage.group(1))]
                 if f"{m_stage.group(1)}{global_args[m_stage.group(2)]}" not in options:
@@ -99,8 +101,9 @@ def check_run(where: str, cmd: str, image_dockerfile: bool) -> list[str]:
         if not words:
             continue
         joined = " ".join(words)
-        if re.search(r"(^|\s)(-U|--upgrade|--upgrade-strategy|--force-reinstall|--pre|--no-constraints)(\s|=|$)", joined) \
-                and re.search(r"\b(pip|uv|apt-get|apt)\b", joined):
+        if re.search(
+            r"(^|\s)(-U|--upgrade|--upgrade-strategy|--force-reinstall|--pre|--no-constraints)(\s|=|$)", joined
+        ) and re.search(r"\b(pip|uv|apt-get|apt)\b", joined):
             findings.append(f"{where}: forbidden option in: {joined}")
         if re.search(r"\bgit\+|\bhg\+|\bsvn\+|\bbzr\+", joined):
             findings.append(f"{where}: VCS requirement in: {joined}")
@@ -113,16 +116,38 @@ def check_run(where: str, cmd: str, image_dockerfile: bool) -> list[str]:
             args = m.group(2).split()
             hashed = "--require-hashes" in args and ("-r" in args or any(a.startswith("--requirement") for a in args))
             local = [a for a in args if not a.startswith("-") and (a.startswith("/") or a.startswith("./"))]
-            positional = [a for i, a in enumerate(args) if not a.startswith("-")
-                          and not (i and args[i - 1] in ("-r", "-c", "-d", "-w", "--requirement", "--constraint",
-                                                           "--dest", "--wheel-dir", "--target", "--prefix"))]
+            positional = [
+                a
+                for i, a in enumerate(args)
+                if not a.startswith("-")
+                and not (
+                    i
+                    and args[i - 1]
+                    in (
+                        "-r",
+                        "-c",
+                        "-d",
+                        "-w",
+                        "--requirement",
+                        "--constraint",
+                        "--dest",
+                        "--wheel-dir",
+                        "--target",
+                        "--prefix",
+                    )
+                )
+            ]
             if not hashed and not (positional and positional == local):
-                findings.append(f"{where}: pip {m.group(1)} neither from a hash-checked lock (--require-hashes -r) "
-                                f"nor of a local build artifact: {joined}")
+                findings.append(
+                    f"{where}: pip {m.group(1)} neither from a hash-checked lock (--require-hashes -r) "
+                    f"nor of a local build artifact: {joined}"
+                )
             if hashed and positional:
                 findings.append(f"{where}: pip {m.group(1)} mixes a lock with unpinned names {positional}: {joined}")
         if image_dockerfile and re.search(r"\bapt(-get)?\s+install\b", joined):
-            findings.append(f"{where}: apt install in an image Dockerfile (the vendor base provides the system): {joined}")
+            findings.append(
+                f"{where}: apt install in an image Dockerfile (the vendor base provides the system): {joined}"
+            )
     return findings
 
 
@@ -152,9 +177,13 @@ def check_consistency(root: Path) -> list[str]:
     findings = []
     pins = read_env(root / "docker/pins.env")
     common = (root / "docker/requirements/common.in").read_text()
-    for pkg, key in (("transformers", "TRANSFORMERS_VERSION"), ("ray[default]", "RAY_VERSION"),
-                     ("hydra-core", "HYDRA_VERSION"), ("omegaconf", "OMEGACONF_VERSION"),
-                     ("tensordict", "TENSORDICT_VERSION")):
+    for pkg, key in (
+        ("transformers", "TRANSFORMERS_VERSION"),
+        ("ray[default]", "RAY_VERSION"),
+        ("hydra-core", "HYDRA_VERSION"),
+        ("omegaconf", "OMEGACONF_VERSION"),
+        ("tensordict", "TENSORDICT_VERSION"),
+    ):
         if f"\n{pkg}=={pins[key]}\n" not in f"\n{common}":
             findings.append(f"docker/requirements/common.in: {pkg}=={pins[key]} (pins.env {key}) missing")
     if f"veomni=={pins['VEOMNI_VERSION']}" not in (root / "docker/requirements/nodeps.in").read_text():
@@ -168,8 +197,12 @@ def check_consistency(root: Path) -> list[str]:
                 findings.append(f"{pins[lock_key]}: {pkg} is not at {pins[key]}: run make lock")
     for df, base_key in (("docker/npu.Dockerfile", "NPU_A2_BASE_IMAGE"), ("docker/gpu.Dockerfile", "GPU_BASE_IMAGE")):
         text = (root / df).read_text()
-        for key, want in (("BASE_IMAGE", pins[base_key]), ("VERL_COMMIT", pins["VERL_COMMIT"]),
-                          ("VERL_FIX_COMMITS", pins["VERL_FIX_COMMITS"]), ("VERL_REPO", pins["VERL_REPO"])):
+        for key, want in (
+            ("BASE_IMAGE", pins[base_key]),
+            ("VERL_COMMIT", pins["VERL_COMMIT"]),
+            ("VERL_FIX_COMMITS", pins["VERL_FIX_COMMITS"]),
+            ("VERL_REPO", pins["VERL_REPO"]),
+        ):
             for value in re.findall(rf"^ARG {key}=(\S+)", text, re.M):
                 if value != want:
                     findings.append(f"{df}: ARG {key}={value} disagrees with pins.env ({want})")
@@ -179,9 +212,13 @@ def check_consistency(root: Path) -> list[str]:
             continue
         platform, image, digest = line.split("\t")
         if images.get(platform) != image:
-            findings.append(f"docker/base-digests.lock: {platform} {image} disagrees with pins.env ({images.get(platform)})")
+            findings.append(
+                f"docker/base-digests.lock: {platform} {image} disagrees with pins.env ({images.get(platform)})"
+            )
         if not DIGEST.match(digest):
-            findings.append(f"docker/base-digests.lock: {platform} digest {digest!r} is neither unresolved nor sha256:<64 hex>")
+            findings.append(
+                f"docker/base-digests.lock: {platform} digest {digest!r} is neither unresolved nor sha256:<64 hex>"
+            )
     for line in (root / "docker/artifacts.lock").read_text().splitlines():
         if line.startswith("#") or not line.strip():
             continue
@@ -206,8 +243,10 @@ def main(argv: list[str]) -> int:
         print(f"check_pins: {f}", file=sys.stderr)
     if findings:
         return 2
-    print(f"check_pins: {len(dockerfiles)} Dockerfiles, {len(list((root / 'docker/locks').glob('*.txt')))} locks: "
-          "every base ARG-controlled and pinned, every install hash-pinned, pins consistent")
+    print(
+        f"check_pins: {len(dockerfiles)} Dockerfiles, {len(list((root / 'docker/locks').glob('*.txt')))} locks: "
+        "every base ARG-controlled and pinned, every install hash-pinned, pins consistent"
+    )
     return 0
 
 

@@ -34,20 +34,23 @@ def test_good_dockerfile_passes(tmp_path):
     assert findings_for(tmp_path, GOOD) == []
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("FROM vllm/vllm-openai:v0.13.0\n", "base must be"),
-    ("ARG BASE_IMAGE=vllm/vllm-openai\nFROM ${BASE_IMAGE}\n", "not a pinned"),
-    ("ARG BASE_IMAGE=vllm/vllm-openai:latest\nFROM ${BASE_IMAGE}\n", "not a pinned"),
-    ("FROM ${NOT_DECLARED}\n", "not a global ARG"),
-    (GOOD + "RUN pip install transformers==4.57.6\n", "neither from a hash-checked lock"),
-    (GOOD + "RUN pip install --require-hashes -r /l.txt -U ray\n", "forbidden option"),
-    (GOOD + "RUN python3 -m pip install --upgrade pip\n", "forbidden option"),
-    (GOOD + "RUN pip install git+https://github.com/verl-project/verl.git@main\n", "VCS requirement"),
-    (GOOD + "RUN git clone --branch main https://github.com/verl-project/verl.git\n", "git clone"),
-    (GOOD + "RUN PIP_CONSTRAINT= pip install --require-hashes -r /l.txt\n", "clears PIP_CONSTRAINT"),
-    (GOOD + "RUN apt-get update && apt-get install -y git\n", "apt install"),
-    (GOOD + "RUN set -e; \\\n    pip download verl -d /dist\n", "neither from a hash-checked lock"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("FROM vllm/vllm-openai:v0.13.0\n", "base must be"),
+        ("ARG BASE_IMAGE=vllm/vllm-openai\nFROM ${BASE_IMAGE}\n", "not a pinned"),
+        ("ARG BASE_IMAGE=vllm/vllm-openai:latest\nFROM ${BASE_IMAGE}\n", "not a pinned"),
+        ("FROM ${NOT_DECLARED}\n", "not a global ARG"),
+        (GOOD + "RUN pip install transformers==4.57.6\n", "neither from a hash-checked lock"),
+        (GOOD + "RUN pip install --require-hashes -r /l.txt -U ray\n", "forbidden option"),
+        (GOOD + "RUN python3 -m pip install --upgrade pip\n", "forbidden option"),
+        (GOOD + "RUN pip install git+https://github.com/verl-project/verl.git@main\n", "VCS requirement"),
+        (GOOD + "RUN git clone --branch main https://github.com/verl-project/verl.git\n", "git clone"),
+        (GOOD + "RUN PIP_CONSTRAINT= pip install --require-hashes -r /l.txt\n", "clears PIP_CONSTRAINT"),
+        (GOOD + "RUN apt-get update && apt-get install -y git\n", "apt install"),
+        (GOOD + "RUN set -e; \\\n    pip download verl -d /dist\n", "neither from a hash-checked lock"),
+    ],
+)
 def test_bad_dockerfile_is_caught(tmp_path, bad, why):
     found = findings_for(tmp_path, bad)
     assert any(why in f for f in found), found

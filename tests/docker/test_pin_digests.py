@@ -13,12 +13,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docker"))
 import pin_digests  # noqa: E402
 
 
-@pytest.mark.parametrize("image, want", [
-    ("vllm/vllm-openai:v0.13.0", ("registry-1.docker.io", "vllm/vllm-openai", "v0.13.0")),
-    ("quay.io/ascend/vllm-ascend:v0.13.0-a3", ("quay.io", "ascend/vllm-ascend", "v0.13.0-a3")),
-    ("debian:12", ("registry-1.docker.io", "library/debian", "12")),
-    ("localhost:5000/x/y:1", ("localhost:5000", "x/y", "1")),
-])
+@pytest.mark.parametrize(
+    "image, want",
+    [
+        ("vllm/vllm-openai:v0.13.0", ("registry-1.docker.io", "vllm/vllm-openai", "v0.13.0")),
+        ("quay.io/ascend/vllm-ascend:v0.13.0-a3", ("quay.io", "ascend/vllm-ascend", "v0.13.0-a3")),
+        ("debian:12", ("registry-1.docker.io", "library/debian", "12")),
+        ("localhost:5000/x/y:1", ("localhost:5000", "x/y", "1")),
+    ],
+)
 def test_split_ref(image, want):
     assert pin_digests.split_ref(image) == want
 

@@ -92,8 +92,12 @@ def one_run(kind: str, args, mesh, batch, world) -> dict:
         res["params_total"] = sum(p.numel() for p in model.parameters())
         fsdp2_wrap(model, mesh, offload)
         gu = model.model.language_model.layers[0].mlp.experts.gate_up_proj
-        res["gate_up_proj"] = {"type": type(gu).__name__, "device": str(gu.device), "full": list(gu.shape),
-                               "local": list(gu.to_local().shape) if hasattr(gu, "to_local") else list(gu.shape)}
+        res["gate_up_proj"] = {
+            "type": type(gu).__name__,
+            "device": str(gu.device),
+            "full": list(gu.shape),
+            "local": list(gu.to_local().shape) if hasattr(gu, "to_local") else list(gu.shape),
+        }
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
         losses, seconds = [], []
         for step in range(args.steps):
@@ -127,9 +131,14 @@ def main(argv=None) -> int:
     rank, world, local, DEV, mesh = init_distributed()
     import transformers
 
-    report = {"torch": torch.__version__, "transformers": transformers.__version__,
-              "gpu": torch.cuda.get_device_name(local) if DEV != "cpu" else "cpu", "world_size": world,
-              "vlgrpo_loaded": any(m == "vlgrpo" or m.startswith("vlgrpo.") for m in sys.modules), "runs": []}
+    report = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name(local) if DEV != "cpu" else "cpu",
+        "world_size": world,
+        "vlgrpo_loaded": any(m == "vlgrpo" or m.startswith("vlgrpo.") for m in sys.modules),
+        "runs": [],
+    }
     try:
         batch = tinyqwen.to_device(tinyqwen.build_batch(args.batch), DEV)
         report["seq_len"] = int(batch["input_ids"].shape[1])

@@ -166,8 +166,13 @@ def one_run(kind: str, args, mesh, batch, rank: int, world: int, refs: dict) -> 
         try:
             out = model(**batch)
         except Exception as exc:  # the device error of B01 is the expected outcome without the patch
-            res["error"] = {"type": type(exc).__name__, "message": str(exc)[:2000], "frames": frames_of(exc)[-8:],
-                            "step": step, "phase": "forward"}
+            res["error"] = {
+                "type": type(exc).__name__,
+                "message": str(exc)[:2000],
+                "frames": frames_of(exc)[-8:],
+                "step": step,
+                "phase": "forward",
+            }
             return res
         loss = out.loss
         loss.backward()
@@ -239,12 +244,21 @@ def finish(report: dict, out: str, rank: int) -> int:
 
 def main(argv=None) -> int:
     ap = base_parser(__doc__.splitlines()[0], "ref,offload", 4, 1e-3)
-    ap.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
-                    help="parameter dtype: float32 (verl's actor) or bfloat16 (verl's forward-only ref model, "
-                         "the set-up of field case B01); compute is bf16 either way")
+    ap.add_argument(
+        "--param-dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="parameter dtype: float32 (verl's actor) or bfloat16 (verl's forward-only ref model, "
+        "the set-up of field case B01); compute is bf16 either way",
+    )
     ap.add_argument("--save-ref", default=None, help="one GPU: save the first run's losses and gradients here")
-    ap.add_argument("--ref", action="append", default=[], metavar="LABEL=PATH",
-                    help="compare every run with this saved run (repeatable)")
+    ap.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="compare every run with this saved run (repeatable)",
+    )
     args = ap.parse_args(argv)
 
     global DEV

@@ -24,8 +24,11 @@ def script_env(patched: bool) -> dict:
     site-packages). The rest of PYTHONPATH (e.g. /tmp/site holding transformers 4.57.6) is kept.
     """
     env = dict(os.environ)
-    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-            if p and Path(p).resolve() not in (SITECUSTOMIZE_DIR, PACKAGE_SRC)]
+    keep = [
+        p
+        for p in env.get("PYTHONPATH", "").split(os.pathsep)
+        if p and Path(p).resolve() not in (SITECUSTOMIZE_DIR, PACKAGE_SRC)
+    ]
     env.pop("VLGRPO_PATCHES", None)
     env.pop("VLGRPO_PATCHES_DISABLED", None)
     if patched:
@@ -53,8 +56,7 @@ def log_dir() -> Path:
 
 def run_script(argv: list[str], patched: bool, name: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run ``argv`` (a command list) with :func:`script_env`; log stdout+stderr to log_dir()/name.log."""
-    proc = subprocess.run(argv, env=script_env(patched), cwd=str(REPO), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(argv, env=script_env(patched), cwd=str(REPO), capture_output=True, text=True, timeout=timeout)
     (log_dir() / f"{name}.log").write_text(f"$ {' '.join(argv)}\n# patched={patched}\n" + proc.stdout + proc.stderr)
     return proc
 

@@ -45,8 +45,9 @@ def experts(dtype, seed=0):
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
     from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
 
-    cfg = Qwen3VLMoeTextConfig(hidden_size=H, moe_intermediate_size=INTER, num_experts=E, num_experts_per_tok=K,
-                               hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=H, moe_intermediate_size=INTER, num_experts=E, num_experts_per_tok=K, hidden_act="silu"
+    )
     torch.manual_seed(seed)
     with torch.device(DEV):
         mod = m.Qwen3VLMoeTextExperts(cfg)
@@ -81,8 +82,12 @@ def train_grads(fn, mod, x, dense, idx, gy):
     xi, di = x.clone().requires_grad_(True), dense.clone().requires_grad_(True)
     out = fn(mod, xi, di, idx)
     (out.float() * gy).sum().backward()
-    return out.detach(), {"hidden_states": xi.grad, "routing_weights": di.grad.gather(1, idx),
-                          "gate_up_proj": mod.gate_up_proj.grad.clone(), "down_proj": mod.down_proj.grad.clone()}
+    return out.detach(), {
+        "hidden_states": xi.grad,
+        "routing_weights": di.grad.gather(1, idx),
+        "gate_up_proj": mod.gate_up_proj.grad.clone(),
+        "down_proj": mod.down_proj.grad.clone(),
+    }
 
 
 def main(argv=None) -> int:
@@ -90,14 +95,19 @@ def main(argv=None) -> int:
     import transformers
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
 
-    rep: dict = {"torch": torch.__version__, "transformers": transformers.__version__,
-                 "gpu": "cpu (smoke)" if SMOKE else torch.cuda.get_device_name(0),
-                 "capability": None if SMOKE else list(torch.cuda.get_device_capability(0))}
+    rep: dict = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "gpu": "cpu (smoke)" if SMOKE else torch.cuda.get_device_name(0),
+        "capability": None if SMOKE else list(torch.cuda.get_device_capability(0)),
+    }
     bound = m.Qwen3VLMoeTextExperts.forward
     ours = lambda mod, *a: bound(mod, *a)  # noqa: E731 - the bound replacement, called like the module does
     original = getattr(bound, "__wrapped__", bound)
-    rep["patch"] = {"forward": f"{bound.__module__}.{bound.__qualname__}",
-                    "vlgrpo_patch": getattr(bound, "__vlgrpo_patch__", None)}
+    rep["patch"] = {
+        "forward": f"{bound.__module__}.{bound.__qualname__}",
+        "vlgrpo_patch": getattr(bound, "__vlgrpo_patch__", None),
+    }
     try:
         from vlgrpo.patches import moe_experts as me
 
@@ -121,10 +131,13 @@ def main(argv=None) -> int:
             mod.train(mode == "train")
             with torch.no_grad():
                 a, b = ours(mod, x, dense, idx), original(mod, x, dense, idx)
-            res[mode] = {"ours": float((a.reshape(-1, H).double() - ref).abs().max()),
-                         "transformers": float((b.reshape(-1, H).double() - ref).abs().max()),
-                         "ours_vs_transformers_rel": rel(a, b), "dtype": [str(a.dtype), str(b.dtype)],
-                         "shape": [list(a.shape), list(b.shape)]}
+            res[mode] = {
+                "ours": float((a.reshape(-1, H).double() - ref).abs().max()),
+                "transformers": float((b.reshape(-1, H).double() - ref).abs().max()),
+                "ours_vs_transformers_rel": rel(a, b),
+                "dtype": [str(a.dtype), str(b.dtype)],
+                "shape": [list(a.shape), list(b.shape)],
+            }
         return res
 
     def grads_fp32():
@@ -161,8 +174,9 @@ def main(argv=None) -> int:
     def block():
         from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
 
-        cfg = Qwen3VLMoeTextConfig(hidden_size=H, moe_intermediate_size=INTER, num_experts=E, num_experts_per_tok=K,
-                                   hidden_act="silu")
+        cfg = Qwen3VLMoeTextConfig(
+            hidden_size=H, moe_intermediate_size=INTER, num_experts=E, num_experts_per_tok=K, hidden_act="silu"
+        )
         torch.manual_seed(0)
         with torch.device(DEV):
             blk = m.Qwen3VLMoeTextSparseMoeBlock(cfg)
@@ -198,8 +212,13 @@ def main(argv=None) -> int:
         b, gb = train_grads(layer, mod, x, dense, idx, gy)
         return {"out": rel(a, b), **{k: rel(ga[k], gb[k]) for k in ga}}
 
-    for name, fn in (("accuracy", accuracy), ("grads_fp32", grads_fp32), ("sync", sync), ("block", block),
-                     ("compile", compiled)):
+    for name, fn in (
+        ("accuracy", accuracy),
+        ("grads_fp32", grads_fp32),
+        ("sync", sync),
+        ("block", block),
+        ("compile", compiled),
+    ):
         if SMOKE and name == "sync":
             continue
         case(name, fn)

@@ -93,17 +93,25 @@ def case(dtype, autocast: bool) -> dict:
     blk, cfg = make_block(dtype)
     gen = torch.Generator(DEV).manual_seed(1)
     x = torch.randn(2, 64, cfg.hidden_size, device=DEV, generator=gen).to(dtype)
-    res: dict = {"param_dtype": str(dtype), "autocast_bf16": autocast, "tokens": 128,
-                 "num_experts": cfg.num_experts, "top_k": cfg.num_experts_per_tok,
-                 "forward_fn": f"{type(blk).forward.__module__}.{type(blk).forward.__qualname__}",
-                 "forward_patch": getattr(type(blk).forward, "__vlgrpo_patch__", None)}
+    res: dict = {
+        "param_dtype": str(dtype),
+        "autocast_bf16": autocast,
+        "tokens": 128,
+        "num_experts": cfg.num_experts,
+        "top_k": cfg.num_experts_per_tok,
+        "forward_fn": f"{type(blk).forward.__module__}.{type(blk).forward.__qualname__}",
+        "forward_patch": getattr(type(blk).forward, "__vlgrpo_patch__", None),
+    }
     outs = {}
     for mode in ("eval", "train"):
         try:
             outs[mode] = run_mode(blk, x, mode, autocast)
         except Exception as exc:
-            res[f"{mode}_error"] = {"type": type(exc).__name__, "message": str(exc)[:500],
-                                    "frames": [f.name for f in traceback.extract_tb(exc.__traceback__)][-4:]}
+            res[f"{mode}_error"] = {
+                "type": type(exc).__name__,
+                "message": str(exc)[:500],
+                "frames": [f.name for f in traceback.extract_tb(exc.__traceback__)][-4:],
+            }
     if len(outs) < 2:
         return res
     out_e, logits_e, g_e, gy = outs["eval"]
@@ -112,14 +120,24 @@ def case(dtype, autocast: bool) -> dict:
     res["logits_dtype"] = str(logits_t.dtype)
     # float64 reference on the same (upcast) weights and input
     x64 = x.detach().double().reshape(-1, cfg.hidden_size).requires_grad_(True)
-    W = {k: v.detach().double().requires_grad_(True) for k, v in
-         {"gate": blk.gate.weight, "gate_up": blk.experts.gate_up_proj, "down": blk.experts.down_proj}.items()}
+    W = {
+        k: v.detach().double().requires_grad_(True)
+        for k, v in {
+            "gate": blk.gate.weight,
+            "gate_up": blk.experts.gate_up_proj,
+            "down": blk.experts.down_proj,
+        }.items()
+    }
     chosen = torch.topk(logits_t.double(), cfg.num_experts_per_tok, dim=-1).indices
     ref_out, ref_logits = reference(x64, W["gate"], W["gate_up"], W["down"], cfg.num_experts_per_tok, chosen)
     (ref_out * gy.double().reshape(ref_out.shape)).sum().backward()
     ref_out = ref_out.detach().reshape(out_t.shape)
-    res["same_topk_train_eval"] = bool(torch.equal(torch.topk(logits_e.float(), cfg.num_experts_per_tok).indices.sort(-1).values,
-                                                   torch.topk(logits_t.float(), cfg.num_experts_per_tok).indices.sort(-1).values))
+    res["same_topk_train_eval"] = bool(
+        torch.equal(
+            torch.topk(logits_e.float(), cfg.num_experts_per_tok).indices.sort(-1).values,
+            torch.topk(logits_t.float(), cfg.num_experts_per_tok).indices.sort(-1).values,
+        )
+    )
     res["rel"] = {
         "logits_vs_ref": rel(logits_t, ref_logits.detach()),
         "train_vs_ref": rel(out_t, ref_out),
@@ -139,10 +157,13 @@ def main(argv=None) -> int:
     out_path = Path((argv or sys.argv[1:])[0])
     import transformers
 
-    report = {"torch": torch.__version__, "transformers": transformers.__version__,
-              "gpu": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu",
-              "vlgrpo_loaded": any(m == "vlgrpo" or m.startswith("vlgrpo.") for m in sys.modules),
-              "cases": {"bf16": case(torch.bfloat16, False), "autocast": case(torch.float32, True)}}
+    report = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu",
+        "vlgrpo_loaded": any(m == "vlgrpo" or m.startswith("vlgrpo.") for m in sys.modules),
+        "cases": {"bf16": case(torch.bfloat16, False), "autocast": case(torch.float32, True)},
+    }
     out_path.write_text(json.dumps(report, indent=1))
     return 0
 

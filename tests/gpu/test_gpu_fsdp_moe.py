@@ -25,8 +25,12 @@ GROUPED = "qwen3_vl_moe.grouped_experts"
 
 def _run(nproc: int) -> dict:
     out = log_dir() / f"fsdp_moe_{nproc}gpu.json"
-    proc = run_script(torchrun(nproc) + [SCRIPT, "--steps", str(STEPS), "--out", str(out)], patched=True,
-                      name=f"fsdp_moe_{nproc}gpu", timeout=600)
+    proc = run_script(
+        torchrun(nproc) + [SCRIPT, "--steps", str(STEPS), "--out", str(out)],
+        patched=True,
+        name=f"fsdp_moe_{nproc}gpu",
+        timeout=600,
+    )
     rep = load_json(out, proc)
     assert "crash" not in rep, rep["crash"]
     assert rep["world_size"] == nproc and rep["transformers"] == "4.57.6" and rep["vlgrpo_loaded"]
@@ -59,7 +63,9 @@ def _check(rep: dict, nproc: int):
                 bad.append(f"grad norm {param}{offload}: grouped {got:.6g} vs loop {ref:.6g}")
     for a, b in zip(runs["grouped-offload"]["losses"], runs["grouped"]["losses"]):
         if abs(a - b) > OFFLOAD_LOSS_RTOL * abs(b):
-            bad.append(f"offload changes the grouped losses: {runs['grouped-offload']['losses']} vs {runs['grouped']['losses']}")
+            bad.append(
+                f"offload changes the grouped losses: {runs['grouped-offload']['losses']} vs {runs['grouped']['losses']}"
+            )
     assert not bad, "\n".join(bad[:20])
 
 

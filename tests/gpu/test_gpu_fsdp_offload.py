@@ -34,22 +34,40 @@ from gpu_helpers import HERE, load_json, log_dir, run_script, torchrun
 
 SCRIPT = str(HERE / "gpu_fsdp_offload.py")
 STEPS = 4
-DEVICE_ERROR = re.compile(r"(Expected all tensors to be on the same device|is on cpu, different from other tensors"
-                          r"|found at least two devices)", re.I)
+DEVICE_ERROR = re.compile(
+    r"(Expected all tensors to be on the same device|is on cpu, different from other tensors"
+    r"|found at least two devices)",
+    re.I,
+)
 
-PATCH_TOL = {"loss0_rel": 1e-3, "loss_traj_max_rel": 1e-2, "grad_rel_all": 2e-2, "grad_rel_pos_embed": 5e-2,
-             "grad_rel_median_param": 2e-2, "grad_rel_max_param": 0.2}
-OFFLOAD_TOL = {"loss0_rel": 1e-4, "loss_traj_max_rel": 2e-3, "grad_rel_all": 5e-3, "grad_rel_pos_embed": 1e-2,
-               "grad_rel_median_param": 5e-3, "grad_rel_max_param": 0.1}
+PATCH_TOL = {
+    "loss0_rel": 1e-3,
+    "loss_traj_max_rel": 1e-2,
+    "grad_rel_all": 2e-2,
+    "grad_rel_pos_embed": 5e-2,
+    "grad_rel_median_param": 2e-2,
+    "grad_rel_max_param": 0.2,
+}
+OFFLOAD_TOL = {
+    "loss0_rel": 1e-4,
+    "loss_traj_max_rel": 2e-3,
+    "grad_rel_all": 5e-3,
+    "grad_rel_pos_embed": 1e-2,
+    "grad_rel_median_param": 5e-3,
+    "grad_rel_max_param": 0.1,
+}
 
 
 @pytest.fixture(scope="session")
 def unpatched_1gpu():
     out = log_dir() / "fsdp_unpatched_1gpu.json"
     ref = log_dir() / "fsdp_ref_grads.pt"
-    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS),
-                                     "--save-ref", str(ref), "--out", str(out)],
-                      patched=False, name="fsdp_unpatched_1gpu")
+    proc = run_script(
+        torchrun(1)
+        + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--save-ref", str(ref), "--out", str(out)],
+        patched=False,
+        name="fsdp_unpatched_1gpu",
+    )
     return load_json(out, proc), ref
 
 
@@ -74,7 +92,9 @@ def _assert_close(run: dict, label: str, tol: dict):
     c = run["compare"][label]
     assert c["missing_grads"] == 0, c
     bad = {k: (c[k], t) for k, t in tol.items() if not c[k] <= t}
-    assert not bad, f"{run['run']} vs {label}: {bad}; worst params {c['grad_rel_worst']}; losses {run['losses']} vs {c['ref_losses']}"
+    assert not bad, (
+        f"{run['run']} vs {label}: {bad}; worst params {c['grad_rel_worst']}; losses {run['losses']} vs {c['ref_losses']}"
+    )
 
 
 def test_reference_without_offload_trains_on_original_code(unpatched_1gpu):
@@ -102,9 +122,24 @@ def patched_1gpu(unpatched_1gpu):
     rep0, ref = unpatched_1gpu
     out = log_dir() / "fsdp_patched_1gpu.json"
     ref_patched = log_dir() / "fsdp_ref_grads_patched.pt"
-    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--ref", f"original={ref}",
-                                     "--save-ref", str(ref_patched), "--out", str(out)],
-                      patched=True, name="fsdp_patched_1gpu")
+    proc = run_script(
+        torchrun(1)
+        + [
+            SCRIPT,
+            "--runs",
+            "ref,offload",
+            "--steps",
+            str(STEPS),
+            "--ref",
+            f"original={ref}",
+            "--save-ref",
+            str(ref_patched),
+            "--out",
+            str(out),
+        ],
+        patched=True,
+        name="fsdp_patched_1gpu",
+    )
     return load_json(out, proc), ref_patched
 
 
@@ -125,8 +160,11 @@ def test_offload_with_patch_matches_reference_1gpu(unpatched_1gpu, patched_1gpu)
 @pytest.mark.two_gpus
 def test_offload_fails_without_patch_2gpus():
     out = log_dir() / "fsdp_unpatched_2gpu.json"
-    proc = run_script(torchrun(2) + [SCRIPT, "--runs", "offload", "--steps", str(STEPS), "--out", str(out)],
-                      patched=False, name="fsdp_unpatched_2gpu")
+    proc = run_script(
+        torchrun(2) + [SCRIPT, "--runs", "offload", "--steps", str(STEPS), "--out", str(out)],
+        patched=False,
+        name="fsdp_unpatched_2gpu",
+    )
     rep = load_json(out, proc)
     assert rep["world_size"] == 2
     _assert_device_error(rep["runs"][0])
@@ -138,9 +176,24 @@ def test_offload_with_patch_matches_reference_2gpus(unpatched_1gpu, patched_1gpu
     rep0, ref = unpatched_1gpu
     _, ref_patched = patched_1gpu
     out = log_dir() / "fsdp_patched_2gpu.json"
-    proc = run_script(torchrun(2) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--ref", f"original={ref}",
-                                     "--ref", f"patched_1gpu={ref_patched}", "--out", str(out)],
-                      patched=True, name="fsdp_patched_2gpu")
+    proc = run_script(
+        torchrun(2)
+        + [
+            SCRIPT,
+            "--runs",
+            "ref,offload",
+            "--steps",
+            str(STEPS),
+            "--ref",
+            f"original={ref}",
+            "--ref",
+            f"patched_1gpu={ref_patched}",
+            "--out",
+            str(out),
+        ],
+        patched=True,
+        name="fsdp_patched_2gpu",
+    )
     rep = load_json(out, proc)
     assert rep["world_size"] == 2 and rep["vlgrpo_loaded"]
     n_params = rep0["runs"][0]["params_with_grad"]
@@ -157,15 +210,22 @@ def test_offload_with_patch_matches_reference_2gpus(unpatched_1gpu, patched_1gpu
 def test_bf16_params_offload_fails_without_patch_1gpu():
     """verl's reference model (B01's set-up): bf16 parameters, CPU offload, no fp32 master copy."""
     out = log_dir() / "fsdp_unpatched_bf16_1gpu.json"
-    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "offload", "--steps", "1", "--param-dtype", "bfloat16",
-                                     "--out", str(out)], patched=False, name="fsdp_unpatched_bf16_1gpu")
+    proc = run_script(
+        torchrun(1) + [SCRIPT, "--runs", "offload", "--steps", "1", "--param-dtype", "bfloat16", "--out", str(out)],
+        patched=False,
+        name="fsdp_unpatched_bf16_1gpu",
+    )
     _assert_device_error(load_json(out, proc)["runs"][0])
 
 
 def test_bf16_params_offload_with_patch_matches_no_offload_1gpu():
     out = log_dir() / "fsdp_patched_bf16_1gpu.json"
-    proc = run_script(torchrun(1) + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--param-dtype", "bfloat16",
-                                     "--out", str(out)], patched=True, name="fsdp_patched_bf16_1gpu")
+    proc = run_script(
+        torchrun(1)
+        + [SCRIPT, "--runs", "ref,offload", "--steps", str(STEPS), "--param-dtype", "bfloat16", "--out", str(out)],
+        patched=True,
+        name="fsdp_patched_bf16_1gpu",
+    )
     rep = load_json(out, proc)
     no_off, off = rep["runs"]
     assert off["offload"] and off["pos_embed_weight_device_after_wrap"] == "cpu"

@@ -27,17 +27,14 @@ SLOW: dict[str, str] = {
     "patches/test_bootstrap.py": _SUBPROCESS,
     "patches/test_checkpoint_manifest.py": _SUBPROCESS + " and save/load real checkpoints",
     "patches/test_cli.py": _SUBPROCESS,
-    "patches/test_import_order.py::test_all_modules_give_the_same_result_with_torch_importers_first_last_and_between":
-        "imports every patched module in three orders, in fresh interpreters",
-    "patches/test_moe_experts.py::test_fsdp2_sharded_experts_on_two_cpu_ranks_match_the_unsharded_loop":
-        "two CPU ranks under torch.distributed",
+    "patches/test_import_order.py::test_all_modules_give_the_same_result_with_torch_importers_first_last_and_between": "imports every patched module in three orders, in fresh interpreters",
+    "patches/test_moe_experts.py::test_fsdp2_sharded_experts_on_two_cpu_ranks_match_the_unsharded_loop": "two CPU ranks under torch.distributed",
     "patches/test_moe_experts.py::test_all_three_moe_patches_in_one_process": _SUBPROCESS,
     "patches/test_moe_routing.py::test_veomni_block_forward_unpatched_raises": _SUBPROCESS + " and VeOmni",
     "patches/test_moe_routing.py::test_veomni_block_forward_fixed_after_its_patch": _SUBPROCESS + " and VeOmni",
     "patches/test_npu_routing.py": _SUBPROCESS,
     "patches/test_partial_rollout_budget.py": _SUBPROCESS + " and run the fully-async rollouter",
-    "patches/test_pos_embed.py::test_bf16_no_farther_from_fp64_than_transformers_4576":
-        "float64 reference at 256 patches per case",
+    "patches/test_pos_embed.py::test_bf16_no_farther_from_fp64_than_transformers_4576": "float64 reference at 256 patches per case",
     "patches/test_pos_embed.py::test_fp32_matches_transformers_4576": "float64 reference at 256 patches per case",
     "patches/test_pos_embed_compile.py": "torch.compile on the CPU (inductor builds C++ per case)",
     "patches/test_resume_pending_prompts.py": _SUBPROCESS + " and train/resume a stub trainer",
@@ -93,11 +90,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if xdist and item.get_closest_marker("ray") is not None:
             item.add_marker(pytest.mark.xdist_group("ray"))
     if unreasoned:
-        raise pytest.UsageError("slow tests without a reason (add @pytest.mark.slow(reason=...) or a line in "
-                                "tests/python/conftest.py SLOW): " + ", ".join(unreasoned[:10]))
+        raise pytest.UsageError(
+            "slow tests without a reason (add @pytest.mark.slow(reason=...) or a line in "
+            "tests/python/conftest.py SLOW): " + ", ".join(unreasoned[:10])
+        )
     # an entry whose file or test function is gone is stale (read from the files: -k or a node id collect less)
     root = config.rootpath / "tests" / "python"
-    stale = [k for k in SLOW if not (root / k.split("::")[0]).is_file()
-             or ("::" in k and f"def {k.split('::')[1]}(" not in (root / k.split("::")[0]).read_text(encoding="utf-8"))]
+    stale = [
+        k
+        for k in SLOW
+        if not (root / k.split("::")[0]).is_file()
+        or ("::" in k and f"def {k.split('::')[1]}(" not in (root / k.split("::")[0]).read_text(encoding="utf-8"))
+    ]
     if stale:
         raise pytest.UsageError(f"tests/python/conftest.py SLOW names tests that do not exist: {stale}")

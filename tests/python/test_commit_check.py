@@ -19,8 +19,13 @@ import commit_check  # noqa: E402  (a script, imported from its folder)
 
 SUBJECT_90 = "preflight: count the rows of each split once, then keep the counts close to its data files"
 GOOD = "preflight: cache row counts by content hash\n\nA relaunch counted every row again (40 ms a row).\n"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -46,8 +51,14 @@ def _commit(repo: Path, message: str, *, verify: bool = True) -> subprocess.Comp
     f.write_text((f.read_text() if f.exists() else "") + "x")
     _git(repo, "add", "f")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **GIT_ENV, "HOME": str(repo.parent)}
-    return subprocess.run(["git", "commit", "-q", *([] if verify else ["--no-verify"]), "-F", "-"], cwd=repo,
-                          input=message, capture_output=True, text=True, env=env)
+    return subprocess.run(
+        ["git", "commit", "-q", *([] if verify else ["--no-verify"]), "-F", "-"],
+        cwd=repo,
+        input=message,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 def test_the_90_character_subject_is_90_characters():
@@ -67,14 +78,17 @@ def test_make_hooks_installs_the_hook_that_refuses_a_90_character_subject(repo):
     assert _git(repo, "log", "-1", "--format=%s").stdout.strip() == GOOD.splitlines()[0]
 
 
-@pytest.mark.parametrize("message, problem", [
-    ("cache row counts by content hash\n\nwhy\n", "no scope prefix"),
-    ("preflight: added a row-count cache\n\nwhy\n", "'added' -> 'add'"),
-    ("preflight: fixes the count of image rows\n\nwhy\n", "'fixes' -> 'fix'"),
-    ("preflight: cache row counts by content hash\n", "no body"),
-    ("preflight: cache row counts by content hash\nwhy, on the second line\n", "no blank line after the subject"),
-    ("preflight: cache row counts\n\nSigned-off-by: t <t@example.invalid>\n", "no body"),
-])
+@pytest.mark.parametrize(
+    "message, problem",
+    [
+        ("cache row counts by content hash\n\nwhy\n", "no scope prefix"),
+        ("preflight: added a row-count cache\n\nwhy\n", "'added' -> 'add'"),
+        ("preflight: fixes the count of image rows\n\nwhy\n", "'fixes' -> 'fix'"),
+        ("preflight: cache row counts by content hash\n", "no body"),
+        ("preflight: cache row counts by content hash\nwhy, on the second line\n", "no blank line after the subject"),
+        ("preflight: cache row counts\n\nSigned-off-by: t <t@example.invalid>\n", "no body"),
+    ],
+)
 def test_the_hook_refuses_each_rule_and_says_which(repo, message, problem):
     _git(repo, "config", "core.hooksPath", "scripts/hooks")
     proc = _commit(repo, message)
@@ -85,8 +99,10 @@ def test_the_hook_reads_the_message_git_stores(repo):
     """Comment lines and the verbose diff below the scissors line are not part of the message."""
     _git(repo, "config", "core.hooksPath", "scripts/hooks")
     msg = repo / "msg"
-    msg.write_text("# a comment\n" + GOOD + "# Please enter the commit message\n"
-                   "# ------------------------ >8 ------------------------\n" + "x" * 200 + "\n")
+    msg.write_text(
+        "# a comment\n" + GOOD + "# Please enter the commit message\n"
+        "# ------------------------ >8 ------------------------\n" + "x" * 200 + "\n"
+    )
     hook = subprocess.run([str(repo / "scripts" / "hooks" / "commit-msg"), str(msg)], capture_output=True, text=True)
     assert hook.returncode == 0, hook.stderr
     assert commit_check.message_lines(msg.read_text())[0] == GOOD.splitlines()[0]
@@ -114,8 +130,12 @@ def test_ci_check_stops_when_the_base_is_not_an_ancestor(repo):
     _git(repo, "checkout", "-q", "--orphan", "other")
     _commit(repo, GOOD, verify=False)
     base = _git(repo, "rev-parse", "main").stdout.strip()
-    proc = subprocess.run([sys.executable, str(repo / "scripts" / "commit_check.py"), "range", base], cwd=repo,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(repo / "scripts" / "commit_check.py"), "range", base],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "not an ancestor of HEAD" in proc.stderr
 
 

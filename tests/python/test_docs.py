@@ -19,15 +19,36 @@ REPO = Path(__file__).resolve().parents[2]
 FIELD_CASES = REPO / "docs" / "field-cases.md"
 CODE = re.compile(r"\b[BC]\d\d\b")
 # where a field-case code can appear: the code, the tests, the images, the scripts and examples
-SEARCHED = ("python/src", "entrypoints", "docker", "tests", "scripts", "examples", "bench", "compose.yaml",
-            "Makefile")
-SUFFIXES = {".py", ".sh", ".bash", ".bats", ".tsv", ".yaml", ".yml", ".md", ".txt", ".in", ".argv", ".env",
-            ".example", ".sbatch", ".toml", ".json", ""}
+SEARCHED = ("python/src", "entrypoints", "docker", "tests", "scripts", "examples", "bench", "compose.yaml", "Makefile")
+SUFFIXES = {
+    ".py",
+    ".sh",
+    ".bash",
+    ".bats",
+    ".tsv",
+    ".yaml",
+    ".yml",
+    ".md",
+    ".txt",
+    ".in",
+    ".argv",
+    ".env",
+    ".example",
+    ".sbatch",
+    ".toml",
+    ".json",
+    "",
+}
 
 
 def _tracked_files() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *SEARCHED], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "--", *SEARCHED],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [REPO / p for p in out.splitlines() if (REPO / p).is_file() and Path(p).suffix in SUFFIXES]
 
 
@@ -103,13 +124,16 @@ def test_tests_named_in_field_cases_md_exist():
 def test_patches_doc_table_is_the_generated_one():
     text = (REPO / "docs" / "patches.md").read_text(encoding="utf-8")
     block = text.split("<!-- BEGIN GENERATED: patches -->", 1)[1].split("<!-- END GENERATED: patches -->", 1)[0]
-    assert block.strip() == report.markdown_table().strip(), "docs/patches.md's patch table is stale: run make docs-patches"
+    assert block.strip() == report.markdown_table().strip(), (
+        "docs/patches.md's patch table is stale: run make docs-patches"
+    )
 
 
 def test_readme_patch_summary_is_the_generated_one_and_names_every_patch():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     block = text.split("<!-- BEGIN GENERATED: patches-summary -->", 1)[1].split(
-        "<!-- END GENERATED: patches-summary -->", 1)[0]
+        "<!-- END GENERATED: patches-summary -->", 1
+    )[0]
     assert block.strip() == report.markdown_summary().strip(), "README's patch summary is stale: run make docs-patches"
     for record in registry.PATCHES:
         assert f"`{record.id}`" in block
@@ -129,8 +153,9 @@ def test_generated_docs_are_up_to_date():
     env = {"PATH": "/usr/bin:/bin", "PY": sys.executable}
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # the interpreter's own import path, as this process has it
-    proc = subprocess.run([str(REPO / "scripts" / "gen-docs"), "--check"], cwd=REPO, capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "gen-docs"), "--check"], cwd=REPO, capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -177,8 +202,9 @@ def test_docs_named_in_the_code_exist():
 _TOP = sorted({p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")} | {".ci"})
 # a repository path: one of the top folders, then /segments; not part of a longer path (/usr/lib/python3/...) and not
 # a placeholder or pattern (tests/python/patches/test_<topic>.py, tests/bats/*.bats, docker/locks/$name)
-_REF = re.compile(r"(?<![\w./$~{@-])((?:%s)/[\w.+-]+(?:/[\w.+-]+)*)(?![\w/+.-]*[<{*$])(?![\w/+-])"
-                  % "|".join(map(re.escape, _TOP)))
+_REF = re.compile(
+    r"(?<![\w./$~{@-])((?:%s)/[\w.+-]+(?:/[\w.+-]+)*)(?![\w/+.-]*[<{*$])(?![\w/+-])" % "|".join(map(re.escape, _TOP))
+)
 _CODE_SUFFIXES = {".py", ".sh", ".bash", ".bats", ".yaml", ".yml", ".toml", ".sbatch", ".in", ".example", ".env", ""}
 # the launcher's files, rewritten on another branch: their references are checked apart, below
 _LAUNCHER = ("entrypoints/", "tests/bats/")
@@ -205,8 +231,9 @@ def _comment_texts(path: Path, text: str) -> list[tuple[int, str]]:
             return [(1, text)]
         return out
     # shell, Makefile, YAML, TOML: a '#' at the start of a line or after a blank starts a comment
-    return [(n, line[m.start():]) for n, line in enumerate(text.splitlines(), 1)
-            if (m := re.search(r"(?:^|\s)#", line))]
+    return [
+        (n, line[m.start() :]) for n, line in enumerate(text.splitlines(), 1) if (m := re.search(r"(?:^|\s)#", line))
+    ]
 
 
 def file_references(path: Path, text: str) -> list[tuple[int, str]]:
@@ -226,8 +253,11 @@ def file_references(path: Path, text: str) -> list[tuple[int, str]]:
 
 def _broken_references(include) -> list[str]:
     pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
-    code = [(p, t) for p, t in _tracked_texts() if p.suffix in _CODE_SUFFIXES and p.suffix != ".md"
-            and not p.name.startswith(".")]
+    code = [
+        (p, t)
+        for p, t in _tracked_texts()
+        if p.suffix in _CODE_SUFFIXES and p.suffix != ".md" and not p.name.startswith(".")
+    ]
     bad = []
     for path, text in [(p, p.read_text(encoding="utf-8")) for p in pages] + code:
         rel = str(path.relative_to(REPO))
@@ -239,11 +269,16 @@ def _broken_references(include) -> list[str]:
 
 def test_the_reference_search_finds_paths_and_skips_other_projects_and_patterns():
     md = Path("x.md")
-    text = ("see `tests/bats/helpers/with-hooks.sh`, entrypoints/lib/node.sh:8 and docs/settings.md.\n"
-            "verl's examples/data_preprocess/geo3k.py, /usr/lib/python3/x.py, tests/python/patches/test_<topic>.py,"
-            " tests/bats/*.bats\n")
-    assert [r for _, r in file_references(md, text)] == ["tests/bats/helpers/with-hooks.sh", "entrypoints/lib/node.sh",
-                                                          "docs/settings.md"]
+    text = (
+        "see `tests/bats/helpers/with-hooks.sh`, entrypoints/lib/node.sh:8 and docs/settings.md.\n"
+        "verl's examples/data_preprocess/geo3k.py, /usr/lib/python3/x.py, tests/python/patches/test_<topic>.py,"
+        " tests/bats/*.bats\n"
+    )
+    assert [r for _, r in file_references(md, text)] == [
+        "tests/bats/helpers/with-hooks.sh",
+        "entrypoints/lib/node.sh",
+        "docs/settings.md",
+    ]
     code = '"""bench/docstring.py"""\nx = "bench/not-a-comment.py"  # bench/in-a-comment.py\n'
     assert sorted(r for _, r in file_references(Path("m.py"), code)) == ["bench/docstring.py", "bench/in-a-comment.py"]
 
@@ -279,8 +314,9 @@ def _bare_issue_numbers(include) -> list[str]:
 
 def test_no_bare_issue_numbers_in_code_tests_or_docs():
     bad = _bare_issue_numbers(lambda rel: not rel.startswith(_OWNED_ELSEWHERE))
-    assert not bad, "bare issue numbers (use the field-case code of docs/field-cases.md or say it in words):\n" + \
-        "\n".join(bad)
+    assert not bad, (
+        "bare issue numbers (use the field-case code of docs/field-cases.md or say it in words):\n" + "\n".join(bad)
+    )
 
 
 def test_no_bare_issue_numbers_in_the_launcher_and_the_fixes():

@@ -39,8 +39,13 @@ def test_version_names_the_pins_and_what_is_installed():
     assert first.startswith("vlgrpo " + re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) + " ")
     pins = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)$", (ROOT / "docker" / "pins.env").read_text(), re.M))
     text = "\n".join(rest)
-    for label, key in (("verl", "VERL_VERSION"), ("transformers", "TRANSFORMERS_VERSION"), ("Ray", "RAY_VERSION"),
-                       ("torch (NVIDIA image)", "GPU_TORCH"), ("CANN (Ascend image)", "NPU_CANN")):
+    for label, key in (
+        ("verl", "VERL_VERSION"),
+        ("transformers", "TRANSFORMERS_VERSION"),
+        ("Ray", "RAY_VERSION"),
+        ("torch (NVIDIA image)", "GPU_TORCH"),
+        ("CANN (Ascend image)", "NPU_CANN"),
+    ):
         line = next(ln for ln in rest if ln.strip().startswith(label + " "))
         assert f"pinned {pins[key]} " in line, (label, line)
     line = next(ln for ln in rest if ln.strip().startswith("transformers "))

@@ -93,8 +93,13 @@ class Daemon:
         if new_mount_ns:
             argv = ["unshare", "--mount", "--propagation", "private", "--", *argv]
         # its own session: a Ctrl-C of the test run reaches the test, which stops the daemons in order
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(str(log) + ".reaper", "wb"), start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(str(log) + ".reaper", "wb"),
+            start_new_session=True,
+        )
 
     @property
     def reaper_pid(self) -> int:
@@ -163,8 +168,11 @@ class SlurmCluster:
         """The nodes' TaskProlog: per node (SLURMD_NODENAME) the shell lines of self.task_prolog_lines; what they
         print as ``export NAME=value`` is added to the environment of every task on that node."""
         path = self.root / "etc" / "task-prolog.sh"
-        lines = ["#!/bin/sh", "# per-node environment of the test's nodes (slurm.conf TaskProlog)",
-                 'case "$SLURMD_NODENAME" in']
+        lines = [
+            "#!/bin/sh",
+            "# per-node environment of the test's nodes (slurm.conf TaskProlog)",
+            'case "$SLURMD_NODENAME" in',
+        ]
         for node, extra in self.task_prolog_lines.items():
             lines.append(f"  {node})")
             lines += [f"    {line}" for line in extra]
@@ -227,8 +235,12 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
     # ---- life cycle -------------------------------------------------------------------------------
     def env(self, **extra: str) -> dict[str, str]:
         """Environment for the client commands (sbatch, squeue, ...): only what they need, plus ``extra``."""
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-               "SLURM_CONF": str(self.conf), "LANG": "C.UTF-8"}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/root"),
+            "SLURM_CONF": str(self.conf),
+            "LANG": "C.UTF-8",
+        }
         env.update(extra)
         return env
 
@@ -240,26 +252,46 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
 
     def start(self, timeout: float = 90) -> None:
         r = self.root
-        subprocess.run([str(DAEMONS["mungekey"]), "--create", "--keyfile", str(r / "munge" / "munge.key")],
-                       check=True, capture_output=True)
-        self.daemons["munged"] = Daemon("munged", [
-            str(DAEMONS["munged"]), "--foreground", f"--key-file={r}/munge/munge.key", f"--socket={self.socket}",
-            f"--pid-file={r}/run/munged.pid", f"--seed-file={r}/munge/munged.seed", f"--log-file={r}/log/munged.log",
-        ], r / "log" / "munged.out")
-        self._until(lambda: stat.S_ISSOCK(os.stat(self.socket).st_mode) if self.socket.exists() else False,
-                    timeout, "munged socket")
+        subprocess.run(
+            [str(DAEMONS["mungekey"]), "--create", "--keyfile", str(r / "munge" / "munge.key")],
+            check=True,
+            capture_output=True,
+        )
+        self.daemons["munged"] = Daemon(
+            "munged",
+            [
+                str(DAEMONS["munged"]),
+                "--foreground",
+                f"--key-file={r}/munge/munge.key",
+                f"--socket={self.socket}",
+                f"--pid-file={r}/run/munged.pid",
+                f"--seed-file={r}/munge/munged.seed",
+                f"--log-file={r}/log/munged.log",
+            ],
+            r / "log" / "munged.out",
+        )
+        self._until(
+            lambda: stat.S_ISSOCK(os.stat(self.socket).st_mode) if self.socket.exists() else False,
+            timeout,
+            "munged socket",
+        )
         self.write_conf()
-        self.daemons["slurmctld"] = Daemon("slurmctld", [str(DAEMONS["slurmctld"]), "-D", "-i", "-f", str(self.conf)],
-                                           r / "log" / "slurmctld.out")
+        self.daemons["slurmctld"] = Daemon(
+            "slurmctld", [str(DAEMONS["slurmctld"]), "-D", "-i", "-f", str(self.conf)], r / "log" / "slurmctld.out"
+        )
         self._until(lambda: self._accepts("127.0.0.1", self.ctld_port), timeout, "slurmctld port")
         # each slurmd in a mount namespace of its own, where the checkpoint folder is a mount (shared storage on a
         # real cluster; the recipe refuses a checkpoint folder on a container's own file system)
         self.bind_ckpt = subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
         self.ckpt_volume = self.mount_checkpoint_volume() if self.bind_ckpt else ""
         for n in self.node_ip:
-            self.daemons[n] = Daemon(n, [str(DAEMONS["slurmd"]), "-D", "-N", n, "-f", str(self.conf)],
-                                     r / "log" / f"slurmd-{n}.out", binds=[self.ckpt] if self.bind_ckpt else [],
-                                     new_mount_ns=self.bind_ckpt)
+            self.daemons[n] = Daemon(
+                n,
+                [str(DAEMONS["slurmd"]), "-D", "-N", n, "-f", str(self.conf)],
+                r / "log" / f"slurmd-{n}.out",
+                binds=[self.ckpt] if self.bind_ckpt else [],
+                new_mount_ns=self.bind_ckpt,
+            )
         self._until(self._nodes_idle, timeout, "both nodes idle in sinfo")
 
     def mount_checkpoint_volume(self, size: str = "1T") -> str:
@@ -273,12 +305,30 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
         try:
             with open(image, "wb") as f:
                 f.truncate(_SIZES[size[-1]] * int(size[:-1]))
-            mkfs = subprocess.run([str(SBIN / "mkfs.ext4"), "-q", "-F", "-m", "0", "-O", "^has_journal",
-                                   "-E", "lazy_itable_init=1,nodiscard", str(image)], capture_output=True, timeout=60)
+            mkfs = subprocess.run(
+                [
+                    str(SBIN / "mkfs.ext4"),
+                    "-q",
+                    "-F",
+                    "-m",
+                    "0",
+                    "-O",
+                    "^has_journal",
+                    "-E",
+                    "lazy_itable_init=1,nodiscard",
+                    str(image),
+                ],
+                capture_output=True,
+                timeout=60,
+            )
             if mkfs.returncode != 0:
                 return ""
-            if subprocess.run(["mount", "-o", "loop", str(image), str(self.ckpt)], capture_output=True,
-                              timeout=60).returncode != 0:
+            if (
+                subprocess.run(
+                    ["mount", "-o", "loop", str(image), str(self.ckpt)], capture_output=True, timeout=60
+                ).returncode
+                != 0
+            ):
                 return ""
         except (OSError, subprocess.TimeoutExpired):
             image.unlink(missing_ok=True)
@@ -341,9 +391,18 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
     def sbatch(self, script: Path, env: dict[str, str], *args: str) -> str:
         """Submit ``script`` with exactly ``env`` (plus SLURM_CONF) as the submitting environment; returns the job id."""
         out = subprocess.run(
-            [str(CLIENTS["sbatch"]), "--parsable", f"--output={self.root}/log/job-%j.out", f"--chdir={self.root}/work",
-             *args, str(script)],
-            env={**env, "SLURM_CONF": str(self.conf)}, capture_output=True, text=True, timeout=60,
+            [
+                str(CLIENTS["sbatch"]),
+                "--parsable",
+                f"--output={self.root}/log/job-%j.out",
+                f"--chdir={self.root}/work",
+                *args,
+                str(script),
+            ],
+            env={**env, "SLURM_CONF": str(self.conf)},
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if out.returncode != 0:
             raise RuntimeError(f"sbatch: exit {out.returncode}: {out.stdout}{out.stderr}")
@@ -367,8 +426,9 @@ PartitionName=test Nodes={",".join(self.node_ip)} Default=YES MaxTime=INFINITE S
             if info.get("JobState") in states:
                 return info
             time.sleep(0.5)
-        raise AssertionError(f"job {job} still {info.get('JobState')} after {timeout}s:\n{self.job_output(job)}\n"
-                             f"{self.logs()}")
+        raise AssertionError(
+            f"job {job} still {info.get('JobState')} after {timeout}s:\n{self.job_output(job)}\n{self.logs()}"
+        )
 
     def node_processes(self, node: str) -> dict[int, str]:
         """Every live process of ``node`` except its slurmd (all below that node's reaper), pid -> command line."""

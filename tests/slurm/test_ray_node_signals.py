@@ -71,8 +71,14 @@ def start_node(tmp: Path, **env: str) -> tuple[subprocess.Popen, Path, int]:
         "GLOO_SOCKET_IFNAME": "lo",
         **env,
     }
-    proc = subprocess.Popen(["bash", str(RAY_NODE), "head"], env=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(RAY_NODE), "head"],
+        env=base,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while not (log.exists() and log.read_text().startswith("start ")):
         assert proc.poll() is None, proc.communicate()[0]

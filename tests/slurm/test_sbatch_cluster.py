@@ -40,12 +40,16 @@ MODEL = REPO / "assets" / "models" / "qwen3-vl-30b-a3b-instruct"
 SAMPLE = REPO / "assets" / "geo3k-sample" / "hiyouga-geometry3k-format"
 VENV_BIN = Path(sys.executable).parent
 TRAINER_MODULE = "verl.experimental.fully_async_policy.fully_async_main"
-RAY_PROCESS = re.compile(r"(^|/)(raylet|gcs_server)( |$)|\bray[/ ](start|_private|dashboard|autoscaler)|ray::|"
-                         r"default_worker\.py|runtime_env/agent|dashboard/agent\.py|log_monitor\.py|ray/util/client")
+RAY_PROCESS = re.compile(
+    r"(^|/)(raylet|gcs_server)( |$)|\bray[/ ](start|_private|dashboard|autoscaler)|ray::|"
+    r"default_worker\.py|runtime_env/agent|dashboard/agent\.py|log_monitor\.py|ray/util/client"
+)
 
 if missing_tools():
-    pytest.skip(f"Slurm/munge not installed ({', '.join(missing_tools())}): make tools installs Debian's "
-                "slurm-wlm and munge", allow_module_level=True)
+    pytest.skip(
+        f"Slurm/munge not installed ({', '.join(missing_tools())}): make tools installs Debian's slurm-wlm and munge",
+        allow_module_level=True,
+    )
 if os.geteuid() != 0:
     pytest.skip("slurmd runs jobs as their user and must start as root (CI runs as root)", allow_module_level=True)
 pytest.importorskip("ray")
@@ -64,8 +68,12 @@ class Setup:
         self.ip1, self.ip2 = cluster.node_ip["n1"], cluster.node_ip["n2"]
         self.ray_port = free_port(self.ip1)
         self.data = r / "data"
-        out = subprocess.run([sys.executable, "-m", "vlgrpo", "data", "geo3k", str(SAMPLE), str(self.data)],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "vlgrpo", "data", "geo3k", str(SAMPLE), str(self.data)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         # python3 of every step: the venv's, except the trainer module, which is the stub trainer
         self.record = r / "trainer"
@@ -74,9 +82,10 @@ class Setup:
         self.bin.mkdir()
         (self.bin / "python3").write_text(
             "#!/bin/bash\n"
-            f'if [[ ${{1-}} == -m && ${{2-}} == {TRAINER_MODULE} ]]; then\n'
+            f"if [[ ${{1-}} == -m && ${{2-}} == {TRAINER_MODULE} ]]; then\n"
             f'  exec {sys.executable} {REPO}/tests/slurm/stub_trainer.py {self.record} "$@"\nfi\n'
-            f'exec {sys.executable} "$@"\n')
+            f'exec {sys.executable} "$@"\n'
+        )
         (self.bin / "python3").chmod(0o755)
         self.node_env = self.write(
             "ray-node.env",
@@ -107,12 +116,18 @@ class Setup:
         (r / "standin_rt" / "torch_npu" / "physical").write_text("8\n")
         # no saves (save_freq -1): the stub trainer writes no checkpoint, and the space rule (kept x size, capped by the
         # disk under a loop image) needs 746 GB of real disk; it is tested in tests/python/preflight
-        recipe = ["VLGRPO_SAVE_FREQ=-1",
-                  "VLGRPO_TRAINER_NNODES=1", "VLGRPO_ROLLOUT_NNODES=1", "VLGRPO_TRAINER_DEVICES_PER_NODE=8",
-                  "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8", "VLGRPO_LOGGER=console", "VLGRPO_RAY_WAIT_TIMEOUT=150",
-                  # the recipe step is the probe's job driver: the stand-in torch_npu reaches it through
-                  # PYTHONPATH, which the entrypoint's built environment drops unless named (an image has it)
-                  "VLGRPO_PASS_ENV=PYTHONPATH"]
+        recipe = [
+            "VLGRPO_SAVE_FREQ=-1",
+            "VLGRPO_TRAINER_NNODES=1",
+            "VLGRPO_ROLLOUT_NNODES=1",
+            "VLGRPO_TRAINER_DEVICES_PER_NODE=8",
+            "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8",
+            "VLGRPO_LOGGER=console",
+            "VLGRPO_RAY_WAIT_TIMEOUT=150",
+            # the recipe step is the probe's job driver: the stand-in torch_npu reaches it through
+            # PYTHONPATH, which the entrypoint's built environment drops unless named (an image has it)
+            "VLGRPO_PASS_ENV=PYTHONPATH",
+        ]
         self.dry_env = self.write("dry-run.env", *recipe, "VLGRPO_DRY_RUN=1")
         self.launch_env = self.write("launch.env", *recipe)
         self.plan: list[str] | None = None
@@ -161,8 +176,10 @@ def slurm():
     cluster = SlurmCluster()
     flag = cluster.root / "etc" / "partition-n2"
     for n, ip in cluster.node_ip.items():
-        cluster.task_prolog_lines[n] += [f"echo export VLGRPO_RAY_NODE_IP={ip}",
-                                         f"echo export VLGRPO_RAY_AGENT_PORT={free_port()}"]
+        cluster.task_prolog_lines[n] += [
+            f"echo export VLGRPO_RAY_NODE_IP={ip}",
+            f"echo export VLGRPO_RAY_AGENT_PORT={free_port()}",
+        ]
     # One host, one Ray session folder: a worker takes the head's temp dir from the GCS, and two raylets that
     # start at the same moment pick the same socket names there (sockets/plasma_store: "bind: Address already in
     # use", the head's raylet aborts). On separate hosts the folders are separate; here n2's Ray worker waits in
@@ -170,7 +187,8 @@ def slurm():
     sockets = cluster.root / "ray" / "session_latest" / "sockets"
     cluster.task_prolog_lines["n2"].append(
         f'if [ -n "$VLGRPO_RAY_HEAD" ]; then i=0; while [ $i -lt 240 ] && ! [ -S {sockets}/raylet -a '
-        f'-S {sockets}/plasma_store ]; do sleep 0.25; i=$((i + 1)); done; fi')
+        f"-S {sockets}/plasma_store ]; do sleep 0.25; i=$((i + 1)); done; fi"
+    )
     # the fault job's partition: while the flag file exists, n2's environment points its worker at a port where
     # nothing listens (see test_a_worker_that_cannot_reach_the_head_fails_the_job_naming_it)
     cluster.task_prolog_lines["n2"].append(f'if [ -e {flag} ]; then echo "export VLGRPO_RAY_HEAD=$(cat {flag})"; fi')
@@ -186,7 +204,7 @@ def plan_argv(log: str) -> list[str]:
     """The command of the recipe's dry-run plan: the N lines after '# command (N arguments, one per line):'."""
     m = re.search(r"^# command \((\d+) arguments, one per line\):\n", log, re.M)
     assert m, log
-    lines = [line for line in log[m.end():].splitlines() if not line.startswith(("ray-node:", "fully-async-grpo"))]
+    lines = [line for line in log[m.end() :].splitlines() if not line.startswith(("ray-node:", "fully-async-grpo"))]
     return lines[: int(m.group(1))]
 
 
@@ -214,9 +232,15 @@ def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
     assert "# topology: trainer 1 node(s) x 8 + rollout 1 node(s) x 8 = 16 npu devices" in log
     argv = plan_argv(log)
     assert argv[:3] == ["python3", "-m", TRAINER_MODULE]
-    for element in (f"actor_rollout_ref.model.path={MODEL}", f"data.train_files={slurm.data}/train.parquet",
-                    f"data.val_files={slurm.data}/test.parquet", f"trainer.default_local_dir={slurm.cluster.ckpt}",
-                    "trainer.nnodes=1", "rollout.nnodes=1", "trainer.n_gpus_per_node=8"):
+    for element in (
+        f"actor_rollout_ref.model.path={MODEL}",
+        f"data.train_files={slurm.data}/train.parquet",
+        f"data.val_files={slurm.data}/test.parquet",
+        f"trainer.default_local_dir={slurm.cluster.ckpt}",
+        "trainer.nnodes=1",
+        "rollout.nnodes=1",
+        "trainer.n_gpus_per_node=8",
+    ):
         assert element in argv, element
     slurm.plan = argv
     # when the recipe ended, the job stopped both Ray nodes through ray-node.sh
@@ -228,17 +252,19 @@ def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
 def test_launch_execs_the_trainer_and_scancel_stops_every_ray_process(slurm):
     assert slurm.plan, "needs the dry-run job's plan (test above)"
     from vlgrpo.checkpoint.size import checkpoint_bytes
+
     need, _ = checkpoint_bytes(str(MODEL))
     if shutil.disk_usage(slurm.cluster.ckpt).free < need:
-        pytest.skip(f"the checkpoint folder holds less than one checkpoint ({need / 1e9:.0f} GB), which the launch "
-                    "refuses, and no loop-mounted volume could be made (loop devices, mkfs.ext4)")
+        pytest.skip(
+            f"the checkpoint folder holds less than one checkpoint ({need / 1e9:.0f} GB), which the launch "
+            "refuses, and no loop-mounted volume could be made (loop devices, mkfs.ext4)"
+        )
     t0 = time.monotonic()
     job = slurm.submit(slurm.launch_env)
     deadline = time.monotonic() + 600
     while not (slurm.record / "ready").exists():
         info = slurm.cluster.job(job)
-        assert info.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING"), \
-            f"{info}\n{slurm.cluster.job_output(job)}"
+        assert info.get("JobState") in ("PENDING", "RUNNING", "CONFIGURING"), f"{info}\n{slurm.cluster.job_output(job)}"
         assert time.monotonic() < deadline, slurm.cluster.job_output(job)
         time.sleep(0.5)
     log = slurm.cluster.job_output(job)
@@ -279,8 +305,10 @@ def test_a_worker_that_cannot_reach_the_head_fails_the_job_naming_it(slurm):
     dead = free_port(slurm.ip1)
     flag = slurm.cluster.root / "etc" / "partition-n2"
     flag.write_text(f"{slurm.ip1}:{dead}\n")
-    node_env = slurm.write("ray-node-wait5.env", *slurm.node_env.read_text().replace(
-        "VLGRPO_RAY_HEAD_WAIT=60", "VLGRPO_RAY_HEAD_WAIT=5").splitlines())
+    node_env = slurm.write(
+        "ray-node-wait5.env",
+        *slurm.node_env.read_text().replace("VLGRPO_RAY_HEAD_WAIT=60", "VLGRPO_RAY_HEAD_WAIT=5").splitlines(),
+    )
     for f in slurm.record.iterdir():
         f.unlink()
     t0 = time.monotonic()
@@ -293,8 +321,10 @@ def test_a_worker_that_cannot_reach_the_head_fails_the_job_naming_it(slurm):
     log = slurm.cluster.job_output(job)
     assert (info["JobState"], info["ExitCode"]) == ("FAILED", "2:0"), log
     assert f"ray-node: VLGRPO_RAY_HEAD={slurm.ip1}:{dead}: head not reachable after 5s (VLGRPO_RAY_HEAD_WAIT)" in log
-    assert ("fully-async-grpo.sbatch: error: the Ray worker on n2 ended (status 2) while the recipe was running; "
-            "stopping the job") in log, log
+    assert (
+        "fully-async-grpo.sbatch: error: the Ray worker on n2 ended (status 2) while the recipe was running; "
+        "stopping the job"
+    ) in log, log
     assert not (slurm.record / "argv.json").exists(), "the trainer was started"
     # failed when the worker gave up, not after the recipe's VLGRPO_RAY_WAIT_TIMEOUT (150 s)
     assert took < 100, f"the job took {took:.0f}s to fail"
@@ -317,11 +347,15 @@ def test_a_node_without_the_shared_checkpoint_folder_fails_the_job_naming_it(slu
     took = time.monotonic() - t0
     log = slurm.cluster.job_output(job)
     assert (info["JobState"], info["ExitCode"]) == ("FAILED", "2:0"), log
-    assert (f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n2: the token file the head node n1 "
-            "wrote there is not visible on n2 (status 1: ") in log, log
+    assert (
+        f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n2: the token file the head node n1 "
+        "wrote there is not visible on n2 (status 1: "
+    ) in log, log
     # cat's own message (srun runs it as /usr/bin/cat), then the fix
-    assert (f"cat: {ckpt}/.vlgrpo-shared-check.{job}: No such file or directory); every node must mount the same "
-            "shared file system (NFS, Lustre, GPFS, ...) at CKPT_DIR: mount it there on n2") in log, log
+    assert (
+        f"cat: {ckpt}/.vlgrpo-shared-check.{job}: No such file or directory); every node must mount the same "
+        "shared file system (NFS, Lustre, GPFS, ...) at CKPT_DIR: mount it there on n2"
+    ) in log, log
     assert log.count("error: CKPT_DIR=") == 1  # n1 saw it
     # before any Ray node or the recipe started, and the token is gone from the shared folder
     assert "ray-node:" not in log and "fully-async-grpo.sh" not in log, log

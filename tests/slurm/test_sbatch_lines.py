@@ -22,8 +22,10 @@ from slurm_harness import HERE, REPO, cmdline
 
 SBATCH = REPO / "examples" / "slurm" / "fully-async-grpo.sbatch"
 STUBS = HERE / "stubs"
-NPU_MOUNTS = ("/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro,/usr/local/dcmi:/usr/local/dcmi:ro,"
-              "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro,/etc/ascend_install.info:/etc/ascend_install.info:ro")
+NPU_MOUNTS = (
+    "/usr/local/Ascend/driver:/usr/local/Ascend/driver:ro,/usr/local/dcmi:/usr/local/dcmi:ro,"
+    "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro,/etc/ascend_install.info:/etc/ascend_install.info:ro"
+)
 
 
 class Run:
@@ -42,9 +44,12 @@ class Run:
         out = []
         for f in sorted(self.record.glob("*.argv")):
             n = f.stem
-            env = dict(line.split("=", 1) for line in (self.record / f"{n}.env").read_text().splitlines() if "=" in line)
-            out.append({"n": n, "argv": f.read_text().splitlines(), "env": env,
-                        "term": (self.record / f"{n}.term").exists()})
+            env = dict(
+                line.split("=", 1) for line in (self.record / f"{n}.env").read_text().splitlines() if "=" in line
+            )
+            out.append(
+                {"n": n, "argv": f.read_text().splitlines(), "env": env, "term": (self.record / f"{n}.term").exists()}
+            )
         return out
 
     def scancels(self) -> list[str]:
@@ -70,8 +75,14 @@ def stop_leftovers():
                 os.kill(pid, signal.SIGKILL)
 
 
-def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VLGRPO_ROLLOUT_NNODES=1"),
-          plan="--node-ip-address=10.1.0.1\n--port=6380\n", hosts="n1 n2 n3", **env: str) -> Run:
+def start(
+    tmp: Path,
+    node_lines=(),
+    recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VLGRPO_ROLLOUT_NNODES=1"),
+    plan="--node-ip-address=10.1.0.1\n--port=6380\n",
+    hosts="n1 n2 n3",
+    **env: str,
+) -> Run:
     (tmp / "ray-node.env").write_text("\n".join(["# node settings", *node_lines]) + "\n")
     (tmp / "vlgrpo.env").write_text("\n".join(recipe_lines) + "\n")
     (tmp / "plan").write_text(plan)
@@ -97,8 +108,15 @@ def start(tmp: Path, node_lines=(), recipe_lines=("VLGRPO_TRAINER_NNODES=2", "VL
     base.update(env)
     base = {k: v for k, v in base.items() if v is not None}
     # its own session: a Ctrl-C of the test run does not reach the stubs, the test stops them by its signals
-    proc = subprocess.Popen(["bash", str(SBATCH)], env=base, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(SBATCH)],
+        env=base,
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     STARTED.append(Run(tmp, proc))
     return STARTED[-1]
 
@@ -121,8 +139,12 @@ def step_id(call: dict) -> str:
     return f"77.{int(call['n'])}"  # the stubs' step ids: SLURM_JOB_ID.N of srun call N
 
 
-NODE_LINES = ("VLGRPO_RAY_NUM_CPUS=150", "VLGRPO_RAY_TEMP_DIR=/local/ray", "NCCL_IB_HCA=mlx5_0,mlx5_1",
-              "GLOO_SOCKET_IFNAME=ib0")
+NODE_LINES = (
+    "VLGRPO_RAY_NUM_CPUS=150",
+    "VLGRPO_RAY_TEMP_DIR=/local/ray",
+    "NCCL_IB_HCA=mlx5_0,mlx5_1",
+    "GLOO_SOCKET_IFNAME=ib0",
+)
 
 
 def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tmp_path):
@@ -130,37 +152,80 @@ def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tm
     assert run.rc == 0, run.err
     roles = by_role(run.calls())
     assert [len(roles[r]) for r in ("check", "plan", "head", "worker", "recipe")] == [3, 1, 1, 2, 1], run.calls()
-    container = [f"--container-image={tmp_path}/vlgrpo.sqsh", "--container-name=vlgrpo-77",
-                 "--container-mounts=/srv/models/Qwen3-VL-30B-A3B-Instruct:/models/Qwen3-VL-30B-A3B-Instruct:ro,"
-                 f"/srv/geo3k:/data/geo3k:ro,{tmp_path}/ckpt:/checkpoints,{NPU_MOUNTS}",
-                 "--no-container-remap-root"]
+    container = [
+        f"--container-image={tmp_path}/vlgrpo.sqsh",
+        "--container-name=vlgrpo-77",
+        "--container-mounts=/srv/models/Qwen3-VL-30B-A3B-Instruct:/models/Qwen3-VL-30B-A3B-Instruct:ro,"
+        f"/srv/geo3k:/data/geo3k:ro,{tmp_path}/ckpt:/checkpoints,{NPU_MOUNTS}",
+        "--no-container-remap-root",
+    ]
     devices = ["--gres=npu:8"]  # Ascend A2's 8 NPUs per node: no per-node count in the recipe file
     exports = "PATH,HOME,VLGRPO_PLATFORM,HCCL_SOCKET_IFNAME,GLOO_SOCKET_IFNAME"
     file_names = "VLGRPO_RAY_NUM_CPUS,VLGRPO_RAY_TEMP_DIR,NCCL_IB_HCA,GLOO_SOCKET_IFNAME"
     # the dry run of ray-node.sh on the head node, whose plan gives the head's address
     assert roles["plan"][0]["n"] == "0003"  # after the checkpoint-folder check on the three nodes
-    assert roles["plan"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *devices,
-                                        *container, f"--export={exports},VLGRPO_DRY_RUN,VLGRPO_RAY_PORT,{file_names}",
-                                        "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
-    assert roles["head"][0]["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", *devices,
-                                        *container, f"--export={exports},VLGRPO_RAY_PORT,{file_names}",
-                                        "/opt/vlgrpo/entrypoints/ray-node.sh", "head"]
+    assert roles["plan"][0]["argv"] == [
+        "--job-name=vlgrpo-ray-head",
+        "--nodes=1",
+        "--ntasks=1",
+        "-w",
+        "n1",
+        *devices,
+        *container,
+        f"--export={exports},VLGRPO_DRY_RUN,VLGRPO_RAY_PORT,{file_names}",
+        "/opt/vlgrpo/entrypoints/ray-node.sh",
+        "head",
+    ]
+    assert roles["head"][0]["argv"] == [
+        "--job-name=vlgrpo-ray-head",
+        "--nodes=1",
+        "--ntasks=1",
+        "-w",
+        "n1",
+        *devices,
+        *container,
+        f"--export={exports},VLGRPO_RAY_PORT,{file_names}",
+        "/opt/vlgrpo/entrypoints/ray-node.sh",
+        "head",
+    ]
     head_env = roles["head"][0]["env"]
     assert head_env["VLGRPO_RAY_PORT"] == "6380" and "VLGRPO_RAY_HEAD" not in head_env
     assert head_env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1"  # by name: a value with commas arrives whole
     assert head_env["VLGRPO_RAY_TEMP_DIR"] == "/local/ray"
-    assert {k: head_env[k] for k in ("VLGRPO_PLATFORM", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")} == \
-        {"VLGRPO_PLATFORM": "npu", "HCCL_SOCKET_IFNAME": "ib0", "GLOO_SOCKET_IFNAME": "ib0"}
+    assert {k: head_env[k] for k in ("VLGRPO_PLATFORM", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")} == {
+        "VLGRPO_PLATFORM": "npu",
+        "HCCL_SOCKET_IFNAME": "ib0",
+        "GLOO_SOCKET_IFNAME": "ib0",
+    }
     workers = sorted(roles["worker"], key=lambda c: c["argv"][4])
     for node, c in zip(("n2", "n3"), workers):
-        assert c["argv"] == ["--job-name=vlgrpo-ray-worker", "--nodes=1", "--ntasks=1", "-w", node, *devices, *container,
-                             f"--export={exports},VLGRPO_RAY_HEAD,VLGRPO_RAY_NUM_CPUS,NCCL_IB_HCA,GLOO_SOCKET_IFNAME",
-                             "/opt/vlgrpo/entrypoints/ray-node.sh", "worker"]
+        assert c["argv"] == [
+            "--job-name=vlgrpo-ray-worker",
+            "--nodes=1",
+            "--ntasks=1",
+            "-w",
+            node,
+            *devices,
+            *container,
+            f"--export={exports},VLGRPO_RAY_HEAD,VLGRPO_RAY_NUM_CPUS,NCCL_IB_HCA,GLOO_SOCKET_IFNAME",
+            "/opt/vlgrpo/entrypoints/ray-node.sh",
+            "worker",
+        ]
         assert c["env"]["VLGRPO_RAY_HEAD"] == "10.1.0.1:6380"  # the address of the head's own plan
         assert "VLGRPO_RAY_TEMP_DIR" not in c["env"]  # ray-node.sh refuses it on a worker
     recipe = roles["recipe"][0]
-    assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
-                              *devices, *container, "--export=ALL", "/opt/vlgrpo/entrypoints/fully-async-grpo.sh"]
+    assert recipe["argv"] == [
+        "--job-name=vlgrpo-recipe",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        "-w",
+        "n1",
+        *devices,
+        *container,
+        "--export=ALL",
+        "/opt/vlgrpo/entrypoints/fully-async-grpo.sh",
+    ]
     env = recipe["env"]
     assert env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380" and env["VLGRPO_PLATFORM"] == "npu"
     assert env["VLGRPO_TRAINER_NNODES"] == "2" and env["VLGRPO_ROLLOUT_NNODES"] == "1"  # from VLGRPO_ENV
@@ -169,30 +234,65 @@ def test_pyxis_mode_runs_every_step_in_the_image_with_an_explicit_environment(tm
     assert not {"VLGRPO_ENV", "VLGRPO_RAY_HEAD", "VLGRPO_RAY_NUM_CPUS", "VLGRPO_MODEL_PATH"} & set(env)
     # stop order after the recipe ended: the workers through Slurm (never a kill of an srun), then the head
     first, second = run.scancels()
-    assert sorted(first.split()[1:]) == sorted(step_id(c) for c in roles["worker"]) and first.startswith("--signal=TERM")
+    assert sorted(first.split()[1:]) == sorted(step_id(c) for c in roles["worker"]) and first.startswith(
+        "--signal=TERM"
+    )
     assert second == f"--signal=TERM {step_id(roles['head'][0])}"
     assert all(c["term"] for c in roles["head"] + roles["worker"])
     assert "fully-async-grpo.sbatch: head n1 at 10.1.0.1:6380; workers: n2 n3" in run.out
 
 
 def test_none_mode_runs_the_tree_entrypoints_on_the_nodes(tmp_path):
-    run = start(tmp_path, CONTAINER="none", TREE=str(REPO), PLATFORM="gpu", LD_LIBRARY_PATH="/opt/cuda/lib64",
-                PYTHONPATH="/opt/site", ASCEND_X=None).finish()
+    run = start(
+        tmp_path,
+        CONTAINER="none",
+        TREE=str(REPO),
+        PLATFORM="gpu",
+        LD_LIBRARY_PATH="/opt/cuda/lib64",
+        PYTHONPATH="/opt/site",
+        ASCEND_X=None,
+    ).finish()
     assert run.rc == 0, run.err
     roles = by_role(run.calls())
     head = roles["head"][0]
-    assert head["argv"] == ["--job-name=vlgrpo-ray-head", "--nodes=1", "--ntasks=1", "-w", "n1", "--gpus-per-node=8",
-                            "--export=PATH,HOME,LD_LIBRARY_PATH,PYTHONPATH,VLGRPO_PLATFORM,NCCL_SOCKET_IFNAME,"
-                            "GLOO_SOCKET_IFNAME,VLGRPO_RAY_PORT", f"{REPO}/entrypoints/ray-node.sh", "head"]
+    assert head["argv"] == [
+        "--job-name=vlgrpo-ray-head",
+        "--nodes=1",
+        "--ntasks=1",
+        "-w",
+        "n1",
+        "--gpus-per-node=8",
+        "--export=PATH,HOME,LD_LIBRARY_PATH,PYTHONPATH,VLGRPO_PLATFORM,NCCL_SOCKET_IFNAME,"
+        "GLOO_SOCKET_IFNAME,VLGRPO_RAY_PORT",
+        f"{REPO}/entrypoints/ray-node.sh",
+        "head",
+    ]
     assert head["env"]["VLGRPO_PLATFORM"] == "gpu" and head["env"]["NCCL_SOCKET_IFNAME"] == "ib0"
     assert head["env"]["LD_LIBRARY_PATH"] == "/opt/cuda/lib64"
     recipe = roles["recipe"][0]
-    assert recipe["argv"] == ["--job-name=vlgrpo-recipe", "--overlap", "--nodes=1", "--ntasks=1", "-w", "n1",
-                              "--gpus-per-node=8", "--export=ALL", f"{REPO}/entrypoints/fully-async-grpo.sh"]
+    assert recipe["argv"] == [
+        "--job-name=vlgrpo-recipe",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        "-w",
+        "n1",
+        "--gpus-per-node=8",
+        "--export=ALL",
+        f"{REPO}/entrypoints/fully-async-grpo.sh",
+    ]
     env = recipe["env"]
-    assert (env["VLGRPO_MODEL_PATH"], env["VLGRPO_TRAIN_FILE"], env["VLGRPO_VAL_FILE"], env["VLGRPO_CHECKPOINT_DIR"]) \
-        == ("/srv/models/Qwen3-VL-30B-A3B-Instruct", "/srv/geo3k/train.parquet", "/srv/geo3k/test.parquet",
-            str(tmp_path / "ckpt"))
+    assert (
+        env["VLGRPO_MODEL_PATH"],
+        env["VLGRPO_TRAIN_FILE"],
+        env["VLGRPO_VAL_FILE"],
+        env["VLGRPO_CHECKPOINT_DIR"],
+    ) == (
+        "/srv/models/Qwen3-VL-30B-A3B-Instruct",
+        "/srv/geo3k/train.parquet",
+        "/srv/geo3k/test.parquet",
+        str(tmp_path / "ckpt"),
+    )
     assert env["VLGRPO_PLATFORM"] == "gpu" and env["VLGRPO_RAY_ADDRESS"] == "10.1.0.1:6380"
 
 
@@ -201,8 +301,10 @@ def test_a_ray_step_that_ends_fails_the_job_at_once_naming_its_node(tmp_path):
     run = start(tmp_path, STUB_NODE_EXIT="n3:2", STUB_RECIPE_SECONDS="60").finish()
     assert run.rc == 2, run.err
     assert time.monotonic() - t0 < 30  # not after the recipe's own wait
-    assert "fully-async-grpo.sbatch: error: the Ray worker on n3 ended (status 2) while the recipe was running; " \
+    assert (
+        "fully-async-grpo.sbatch: error: the Ray worker on n3 ended (status 2) while the recipe was running; "
         "stopping the job" in run.err
+    )
     roles = by_role(run.calls())
     assert roles["recipe"][0]["term"]  # the recipe got SIGTERM (through scancel), as did the other nodes
     assert all(c["term"] for c in roles["head"] + roles["worker"] if c["argv"][4] != "n3")
@@ -226,22 +328,44 @@ def test_sigterm_to_the_batch_shell_stops_every_step_then_the_head(tmp_path):
     assert second == f"--signal=TERM {step_id(roles['head'][0])}"
 
 
-@pytest.mark.parametrize("env, node_lines, recipe_lines, message", [
-    ({"CONTAINER": "docker"}, (), (), "CONTAINER=docker: must be pyxis"),
-    ({"PLATFORM": "tpu"}, (), (), "PLATFORM=tpu: must be npu or gpu"),
-    ({"MODEL_DIR": None}, (), (), "MODEL_DIR is not set"),
-    ({"RAY_PORT": "80"}, (), (), "RAY_PORT=80 is not a port in 1024..65535"),
-    ({}, ("VLGRPO_RAY_NODE_IP=10.0.0.5",), (), "line 2: VLGRPO_RAY_NODE_IP would give every node the same address"),
-    ({}, ("VLGRPO_RAY_HEAD=10.0.0.1:6379",), (), "line 2: VLGRPO_RAY_HEAD is set by this script"),
-    ({}, ("GLOO_SOCKET_IFNAME=eth1",), (), "line 2: GLOO_SOCKET_IFNAME=eth1, but this script sets GLOO_SOCKET_IFNAME=ib0"),
-    ({}, ("VLGRPO_RAY_PORT=6390",), (), "line 2: VLGRPO_RAY_PORT=6390, but this script sets VLGRPO_RAY_PORT=6380"),
-    ({}, ("export VLGRPO_RAY_NUM_CPUS=8",), (), "line 2: not NAME=VALUE"),
-    ({"RAY_NODE_ENV": "/nonexistent/ray-node.env"}, (), (), "RAY_NODE_ENV=/nonexistent/ray-node.env is not a readable file"),
-    ({"CONTAINER": "none", "TREE": "/nonexistent"}, (), (), "TREE=/nonexistent has no executable entrypoints/ray-node.sh"),
-    ({"CONTAINER": "none", "TREE": str(REPO)}, (), ("VLGRPO_MODEL_PATH=/elsewhere",),
-     "VLGRPO_MODEL_PATH=/elsewhere in"),
-    ({}, (), ("VLGRPO_PLATFORM=gpu",), "VLGRPO_PLATFORM=gpu in"),
-])
+@pytest.mark.parametrize(
+    "env, node_lines, recipe_lines, message",
+    [
+        ({"CONTAINER": "docker"}, (), (), "CONTAINER=docker: must be pyxis"),
+        ({"PLATFORM": "tpu"}, (), (), "PLATFORM=tpu: must be npu or gpu"),
+        ({"MODEL_DIR": None}, (), (), "MODEL_DIR is not set"),
+        ({"RAY_PORT": "80"}, (), (), "RAY_PORT=80 is not a port in 1024..65535"),
+        ({}, ("VLGRPO_RAY_NODE_IP=10.0.0.5",), (), "line 2: VLGRPO_RAY_NODE_IP would give every node the same address"),
+        ({}, ("VLGRPO_RAY_HEAD=10.0.0.1:6379",), (), "line 2: VLGRPO_RAY_HEAD is set by this script"),
+        (
+            {},
+            ("GLOO_SOCKET_IFNAME=eth1",),
+            (),
+            "line 2: GLOO_SOCKET_IFNAME=eth1, but this script sets GLOO_SOCKET_IFNAME=ib0",
+        ),
+        ({}, ("VLGRPO_RAY_PORT=6390",), (), "line 2: VLGRPO_RAY_PORT=6390, but this script sets VLGRPO_RAY_PORT=6380"),
+        ({}, ("export VLGRPO_RAY_NUM_CPUS=8",), (), "line 2: not NAME=VALUE"),
+        (
+            {"RAY_NODE_ENV": "/nonexistent/ray-node.env"},
+            (),
+            (),
+            "RAY_NODE_ENV=/nonexistent/ray-node.env is not a readable file",
+        ),
+        (
+            {"CONTAINER": "none", "TREE": "/nonexistent"},
+            (),
+            (),
+            "TREE=/nonexistent has no executable entrypoints/ray-node.sh",
+        ),
+        (
+            {"CONTAINER": "none", "TREE": str(REPO)},
+            (),
+            ("VLGRPO_MODEL_PATH=/elsewhere",),
+            "VLGRPO_MODEL_PATH=/elsewhere in",
+        ),
+        ({}, (), ("VLGRPO_PLATFORM=gpu",), "VLGRPO_PLATFORM=gpu in"),
+    ],
+)
 def test_bad_settings_are_refused_before_any_step(tmp_path, env, node_lines, recipe_lines, message):
     run = start(tmp_path, node_lines, recipe_lines or ("VLGRPO_TRAINER_NNODES=1",), **env).finish()
     assert run.rc == 2, (run.out, run.err)
@@ -253,8 +377,9 @@ def test_the_settings_file_is_read_as_data_not_run(tmp_path):
     # the recipe settings file was `source`d by the batch shell: a command substitution in a value ran there
     mark = tmp_path / "ran"
     value = f"exp$(touch${{IFS}}{mark})`touch${{IFS}}{mark}`"  # no space: a value passes that rule first
-    run = start(tmp_path, recipe_lines=("# recipe settings", "", f"VLGRPO_EXPERIMENT_NAME={value}",
-                                        "VLGRPO_TRAINER_NNODES=2")).finish()
+    run = start(
+        tmp_path, recipe_lines=("# recipe settings", "", f"VLGRPO_EXPERIMENT_NAME={value}", "VLGRPO_TRAINER_NNODES=2")
+    ).finish()
     assert not mark.exists(), "a command in the settings file ran in the batch shell"
     assert run.rc == 0, run.err
     env = by_role(run.calls())["recipe"][0]["env"]
@@ -262,11 +387,14 @@ def test_the_settings_file_is_read_as_data_not_run(tmp_path):
     assert env["VLGRPO_EXPERIMENT_NAME"] == value and env["VLGRPO_TRAINER_NNODES"] == "2"
 
 
-@pytest.mark.parametrize("line, message", [
-    ("PATH=/home/other/bin:/usr/bin:/bin", "line 2: PATH is not a VLGRPO_* setting"),
-    ("export VLGRPO_LR=1e-6", "line 2: not NAME=VALUE"),
-    ("VLGRPO_LR=1e-6 2e-6", "line 2: VLGRPO_LR: a value with spaces"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("PATH=/home/other/bin:/usr/bin:/bin", "line 2: PATH is not a VLGRPO_* setting"),
+        ("export VLGRPO_LR=1e-6", "line 2: not NAME=VALUE"),
+        ("VLGRPO_LR=1e-6 2e-6", "line 2: VLGRPO_LR: a value with spaces"),
+    ],
+)
 def test_the_settings_file_takes_only_setting_lines(tmp_path, line, message):
     run = start(tmp_path, recipe_lines=("# recipe settings", line)).finish()
     assert run.rc == 2, (run.out, run.err)
@@ -274,9 +402,16 @@ def test_the_settings_file_takes_only_setting_lines(tmp_path, line, message):
     assert run.calls() == []
 
 
-@pytest.mark.parametrize("line", ["PATH=/home/other/bin:/usr/bin:/bin", "LD_PRELOAD=/home/other/lib.so",
-                                  "PYTHONPATH=/home/other/py", "BASH_ENV=/home/other/evil.sh",
-                                  "SLURM_CONF=/home/other/slurm.conf"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "PATH=/home/other/bin:/usr/bin:/bin",
+        "LD_PRELOAD=/home/other/lib.so",
+        "PYTHONPATH=/home/other/py",
+        "BASH_ENV=/home/other/evil.sh",
+        "SLURM_CONF=/home/other/slurm.conf",
+    ],
+)
 def test_the_node_file_takes_no_variable_the_batch_shell_or_srun_would_act_on(tmp_path, line):
     # the node file's lines are exported in the batch shell before `exec srun`: a PATH there chose the srun
     # that ran (another user's, twice: the head's dry run and the head step)
@@ -290,8 +425,10 @@ def test_the_node_file_takes_no_variable_the_batch_shell_or_srun_would_act_on(tm
 def test_a_head_without_an_address_on_ifname_is_refused_before_the_nodes_start(tmp_path):
     run = start(tmp_path, plan="ray start\n--head\n--port=6380\n").finish()
     assert run.rc == 2
-    assert ("fully-async-grpo.sbatch: error: no IPv4 address for the head on n1: IFNAME=ib0 has none there and the "
-            "node sets no VLGRPO_RAY_NODE_IP") in run.err
+    assert (
+        "fully-async-grpo.sbatch: error: no IPv4 address for the head on n1: IFNAME=ib0 has none there and the "
+        "node sets no VLGRPO_RAY_NODE_IP"
+    ) in run.err
     assert [c["argv"][-1] for c in run.calls() if c["argv"][0] != "--job-name=vlgrpo-ckpt-check"] == ["head"]  # dry run
 
 
@@ -303,6 +440,7 @@ def test_the_ray_node_env_example_is_a_node_file_the_script_takes(tmp_path):
 
 
 # ---- pyxis: one named container per node, the accelerator request, the image, the shared checkpoint folder ----
+
 
 def option(call: dict, name: str) -> list[str]:
     """The values of ``--name=VALUE`` in a step's srun line (every occurrence)."""
@@ -319,22 +457,31 @@ def test_every_step_of_the_job_names_the_same_container(tmp_path):
     assert all(option(c, "container-image") == [f"{tmp_path}/vlgrpo.sqsh"] for c in calls)
     # on the head node, four steps run in it: the check, the dry run, the Ray head and the recipe
     assert sorted(c["argv"][0] for c in calls if c["argv"][c["argv"].index("-w") + 1] == "n1") == [
-        "--job-name=vlgrpo-ckpt-check", "--job-name=vlgrpo-ray-head", "--job-name=vlgrpo-ray-head",
-        "--job-name=vlgrpo-recipe"]
+        "--job-name=vlgrpo-ckpt-check",
+        "--job-name=vlgrpo-ray-head",
+        "--job-name=vlgrpo-ray-head",
+        "--job-name=vlgrpo-recipe",
+    ]
     (tmp_path / "named").mkdir()
     named = start(tmp_path / "named", CONTAINER_NAME="grpo-run3").finish()
     assert named.rc == 0, named.err
     assert {n for c in named.calls() for n in option(c, "container-name")} == {"grpo-run3"}
 
 
-@pytest.mark.parametrize("env, recipe_lines, asked_for", [
-    ({}, ("VLGRPO_TRAINER_NNODES=2",), "--gres=npu:8"),  # no per-node count: Ascend A2's 8
-    ({}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=16"), "--gres=npu:16"),
-    ({"NPU_GRES": "davinci:910b"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=davinci:910b:8"),
-    ({"DEVICES_PER_NODE": "16"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=npu:16"),
-    ({"PLATFORM": "gpu"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=4"),
-     "--gpus-per-node=4"),
-])
+@pytest.mark.parametrize(
+    "env, recipe_lines, asked_for",
+    [
+        ({}, ("VLGRPO_TRAINER_NNODES=2",), "--gres=npu:8"),  # no per-node count: Ascend A2's 8
+        ({}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=16"), "--gres=npu:16"),
+        ({"NPU_GRES": "davinci:910b"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=davinci:910b:8"),
+        ({"DEVICES_PER_NODE": "16"}, ("VLGRPO_TRAINER_DEVICES_PER_NODE=8",), "--gres=npu:16"),
+        (
+            {"PLATFORM": "gpu"},
+            ("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=4"),
+            "--gpus-per-node=4",
+        ),
+    ],
+)
 def test_each_device_step_requests_the_devices_the_recipe_plans_per_node(tmp_path, env, recipe_lines, asked_for):
     # #SBATCH --exclusive gives the job every device of its nodes, but a step gets only the GRES it requests
     run = start(tmp_path, recipe_lines=recipe_lines, **env).finish()
@@ -348,35 +495,49 @@ def test_each_device_step_requests_the_devices_the_recipe_plans_per_node(tmp_pat
     assert all(not option(c, "gres") and not option(c, "gpus-per-node") for c in roles["check"])
 
 
-@pytest.mark.parametrize("image", [
-    "registry.example.com/vlgrpo:0.1.0-npu-a2-cann8.5.0-torch2.8.0-vllm0.13.0-verl0.8.0",
-    "docker://registry.example.com:5000/ml/vlgrpo:0.1.0-npu-a2",
-    "registry.example.com#vlgrpo:0.1.0-npu-a2",
-    "$oauthtoken@nvcr.example.com#team/vlgrpo:0.1.0-gpu",
-    "registry.example.com/vlgrpo@sha256:" + "0123456789abcdef" * 4,
-    "registry.example.com/vlgrpo:0.1.0-npu-a2@sha256:" + "fedcba9876543210" * 4,
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "registry.example.com/vlgrpo:0.1.0-npu-a2-cann8.5.0-torch2.8.0-vllm0.13.0-verl0.8.0",
+        "docker://registry.example.com:5000/ml/vlgrpo:0.1.0-npu-a2",
+        "registry.example.com#vlgrpo:0.1.0-npu-a2",
+        "$oauthtoken@nvcr.example.com#team/vlgrpo:0.1.0-gpu",
+        "registry.example.com/vlgrpo@sha256:" + "0123456789abcdef" * 4,
+        "registry.example.com/vlgrpo:0.1.0-npu-a2@sha256:" + "fedcba9876543210" * 4,
+    ],
+)
 def test_a_registry_reference_reaches_every_step_verbatim(tmp_path, image):
     run = start(tmp_path, IMAGE=image).finish()
     assert run.rc == 0, run.err
     assert {i for c in run.calls() for i in option(c, "container-image")} == {image}
 
 
-@pytest.mark.parametrize("image, message", [
-    # the old default: pyxis would import it as docker://vlgrpo+0.1.0-npu-a2.sqsh
-    ("vlgrpo+0.1.0-npu-a2.sqsh", "IMAGE=vlgrpo+0.1.0-npu-a2.sqsh is a bare file name: pyxis takes a value as a "
-                                 "file only when it starts with / or ."),
-    (None, "IMAGE is not set: CONTAINER=pyxis runs every step in the vlgrpo image; set IMAGE to the absolute path"),
-    ("./vlgrpo.sqsh", "IMAGE=./vlgrpo.sqsh: a relative path, which pyxis resolves in each step's working folder; "
-                      "give the absolute path"),
-    ("/nonexistent/vlgrpo.sqsh", "IMAGE=/nonexistent/vlgrpo.sqsh: no readable file there on"),
-    ("/srv/vlgrpo.tar", "IMAGE=/srv/vlgrpo.tar: an absolute path that is not an enroot image (*.sqsh"),
-    ("registry.example.com/vlgrpo", "IMAGE=registry.example.com/vlgrpo has no tag or digest: pyxis would pull "
-                                    ":latest"),
-    ("registry.example.com:5000#vlgrpo", "IMAGE=registry.example.com:5000#vlgrpo has no tag or digest"),
-    ("registry.example.com/VLGRPO:0.1.0", "IMAGE=registry.example.com/VLGRPO:0.1.0: not a registry reference"),
-    ("dockerd://vlgrpo:0.1.0", "IMAGE=dockerd://vlgrpo:0.1.0: scheme dockerd://, but only docker://"),
-])
+@pytest.mark.parametrize(
+    "image, message",
+    [
+        # the old default: pyxis would import it as docker://vlgrpo+0.1.0-npu-a2.sqsh
+        (
+            "vlgrpo+0.1.0-npu-a2.sqsh",
+            "IMAGE=vlgrpo+0.1.0-npu-a2.sqsh is a bare file name: pyxis takes a value as a "
+            "file only when it starts with / or .",
+        ),
+        (None, "IMAGE is not set: CONTAINER=pyxis runs every step in the vlgrpo image; set IMAGE to the absolute path"),
+        (
+            "./vlgrpo.sqsh",
+            "IMAGE=./vlgrpo.sqsh: a relative path, which pyxis resolves in each step's working folder; "
+            "give the absolute path",
+        ),
+        ("/nonexistent/vlgrpo.sqsh", "IMAGE=/nonexistent/vlgrpo.sqsh: no readable file there on"),
+        ("/srv/vlgrpo.tar", "IMAGE=/srv/vlgrpo.tar: an absolute path that is not an enroot image (*.sqsh"),
+        (
+            "registry.example.com/vlgrpo",
+            "IMAGE=registry.example.com/vlgrpo has no tag or digest: pyxis would pull :latest",
+        ),
+        ("registry.example.com:5000#vlgrpo", "IMAGE=registry.example.com:5000#vlgrpo has no tag or digest"),
+        ("registry.example.com/VLGRPO:0.1.0", "IMAGE=registry.example.com/VLGRPO:0.1.0: not a registry reference"),
+        ("dockerd://vlgrpo:0.1.0", "IMAGE=dockerd://vlgrpo:0.1.0: scheme dockerd://, but only docker://"),
+    ],
+)
 def test_an_image_pyxis_would_not_find_is_refused_before_any_step(tmp_path, image, message):
     run = start(tmp_path, IMAGE=image).finish()
     assert run.rc == 2, (run.out, run.err)
@@ -392,15 +553,19 @@ def test_a_bare_name_of_a_file_in_the_submit_folder_is_refused(tmp_path):
     assert run.calls() == []
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"DEVICES_PER_NODE": "0"}, "DEVICES_PER_NODE=0 is not a device count in 1..64"),
-    ({"DEVICES_PER_NODE": "4"}, "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8 in"),
-    ({"NPU_GRES": "npu,gpu"}, "NPU_GRES=npu,gpu is not a GRES name"),
-    ({"CONTAINER_NAME": "vlgrpo:exec"}, "CONTAINER_NAME=vlgrpo:exec: letters, digits"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"DEVICES_PER_NODE": "0"}, "DEVICES_PER_NODE=0 is not a device count in 1..64"),
+        ({"DEVICES_PER_NODE": "4"}, "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8 in"),
+        ({"NPU_GRES": "npu,gpu"}, "NPU_GRES=npu,gpu is not a GRES name"),
+        ({"CONTAINER_NAME": "vlgrpo:exec"}, "CONTAINER_NAME=vlgrpo:exec: letters, digits"),
+    ],
+)
 def test_device_and_container_settings_are_checked_before_any_step(tmp_path, env, message):
-    run = start(tmp_path, recipe_lines=("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8"),
-                **env).finish()
+    run = start(
+        tmp_path, recipe_lines=("VLGRPO_TRAINER_DEVICES_PER_NODE=4", "VLGRPO_ROLLOUT_DEVICES_PER_NODE=8"), **env
+    ).finish()
     assert run.rc == 2, (run.out, run.err)
     assert run.err.startswith("fully-async-grpo.sbatch: error: ") and message in run.err, run.err
     assert run.calls() == []
@@ -428,8 +593,10 @@ def test_a_node_without_the_shared_checkpoint_folder_fails_the_job_naming_it(tmp
     run = start(tmp_path, STUB_LOCAL_CKPT="n3", **env).finish()
     assert run.rc == 2, (run.out, run.err)
     ckpt = tmp_path / "ckpt"
-    assert (f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n3: the token file the head node "
-            "n1 wrote there is not visible on n3 (status 1: cat: ") in run.err, run.err
+    assert (
+        f"fully-async-grpo.sbatch: error: CKPT_DIR={ckpt} is not shared with n3: the token file the head node "
+        "n1 wrote there is not visible on n3 (status 1: cat: "
+    ) in run.err, run.err
     assert "mount it there on n3, or set CKPT_DIR to a folder on storage every node shares" in run.err
     assert run.err.count("error: ") == 1  # n1 and n2 see the token: only n3 is named
     roles = by_role(run.calls())

@@ -86,8 +86,7 @@ def version_text() -> str:
     from vlgrpo import __version__
 
     pins, source = _pins()
-    lines = [f"vlgrpo {__version__} (python {sys.version.split()[0]}, {sys.executable})",
-             f"pinned stack ({source}):"]
+    lines = [f"vlgrpo {__version__} (python {sys.version.split()[0]}, {sys.executable})", f"pinned stack ({source}):"]
     for label, dist, key in STACK:
         installed = "-"
         if dist is not None:

@@ -222,8 +222,9 @@ def _connect(address: str, deadline: float, log: Callable[[str], None]) -> None:
             why = f"{type(cause).__name__}: {cause}"
             ray.shutdown()  # whatever the failed attempt left set up
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"Ray head {address} accepts connections, but ray.init kept failing until the "
-                                   f"time-out ({why})") from exc
+                raise TimeoutError(
+                    f"Ray head {address} accepts connections, but ray.init kept failing until the time-out ({why})"
+                ) from exc
             if not said:
                 log(f"cluster: the Ray head at {address} is not ready yet ({why}); retrying")
                 said = True
@@ -292,8 +293,6 @@ def load_probe_hook(resource: str, environ: dict[str, str] | None = None) -> Cal
     return fn
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class View:
     """What one process of the job sees: ``kind`` is "driver" (the launching process, this one), "cpu" (an
@@ -319,8 +318,11 @@ class View:
     trackers: dict = dataclasses.field(default_factory=dict)
 
     def who(self, resource: str) -> str:
-        return {"driver": "the job driver", "cpu": f"an actor holding no {resource}",
-                "device": f"an actor holding 1 {resource}"}[self.kind]
+        return {
+            "driver": "the job driver",
+            "cpu": f"an actor holding no {resource}",
+            "device": f"an actor holding 1 {resource}",
+        }[self.kind]
 
 
 def process_view(kind: str, platform: str, standin: Callable[[], int] | None, loggers: str = "") -> dict:
@@ -334,11 +336,20 @@ def process_view(kind: str, platform: str, standin: Callable[[], int] | None, lo
     seen = devices.torch_count(platform, standin)
     node = devices.count(platform)
     env = {k: os.environ[k] for k in (devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]) if k in os.environ}
-    return {"kind": kind, "ip": _ray.util.get_node_ip_address(), "node_id": _ray.get_runtime_context().get_node_id(),
-            "hostname": _socket.gethostname(), "visible": seen.visible, "source": seen.source, "env": env,
-            "node_devices": node.node_devices, "node_source": node.node_source,
-            "job_driver": devices.RAY_JOB_CONFIG_VAR in os.environ, "error": seen.error,
-            "trackers": trackers.node_view() if trackers.node_needs(loggers) else {}}
+    return {
+        "kind": kind,
+        "ip": _ray.util.get_node_ip_address(),
+        "node_id": _ray.get_runtime_context().get_node_id(),
+        "hostname": _socket.gethostname(),
+        "visible": seen.visible,
+        "source": seen.source,
+        "env": env,
+        "node_devices": node.node_devices,
+        "node_source": node.node_source,
+        "job_driver": devices.RAY_JOB_CONFIG_VAR in os.environ,
+        "error": seen.error,
+        "trackers": trackers.node_view() if trackers.node_needs(loggers) else {},
+    }
 
 
 def need(view: View, platform: str, per_node: int) -> int:
@@ -376,15 +387,18 @@ def judge(view: View, platform: str, per_node: int) -> str:
     inherited = view.kind == "driver" or bool(view.env.get(devices.NOSET_VAR[platform]))
     problem, fix = devices.shrink_problem(platform, value, view.visible) if inherited else ("", "")
     if not problem:
-        problem, fix = devices.list_problem(platform, value, view.node_devices,
-                                            bool(view.env.get(devices.NOSET_VAR[platform])))
+        problem, fix = devices.list_problem(
+            platform, value, view.node_devices, bool(view.env.get(devices.NOSET_VAR[platform]))
+        )
     if problem:
         return f"{where}: {problem} -- fix: {fix}"
     want = need(view, platform, per_node)
     exposed = view.node_devices
     if view.kind == "device" and exposed and exposed < per_node:
-        return (f"{view.ip}: the container exposes {exposed} {res} ({view.node_source}), the launch needs {per_node} per "
-                f"node -- fix: map every device into the container " + _MAP_FIX[platform] + " or lower the per-node count")
+        return (
+            f"{view.ip}: the container exposes {exposed} {res} ({view.node_source}), the launch needs {per_node} per "
+            f"node -- fix: map every device into the container " + _MAP_FIX[platform] + " or lower the per-node count"
+        )
     if view.visible >= want:
         return ""
     var, noset = devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]
@@ -394,13 +408,14 @@ def judge(view: View, platform: str, per_node: int) -> str:
         if view.kind == "driver":
             cause = devices.hidden_cause(platform, value, view.visible, max(exposed, want), view.job_driver, False)
         else:
-            cause = (f"Ray set {var}={value!r} for it (the ids it holds) because the node was started without "
-                     f"{noset}=1")
+            cause = f"Ray set {var}={value!r} for it (the ids it holds) because the node was started without {noset}=1"
         return f"{line}: {cause} -- fix: {devices.ray_fix(platform)}"
     if view.kind == "driver" and not exposed:
-        return (f"{line}: this node has no {res} this process can use; verl 0.8.0 chooses the device type from what the "
-                f"launching process sees (verl/utils/device.py auto_set_device) -- fix: launch from a node with its "
-                f"{res}s mapped into the container")
+        return (
+            f"{line}: this node has no {res} this process can use; verl 0.8.0 chooses the device type from what the "
+            f"launching process sees (verl/utils/device.py auto_set_device) -- fix: launch from a node with its "
+            f"{res}s mapped into the container"
+        )
     return f"{line} -- fix: map every device into the container " + _MAP_FIX[platform] + " or lower the per-node count"
 
 
@@ -408,7 +423,7 @@ _MAP_FIX = {"npu": "(/dev/davinciN, davinci_manager, devmm_svm, hisi_hdc)", "gpu
 
 
 def _in_use(resource: str, want: float, driver: View, platform: str, settle_s: float = 15.0) -> str:
-    """"" when the cluster has ``want`` units of ``resource`` free, else the problem (resources held before the
+    """ "" when the cluster has ``want`` units of ``resource`` free, else the problem (resources held before the
     launch: by this job's driver when submitted with entrypoint resources, or by another job). Freed
     resources of a just-finished driver appear within seconds, so the check waits up to ``settle_s``."""
     import ray
@@ -422,15 +437,21 @@ def _in_use(resource: str, want: float, driver: View, platform: str, settle_s: f
         time.sleep(1.0)
     if free >= want:
         return ""
-    line = (f"{_num(total - free)} of the {_num(total)} {resource} the cluster declares are in use before the launch "
-            f"(ray.available_resources(): {_num(free)} free, the launch needs {_num(want)}); verl's placement groups "
-            f"would wait for them forever")
+    line = (
+        f"{_num(total - free)} of the {_num(total)} {resource} the cluster declares are in use before the launch "
+        f"(ray.available_resources(): {_num(free)} free, the launch needs {_num(want)}); verl's placement groups "
+        f"would wait for them forever"
+    )
     var, noset = devices.VISIBILITY_VAR[platform], devices.NOSET_VAR[platform]
     value = driver.env.get(var)
     if driver.job_driver and value and not driver.env.get(noset):
-        line += f"; this job's driver holds {var}={value} (Ray gives a driver devices when the job is submitted with them)"
-    return (line + " -- fix: submit the job without --entrypoint-num-gpus / --entrypoint-resources (the driver needs no "
-            "device; verl places its own workers), or wait until the other job that holds them ends")
+        line += (
+            f"; this job's driver holds {var}={value} (Ray gives a driver devices when the job is submitted with them)"
+        )
+    return (
+        line + " -- fix: submit the job without --entrypoint-num-gpus / --entrypoint-resources (the driver needs no "
+        "device; verl places its own workers), or wait until the other job that holds them ends"
+    )
 
 
 def tracker_problems(views: list[View], loggers: str, launch: dict | None = None) -> list[str]:
@@ -514,7 +535,9 @@ def probe(
             view = View(**ray.get(ref))
             views.append(view)
             if view.node_id != node.node_id:
-                problems.append(f"{node.ip}: the probe's {kind} actor ran on node {view.node_id} instead of {node.node_id}")
+                problems.append(
+                    f"{node.ip}: the probe's {kind} actor ran on node {view.node_id} instead of {node.node_id}"
+                )
             problem = judge(view, platform, per_node)
             if problem:
                 problems.append(problem)
@@ -558,7 +581,10 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m vlgrpo cluster", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    for name, help_ in (("wait", "bounded wait for N nodes x M devices"), ("probe", "per-node device-visibility probe")):
+    for name, help_ in (
+        ("wait", "bounded wait for N nodes x M devices"),
+        ("probe", "per-node device-visibility probe"),
+    ):
         s = sub.add_parser(name, help=help_)
         s.add_argument("--address", required=True, help="HOST:PORT of the Ray head (GCS), e.g. 10.0.0.1:6379")
         s.add_argument("--resource", required=True, choices=RESOURCES, help="NPU on Ascend, GPU on NVIDIA")
@@ -569,21 +595,43 @@ def _parser() -> argparse.ArgumentParser:
         if name == "wait":
             s.add_argument("--interval", type=_positive_float, default=2.0, help="poll interval in seconds")
         else:
-            s.add_argument("--rehearse", action="store_true",
-                           help="run only the rehearsal of verl's worker groups (vlgrpo.rehearse), not the visibility probe")
+            s.add_argument(
+                "--rehearse",
+                action="store_true",
+                help="run only the rehearsal of verl's worker groups (vlgrpo.rehearse), not the visibility probe",
+            )
             s.add_argument("--no-rehearse", action="store_true", help="run only the visibility probe")
-            s.add_argument("--loggers", default="", help="verl's trainer.logger list (e.g. console,wandb): each node's "
-                           "Ray processes must see what those loggers read (the W&B key, TENSORBOARD_DIR, ...)")
-            s.add_argument("--argv-file", help="the recipe's final argv, one element per line (the worker groups' "
-                           "layout); default: one group of --nodes x --per-node")
-            s.add_argument("--stage-timeout", type=_positive_float, default=REHEARSAL_STAGE_TIMEOUT,
-                           help=f"deadline of each rehearsal stage in seconds (default {REHEARSAL_STAGE_TIMEOUT:g})")
-            s.add_argument("--start-timeout", type=_positive_float, default=REHEARSAL_START_TIMEOUT,
-                           help="deadline of the rehearsal's worker start in seconds (the actors import torch and "
-                           f"verl; default {REHEARSAL_START_TIMEOUT:g})")
-            s.add_argument("--backend", choices=("auto", "gloo"), default="auto",
-                           help="collective backend of the rehearsal: auto = verl's (HCCL/NCCL on the device), "
-                           "gloo = gloo on CPU tensors (CPU test clusters)")
+            s.add_argument(
+                "--loggers",
+                default="",
+                help="verl's trainer.logger list (e.g. console,wandb): each node's "
+                "Ray processes must see what those loggers read (the W&B key, TENSORBOARD_DIR, ...)",
+            )
+            s.add_argument(
+                "--argv-file",
+                help="the recipe's final argv, one element per line (the worker groups' "
+                "layout); default: one group of --nodes x --per-node",
+            )
+            s.add_argument(
+                "--stage-timeout",
+                type=_positive_float,
+                default=REHEARSAL_STAGE_TIMEOUT,
+                help=f"deadline of each rehearsal stage in seconds (default {REHEARSAL_STAGE_TIMEOUT:g})",
+            )
+            s.add_argument(
+                "--start-timeout",
+                type=_positive_float,
+                default=REHEARSAL_START_TIMEOUT,
+                help="deadline of the rehearsal's worker start in seconds (the actors import torch and "
+                f"verl; default {REHEARSAL_START_TIMEOUT:g})",
+            )
+            s.add_argument(
+                "--backend",
+                choices=("auto", "gloo"),
+                default="auto",
+                help="collective backend of the rehearsal: auto = verl's (HCCL/NCCL on the device), "
+                "gloo = gloo on CPU tensors (CPU test clusters)",
+            )
     return p
 
 
@@ -611,23 +659,33 @@ def _rehearse_main(args, groups: list, sync: bool) -> int:
     from vlgrpo import rehearse
 
     if importlib.util.find_spec("verl") is None:
-        print("cluster: rehearsal: verl is not installed in this interpreter (the rehearsal runs verl's own worker "
-              "code); run the probe with the image's python3, or pass --no-rehearse", file=sys.stderr)
+        print(
+            "cluster: rehearsal: verl is not installed in this interpreter (the rehearsal runs verl's own worker "
+            "code); run the probe with the image's python3, or pass --no-rehearse",
+            file=sys.stderr,
+        )
         return 1
     platform = _platform(args.resource)
     deadline = time.monotonic() + args.timeout
     _connect(args.address, deadline, _say)
-    verdict = evaluate(nodes_from_ray(__import__("ray").nodes(), args.resource), args.resource, args.nodes, args.per_node)
+    verdict = evaluate(
+        nodes_from_ray(__import__("ray").nodes(), args.resource), args.resource, args.nodes, args.per_node
+    )
     if not verdict.ok:
-        print(f"cluster: FAIL cluster not ready: {verdict.describe()} (run `python -m vlgrpo cluster wait` first)",
-              file=sys.stderr)
+        print(
+            f"cluster: FAIL cluster not ready: {verdict.describe()} (run `python -m vlgrpo cluster wait` first)",
+            file=sys.stderr,
+        )
         return 2
     shape = "; ".join(f"{g.name}: {list(g.process_on_nodes)}" for g in groups)
-    _say(f"cluster: rehearsal of verl's worker groups ({shape}{'; weight-sync rendezvous' if sync else ''}), "
-         f"{args.stage_timeout:g}s per stage")
+    _say(
+        f"cluster: rehearsal of verl's worker groups ({shape}{'; weight-sync rendezvous' if sync else ''}), "
+        f"{args.stage_timeout:g}s per stage"
+    )
     t0 = time.monotonic()
-    result = rehearse.rehearse(groups, sync, platform, args.backend == "gloo", args.stage_timeout, _say,
-                               args.start_timeout)
+    result = rehearse.rehearse(
+        groups, sync, platform, args.backend == "gloo", args.stage_timeout, _say, args.start_timeout
+    )
     took = time.monotonic() - t0
     for line in result.lines:
         _say(f"cluster: {line}")
@@ -674,19 +732,28 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.rehearse:
             return _rehearse_main(args, groups, sync)
-        views, problems = probe(args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn,
-                                loggers=args.loggers)
+        views, problems = probe(
+            args.address, args.resource, args.nodes, args.per_node, args.timeout, count_fn, loggers=args.loggers
+        )
         for v in views:
-            seen = f" trackers={sorted(k for k, x in v.trackers.items() if x)}" if v.kind != "driver" and v.trackers else ""
-            _say(f"cluster: probe {v.ip} ({v.hostname}): {v.who(args.resource)} sees {v.visible} {args.resource} "
-                 f"[{v.source}] env={v.env} node={v.node_devices} ({v.node_source or '-'}){seen}")
+            seen = (
+                f" trackers={sorted(k for k, x in v.trackers.items() if x)}"
+                if v.kind != "driver" and v.trackers
+                else ""
+            )
+            _say(
+                f"cluster: probe {v.ip} ({v.hostname}): {v.who(args.resource)} sees {v.visible} {args.resource} "
+                f"[{v.source}] env={v.env} node={v.node_devices} ({v.node_source or '-'}){seen}"
+            )
         for p in problems:
             print(f"cluster: FAIL {p}", file=sys.stderr)
         if problems:
             return 2
         nodes = len({v.node_id for v in views if v.kind != "driver"})
-        _say(f"cluster: probe ok on {nodes} node(s), each sees >= {args.per_node} {args.resource} (the job driver, "
-             f"an actor holding no {args.resource} and one holding 1 on each node)")
+        _say(
+            f"cluster: probe ok on {nodes} node(s), each sees >= {args.per_node} {args.resource} (the job driver, "
+            f"an actor holding no {args.resource} and one holding 1 on each node)"
+        )
         if args.no_rehearse:
             return 0
         return _rehearse_main(args, groups, sync)

@@ -59,7 +59,10 @@ PLATFORMS = ("npu", "gpu")
 VISIBILITY_VAR = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gpu": "CUDA_VISIBLE_DEVICES"}
 #: Ray 2.48.0's switch that stops it from setting VISIBILITY_VAR per worker (ray/_private/accelerators/npu.py,
 #: nvidia_gpu.py: set_current_process_visible_accelerator_ids returns early when it is set)
-NOSET_VAR = {"npu": "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "gpu": "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"}
+NOSET_VAR = {
+    "npu": "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    "gpu": "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+}
 #: the Ray resource each platform's devices are declared as
 RESOURCE = {"npu": "NPU", "gpu": "GPU"}
 #: set by Ray's job supervisor in the environment of a ``ray job submit`` driver (job_supervisor.py)
@@ -116,8 +119,9 @@ class NodeCount:
         environ = os.environ if environ is None else environ
         if self.visibility_value is None or not (self.hidden or self.ray_hidden(environ)):
             return ""
-        return hidden_cause(self.platform, self.visibility_value, self.devices, self.node_devices,
-                            RAY_JOB_CONFIG_VAR in environ, False)
+        return hidden_cause(
+            self.platform, self.visibility_value, self.devices, self.node_devices, RAY_JOB_CONFIG_VAR in environ, False
+        )
 
     def fix(self, environ: Mapping[str, str] | None = None) -> str:
         """The fix for :meth:`cause` ("" when there is nothing to fix)."""
@@ -133,8 +137,9 @@ class NodeCount:
         environ = os.environ if environ is None else environ
         if not self.platform:
             return "", ""
-        return list_problem(self.platform, self.visibility_value, self.node_devices,
-                            bool(environ.get(NOSET_VAR[self.platform])))
+        return list_problem(
+            self.platform, self.visibility_value, self.node_devices, bool(environ.get(NOSET_VAR[self.platform]))
+        )
 
     def as_dict(self) -> dict:
         """The fields as a dict, without the raw tool output."""
@@ -157,11 +162,15 @@ def hidden_cause(platform: str, value: str, seen: int, node: int, job_driver: bo
     of = f"of the node's {node} {res}" if node else f"{res}"
     line = f"{var} is {shown} in this process, so it sees {seen} {of}"
     if job_driver and value in ("", "NoDevFiles"):
-        line += (f"; this process is a `ray job submit` driver, and Ray 2.48.0 hides the {res}s from it when the node "
-                 f"was started without {noset}=1 (ray issue #59063, fixed after 2.48.0; verl issue #6741)")
+        line += (
+            f"; this process is a `ray job submit` driver, and Ray 2.48.0 hides the {res}s from it when the node "
+            f"was started without {noset}=1 (ray issue #59063, fixed after 2.48.0; verl issue #6741)"
+        )
     elif job_driver:
-        line += (f"; this process is a `ray job submit` driver that Ray gave these {res} ids (the job was submitted "
-                 f"with --entrypoint-resources / --entrypoint-num-gpus): it holds them for the whole job")
+        line += (
+            f"; this process is a `ray job submit` driver that Ray gave these {res} ids (the job was submitted "
+            f"with --entrypoint-resources / --entrypoint-num-gpus): it holds them for the whole job"
+        )
     elif ray_worker:
         line += f"; Ray sets {var} to the ids a worker holds unless {noset}=1"
     return line
@@ -171,11 +180,15 @@ def ray_fix(platform: str, value: str = "") -> str:
     """The fix for devices hidden by Ray (``value``: the visibility variable's value in the process)."""
     noset = NOSET_VAR[platform]
     if value not in ("", "NoDevFiles"):
-        return ("submit the job without --entrypoint-resources / --entrypoint-num-gpus (the driver needs no device; "
-                "verl places its own workers)")
+        return (
+            "submit the job without --entrypoint-resources / --entrypoint-num-gpus (the driver needs no device; "
+            "verl places its own workers)"
+        )
     if platform == "npu":
-        return (f"start every node with entrypoints/ray-node.sh (it exports {noset}=1), or set {noset}=1 in the "
-                f"environment of `ray start` on every node")
+        return (
+            f"start every node with entrypoints/ray-node.sh (it exports {noset}=1), or set {noset}=1 in the "
+            f"environment of `ray start` on every node"
+        )
     return f"start the nodes with entrypoints/ray-node.sh, or set {noset}=1 in the environment of `ray start`"
 
 
@@ -277,25 +290,35 @@ def list_problem(platform: str, value: str | None, node_devices: int, noset: boo
     indices = ",".join(str(i) for i in range(len(set(ids))))
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
-        return (f"{shown} repeats device {', '.join(map(str, repeated))}: two workers would get the same device "
-                f"(field case C06)", f"list each device once, in ascending order, e.g. {var}={indices}")
+        return (
+            f"{shown} repeats device {', '.join(map(str, repeated))}: two workers would get the same device "
+            f"(field case C06)",
+            f"list each device once, in ascending order, e.g. {var}={indices}",
+        )
     if ids != sorted(ids):
-        return (f"{shown} is not in ascending order: the runtime wants ascending ids, and Ray hands the entries out "
-                f"as accelerator ids in this order (field case C06)",
-                f"list the ids in ascending order: {var}={','.join(map(str, sorted(ids)))}")
+        return (
+            f"{shown} is not in ascending order: the runtime wants ascending ids, and Ray hands the entries out "
+            f"as accelerator ids in this order (field case C06)",
+            f"list the ids in ascending order: {var}={','.join(map(str, sorted(ids)))}",
+        )
     if node_devices and ids[-1] >= node_devices:
         bad = [i for i in ids if i >= node_devices]
-        return (f"{shown}: id {', '.join(map(str, bad))} is not below the {node_devices} devices this node enumerates; "
-                f"the ids are the runtime's enumeration indices 0..{node_devices - 1}, not slot numbers (a missing or "
-                f"failed card shifts them; CANN drops such an id and the process sees fewer devices than listed: "
-                f"field case C12)", f"use enumeration indices: {var}={','.join(map(str, range(min(n, node_devices))))}")
+        return (
+            f"{shown}: id {', '.join(map(str, bad))} is not below the {node_devices} devices this node enumerates; "
+            f"the ids are the runtime's enumeration indices 0..{node_devices - 1}, not slot numbers (a missing or "
+            f"failed card shifts them; CANN drops such an id and the process sees fewer devices than listed: "
+            f"field case C12)",
+            f"use enumeration indices: {var}={','.join(map(str, range(min(n, node_devices))))}",
+        )
     if noset and ids != list(range(n)):
-        return (f"{shown} with {noset_var}=1: Ray gives each worker an id from this list and verl 0.8.0 calls "
-                f"set_device(<that id>) (single_controller/base/worker.py), but the process numbers its {n} "
-                f"devices 0..{n - 1}, so set_device({ids[0] if ids[0] >= n else ids[-1]}) is out of range "
-                f"(field case C06; verl PR #7507)",
-                f"give the container only these devices, so that they appear as 0..{n - 1}, and set "
-                f"{var}={indices} (or leave it unset)")
+        return (
+            f"{shown} with {noset_var}=1: Ray gives each worker an id from this list and verl 0.8.0 calls "
+            f"set_device(<that id>) (single_controller/base/worker.py), but the process numbers its {n} "
+            f"devices 0..{n - 1}, so set_device({ids[0] if ids[0] >= n else ids[-1]}) is out of range "
+            f"(field case C06; verl PR #7507)",
+            f"give the container only these devices, so that they appear as 0..{n - 1}, and set "
+            f"{var}={indices} (or leave it unset)",
+        )
     return "", ""
 
 
@@ -309,10 +332,12 @@ def shrink_problem(platform: str, value: str | None, seen: int) -> tuple[str, st
         return "", ""
     var = VISIBILITY_VAR[platform]
     n = len(set(ids))
-    return (f"{var}={value} names {n} devices but the runtime exposes {seen}: the runtime drops ids that are not "
-            f"enumeration indices of this host (a card is missing or failed, so the slots are not 0..{n - 1}; "
-            f"field case C12); the list is at fault, not the device mapping or Ray",
-            f"use the enumeration indices: {var}={','.join(map(str, range(n)))} (or leave it unset)")
+    return (
+        f"{var}={value} names {n} devices but the runtime exposes {seen}: the runtime drops ids that are not "
+        f"enumeration indices of this host (a card is missing or failed, so the slots are not 0..{n - 1}; "
+        f"field case C12); the list is at fault, not the device mapping or Ray",
+        f"use the enumeration indices: {var}={','.join(map(str, range(n)))} (or leave it unset)",
+    )
 
 
 def _run_tool(argv: list) -> tuple[int, str]:
@@ -339,8 +364,9 @@ def detect_platform(dev_dir: str = "/dev", environ: Mapping[str, str] | None = N
     return ""
 
 
-def count(platform: str = "", dev_dir: str = "/dev", environ: Mapping[str, str] | None = None,
-          run: Runner | None = None) -> NodeCount:
+def count(
+    platform: str = "", dev_dir: str = "/dev", environ: Mapping[str, str] | None = None, run: Runner | None = None
+) -> NodeCount:
     """Count this node's accelerators and those this process may use (see the module docstring).
 
     Args:
@@ -432,8 +458,10 @@ def load_standin(platform: str, environ: Mapping[str, str] | None = None) -> Cal
         return None
     if real_backend_present(platform):
         backend = "torch_npu" if platform == "npu" else "a CUDA build of torch"
-        raise UsageError(f"{STANDIN_ENV}={name!r} is a CPU test hook, refused because {backend} is installed here; "
-                         f"unset {STANDIN_ENV}")
+        raise UsageError(
+            f"{STANDIN_ENV}={name!r} is a CPU test hook, refused because {backend} is installed here; "
+            f"unset {STANDIN_ENV}"
+        )
     module = importlib.import_module(name)
     fn = getattr(module, "device_count", None)
     if not callable(fn):
@@ -478,12 +506,22 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m vlgrpo devices", description=__doc__.split("\n\n")[0])
     p.add_argument("--platform", choices=PLATFORMS, help="npu or gpu (default: detect)")
     p.add_argument("--dev-dir", default="/dev", help="folder with the davinci device files (default /dev)")
-    p.add_argument("--torch", action="store_true",
-                   help="also count with torch in this process (torch_npu on Ascend; honours the stand-in hook)")
-    p.add_argument("--format", choices=("text", "shell", "json"), default="text",
-                   help="text (one line), shell (key=value lines for the entrypoints) or json")
-    p.add_argument("--driver", action="store_true",
-                   help="also check the host driver against the image's CUDA/CANN (vlgrpo.driver) when devices are found")
+    p.add_argument(
+        "--torch",
+        action="store_true",
+        help="also count with torch in this process (torch_npu on Ascend; honours the stand-in hook)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "shell", "json"),
+        default="text",
+        help="text (one line), shell (key=value lines for the entrypoints) or json",
+    )
+    p.add_argument(
+        "--driver",
+        action="store_true",
+        help="also check the host driver against the image's CUDA/CANN (vlgrpo.driver) when devices are found",
+    )
     p.add_argument("--root", default="/", help="file-system root the driver check reads (default /; tests)")
     return p
 
@@ -513,8 +551,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.format == "shell":
         print(_shell_lines(data))
     else:
-        line = (f"devices: platform {node.platform or 'none'}: {node.devices} usable ({node.source}); "
-                f"node: {node.node_devices} ({node.node_source or '-'})")
+        line = (
+            f"devices: platform {node.platform or 'none'}: {node.devices} usable ({node.source}); "
+            f"node: {node.node_devices} ({node.node_source or '-'})"
+        )
         if data["cause"]:
             line += f"; {data['cause']}"
         if data["list_problem"]:

@@ -161,27 +161,48 @@ def check_versions(ctx: Context) -> Result:
     if ctx.manifest is None:
         where = f"no build manifest at {ctx.manifest_path} ({ctx.manifest_error})"
         if ctx.in_container():
-            return Result("versions", FAIL, where + " inside a container",
-                          "run the vlgrpo image (make image-npu / image-gpu), or restore the file from the image")
+            return Result(
+                "versions",
+                FAIL,
+                where + " inside a container",
+                "run the vlgrpo image (make image-npu / image-gpu), or restore the file from the image",
+            )
         return Result("versions", SKIP, where + "; not inside a vlgrpo image, nothing to compare against")
     if ctx.manifest.get("schema") != "vlgrpo.build-manifest/1":
-        return Result("versions", FAIL, f"{ctx.manifest_path}: unknown schema {ctx.manifest.get('schema')!r}",
-                      "rebuild the image with this version of vlgrpo")
+        return Result(
+            "versions",
+            FAIL,
+            f"{ctx.manifest_path}: unknown schema {ctx.manifest.get('schema')!r}",
+            "rebuild the image with this version of vlgrpo",
+        )
     want = {_canon(k): v for k, v in (ctx.manifest.get("packages") or {}).items()}
     have = {_canon(d.metadata["Name"]): d.version for d in md.distributions() if d.metadata["Name"]}
     changed = sorted(f"{n} {want[n]} -> {have[n]}" for n in want if n in have and have[n] != want[n])
     missing = sorted(f"{n} {want[n]}" for n in want if n not in have)
     added = sorted(f"{n} {have[n]}" for n in have if n not in want)
-    key = ", ".join(f"{n} {have[n]}" for n in ("torch", "torch-npu", "transformers", "verl", "ray", "vllm",
-                                                "vllm-ascend", "veomni") if n in have)
+    key = ", ".join(
+        f"{n} {have[n]}"
+        for n in ("torch", "torch-npu", "transformers", "verl", "ray", "vllm", "vllm-ascend", "veomni")
+        if n in have
+    )
     if changed or missing or added:
-        parts = ([f"changed: {'; '.join(changed)}"] if changed else []) + \
-                ([f"missing: {'; '.join(missing)}"] if missing else []) + \
-                ([f"added: {'; '.join(added)}"] if added else [])
-        return Result("versions", FAIL, f"drift from {ctx.manifest_path}: " + " | ".join(parts),
-                      "use the image as built (no pip install into it); rebuild to change versions")
-    return Result("versions", PASS, f"{len(want)} packages match {ctx.manifest_path} "
-                  f"({ctx.manifest.get('platform', '?')}, verl {((ctx.manifest.get('verl') or {}).get('commit') or '')[:12]}); {key}")
+        parts = (
+            ([f"changed: {'; '.join(changed)}"] if changed else [])
+            + ([f"missing: {'; '.join(missing)}"] if missing else [])
+            + ([f"added: {'; '.join(added)}"] if added else [])
+        )
+        return Result(
+            "versions",
+            FAIL,
+            f"drift from {ctx.manifest_path}: " + " | ".join(parts),
+            "use the image as built (no pip install into it); rebuild to change versions",
+        )
+    return Result(
+        "versions",
+        PASS,
+        f"{len(want)} packages match {ctx.manifest_path} "
+        f"({ctx.manifest.get('platform', '?')}, verl {((ctx.manifest.get('verl') or {}).get('commit') or '')[:12]}); {key}",
+    )
 
 
 def check_devices(ctx: Context, platform: str) -> Result:
@@ -200,19 +221,34 @@ def check_devices(ctx: Context, platform: str) -> Result:
         if missing:
             problems.append("missing control device(s) " + ", ".join(f"{ctx.dev_dir}/{d}" for d in missing))
         if problems:
-            return Result("devices", FAIL, "; ".join(problems),
-                          "map every /dev/davinciN of the node plus /dev/davinci_manager, /dev/devmm_svm and "
-                          "/dev/hisi_hdc into the container (compose.yaml's Ascend device anchor)")
-        return Result("devices", PASS, f"{len(devs)} davinci device(s) and the control devices "
-                      f"{', '.join(ASCEND_CONTROL_DEVICES)}")
+            return Result(
+                "devices",
+                FAIL,
+                "; ".join(problems),
+                "map every /dev/davinciN of the node plus /dev/davinci_manager, /dev/devmm_svm and "
+                "/dev/hisi_hdc into the container (compose.yaml's Ascend device anchor)",
+            )
+        return Result(
+            "devices",
+            PASS,
+            f"{len(devs)} davinci device(s) and the control devices {', '.join(ASCEND_CONTROL_DEVICES)}",
+        )
     if platform == "gpu":
         node = ctx.node_count("gpu")
         if not node.node_devices:
-            return Result("devices", FAIL, f"no GPU listed by {node.node_source}" + (f" ({node.tool_error})" if node.tool_error else ""),
-                          "run the container with the NVIDIA runtime (--gpus all / deploy.resources.devices)")
+            return Result(
+                "devices",
+                FAIL,
+                f"no GPU listed by {node.node_source}" + (f" ({node.tool_error})" if node.tool_error else ""),
+                "run the container with the NVIDIA runtime (--gpus all / deploy.resources.devices)",
+            )
         return Result("devices", PASS, f"{node.node_devices} GPU(s) ({node.node_source})")
-    return Result("devices", FAIL, "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found",
-                  "run on an accelerator node with the devices mapped, or pass --platform")
+    return Result(
+        "devices",
+        FAIL,
+        "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found",
+        "run on an accelerator node with the devices mapped, or pass --platform",
+    )
 
 
 def check_driver(ctx: Context, platform: str) -> Result:
@@ -260,8 +296,12 @@ def check_driver_version(ctx: Context, platform: str) -> Result:
 
     found = driver.check(platform, ctx.root, npu_smi=True)
     if found.skipped:
-        return Result("driver-version", FAIL if platform in devcount.PLATFORMS and ctx.in_container() else SKIP,
-                      found.skipped, "mount the host driver into the container (see the devices/driver checks)")
+        return Result(
+            "driver-version",
+            FAIL if platform in devcount.PLATFORMS and ctx.in_container() else SKIP,
+            found.skipped,
+            "mount the host driver into the container (see the devices/driver checks)",
+        )
     if found.problem:
         return Result("driver-version", FAIL, f"{found.problem}; the image needs {found.needs}", found.fix)
     return Result("driver-version", PASS, f"host driver {found.host}; the image needs {found.needs}: {found.via}")
@@ -274,8 +314,22 @@ def check_torch_devices(ctx: Context, platform: str) -> Result:
         return Result("torch-devices", FAIL, "no accelerator platform", "see the devices check")
     node = ctx.node_count(platform).node_devices
     # a fresh interpreter, as a training process starts: the one device counter with --torch
-    rc, out = _run([sys.executable, "-m", "vlgrpo", "devices", "--torch", "--format", "json", "--platform", platform,
-                    "--dev-dir", ctx.dev_dir], timeout=180)
+    rc, out = _run(
+        [
+            sys.executable,
+            "-m",
+            "vlgrpo",
+            "devices",
+            "--torch",
+            "--format",
+            "json",
+            "--platform",
+            platform,
+            "--dev-dir",
+            ctx.dev_dir,
+        ],
+        timeout=180,
+    )
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]  # stderr (warnings) may follow the JSON line
     try:
         got = json.loads(lines[-1]) if lines else {}
@@ -283,15 +337,28 @@ def check_torch_devices(ctx: Context, platform: str) -> Result:
         got = {}
     if rc != 0 or got.get("torch_error") or "torch_visible" not in got:
         why = got.get("torch_error") or (out.strip().splitlines() or [""])[-1]
-        return Result("torch-devices", FAIL, f"device import failed: {why[:200]}",
-                      "check torch/torch_npu in the image and CANN's set_env (Ascend)")
+        return Result(
+            "torch-devices",
+            FAIL,
+            f"device import failed: {why[:200]}",
+            "check torch/torch_npu in the image and CANN's set_env (Ascend)",
+        )
     seen = int(got["torch_visible"])
     visible = "ASCEND_RT_VISIBLE_DEVICES" if platform == "npu" else "CUDA_VISIBLE_DEVICES"
     if seen == 0 or seen < node and visible not in os.environ:
-        return Result("torch-devices", FAIL, f"torch sees {seen} device(s), the node has {node}",
-                      "map every device and the driver into the container; unset a stale " + visible)
-    return Result("torch-devices", PASS, f"torch sees {seen} {platform.upper()} device(s) (node: {node}"
-                  + (f", {visible}={os.environ[visible]}" if visible in os.environ else "") + ")")
+        return Result(
+            "torch-devices",
+            FAIL,
+            f"torch sees {seen} device(s), the node has {node}",
+            "map every device and the driver into the container; unset a stale " + visible,
+        )
+    return Result(
+        "torch-devices",
+        PASS,
+        f"torch sees {seen} {platform.upper()} device(s) (node: {node}"
+        + (f", {visible}={os.environ[visible]}" if visible in os.environ else "")
+        + ")",
+    )
 
 
 def check_shm(ctx: Context) -> Result:
@@ -301,8 +368,12 @@ def check_shm(ctx: Context) -> Result:
         return Result("shm", FAIL, f"{ctx.shm_dir}: {exc}", "mount a tmpfs at /dev/shm (ipc: host)")
     gib = st.f_blocks * st.f_frsize / 2**30
     if gib < ctx.min_shm_gib:
-        return Result("shm", FAIL, f"{ctx.shm_dir} is {gib:.2f} GiB, below {ctx.min_shm_gib:g} GiB",
-                      "compose: ipc: host (or shm_size: 64g, not both); docker run --ipc=host")
+        return Result(
+            "shm",
+            FAIL,
+            f"{ctx.shm_dir} is {gib:.2f} GiB, below {ctx.min_shm_gib:g} GiB",
+            "compose: ipc: host (or shm_size: 64g, not both); docker run --ipc=host",
+        )
     return Result("shm", PASS, f"{ctx.shm_dir} is {gib:.1f} GiB")
 
 
@@ -312,8 +383,14 @@ def sitecustomize_probe() -> dict[str, Any]:
     Returns a JSON-able dict: ``file``, ``ours`` (bool: the file carries the shim marker), ``installed`` and
     ``via`` from ``vlgrpo.patches.bootstrap.STATE``, ``chained`` (the shadowed sitecustomize it ran), ``pid``.
     """
-    info: dict[str, Any] = {"pid": os.getpid(), "file": None, "ours": False, "installed": False, "via": None,
-                            "chained": None}
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "file": None,
+        "ours": False,
+        "installed": False,
+        "via": None,
+        "chained": None,
+    }
     mod = sys.modules.get("sitecustomize")
     if mod is None:
         try:
@@ -340,12 +417,20 @@ def _judge_site(where: str, info: dict[str, Any]) -> Result:
     name = f"sitecustomize[{where}]"
     if not info.get("ours"):
         found = repr(info["file"]) if info.get("file") else "none (no sitecustomize module imported)"
-        return Result(name, FAIL, f"imported sitecustomize is {found}, not vlgrpo's shim",
-                      "install it where the interpreter imports it first: python -m vlgrpo patches "
-                      "install-sitecustomize (images: docker/image/place-sitecustomize.sh); B18")
+        return Result(
+            name,
+            FAIL,
+            f"imported sitecustomize is {found}, not vlgrpo's shim",
+            "install it where the interpreter imports it first: python -m vlgrpo patches "
+            "install-sitecustomize (images: docker/image/place-sitecustomize.sh); B18",
+        )
     if not info.get("installed"):
-        return Result(name, FAIL, f"our shim {info['file']} ran but the patch bootstrap is not installed",
-                      "check `python -m vlgrpo patches status` for the install error")
+        return Result(
+            name,
+            FAIL,
+            f"our shim {info['file']} ran but the patch bootstrap is not installed",
+            "check `python -m vlgrpo patches status` for the install error",
+        )
     chained = f", chained {info['chained']}" if info.get("chained") else ""
     return Result(name, PASS, f"{info['file']} (bootstrap via {info.get('via')}{chained}; pid {info['pid']})")
 
@@ -375,8 +460,13 @@ def check_site_ray(ctx: Context) -> list[Result]:
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         else:  # a private single-node instance (RAY_ADDRESS unset), stopped by ray.shutdown() below
-            ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20, logging_level="ERROR",
-                     log_to_driver=False)
+            ray.init(
+                num_cpus=1,
+                include_dashboard=False,
+                object_store_memory=80 * 2**20,
+                logging_level="ERROR",
+                log_to_driver=False,
+            )
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         @ray.remote(num_cpus=0)
@@ -387,7 +477,8 @@ def check_site_ray(ctx: Context) -> list[Result]:
         results = []
         for node in [n for n in ray.nodes() if n.get("Alive")]:
             actor = _SiteProbe.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)).remote()
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            ).remote()
             info = ray.get(actor.probe.remote(), timeout=180)
             ray.kill(actor)
             where = f"ray actor on {node.get('NodeManagerAddress')}" if address else "ray actor"
@@ -408,8 +499,12 @@ def check_patches(ctx: Context) -> Result:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in counts.items())
     if failed:
-        return Result("patches", FAIL, f"{summary}: " + "; ".join(f"{r['id']}: {r['reason']}" for r in failed),
-                      "see `python -m vlgrpo patches status`; report the failing patch")
+        return Result(
+            "patches",
+            FAIL,
+            f"{summary}: " + "; ".join(f"{r['id']}: {r['reason']}" for r in failed),
+            "see `python -m vlgrpo patches status`; report the failing patch",
+        )
     return Result("patches", PASS, f"{len(rows)} patches: {summary}")
 
 
@@ -418,8 +513,12 @@ def check_ckpt_engine(ctx: Context, platform: str) -> Result:
     try:
         ce = importlib.import_module("verl.checkpoint_engine")
     except Exception as exc:  # noqa: BLE001 - report whatever verl raises
-        return Result("ckpt-engine", FAIL, f"import verl.checkpoint_engine: {type(exc).__name__}: {exc}",
-                      "install verl's runtime dependencies (the image's lock)")
+        return Result(
+            "ckpt-engine",
+            FAIL,
+            f"import verl.checkpoint_engine: {type(exc).__name__}: {exc}",
+            "install verl's runtime dependencies (the image's lock)",
+        )
     registered = sorted(getattr(ce.CheckpointEngineRegistry, "_registry", {}))
     if "nccl" in registered:
         which = "HCCL engine (Ascend registers it as nccl)" if platform == "npu" else "NCCL engine"
@@ -430,12 +529,19 @@ def check_ckpt_engine(ctx: Context, platform: str) -> Result:
     except Exception as exc:  # noqa: BLE001
         cause = f"{engine_module}: {type(exc).__name__}: {exc}"
     if ctx.stand_in:
-        return Result("ckpt-engine", SKIP, f"CI stand-in image: nccl cannot register here ({cause}); "
-                      f"registered: {', '.join(registered)}")
+        return Result(
+            "ckpt-engine",
+            SKIP,
+            f"CI stand-in image: nccl cannot register here ({cause}); registered: {', '.join(registered)}",
+        )
     need = "torch_npu, zmq and vLLM" if platform == "npu" else "cupy and zmq"
-    return Result("ckpt-engine", FAIL, f"backend nccl NOT registered ({cause}); registered: {', '.join(registered)}",
-                  f"the image needs {need} (B13); actor_rollout_ref.rollout.checkpoint_engine.backend must be nccl "
-                  "(also on Ascend)")
+    return Result(
+        "ckpt-engine",
+        FAIL,
+        f"backend nccl NOT registered ({cause}); registered: {', '.join(registered)}",
+        f"the image needs {need} (B13); actor_rollout_ref.rollout.checkpoint_engine.backend must be nccl "
+        "(also on Ascend)",
+    )
 
 
 def check_model(ctx: Context) -> Result:
@@ -463,12 +569,22 @@ def check_data(ctx: Context) -> list[Result]:
 
             meta = pq.read_metadata(path)
             if meta.num_rows == 0:
-                results.append(Result(f"data[{split}]", FAIL, f"{path}: 0 rows", "regenerate it: python -m vlgrpo data geo3k"))
+                results.append(
+                    Result(f"data[{split}]", FAIL, f"{path}: 0 rows", "regenerate it: python -m vlgrpo data geo3k")
+                )
             else:
-                results.append(Result(f"data[{split}]", PASS, f"{path}: {meta.num_rows} rows, {meta.num_columns} columns"))
+                results.append(
+                    Result(f"data[{split}]", PASS, f"{path}: {meta.num_rows} rows, {meta.num_columns} columns")
+                )
         except Exception as exc:  # noqa: BLE001
-            results.append(Result(f"data[{split}]", FAIL, f"{path}: {type(exc).__name__}: {exc}",
-                                  "mount the parquet file, or regenerate it: python -m vlgrpo data geo3k"))
+            results.append(
+                Result(
+                    f"data[{split}]",
+                    FAIL,
+                    f"{path}: {type(exc).__name__}: {exc}",
+                    "mount the parquet file, or regenerate it: python -m vlgrpo data geo3k",
+                )
+            )
     if ctx.argv_file:
         from vlgrpo.preflight.api import run_preflight
 
@@ -477,11 +593,23 @@ def check_data(ctx: Context) -> list[Result]:
         report = run_preflight(argv, check_data=True)
         errors = [f for f in report.findings if f.severity == "error"]
         if report.internal_error:
-            results.append(Result("preflight", FAIL, "preflight crashed: " + report.internal_error.splitlines()[-1],
-                                  "run python -m vlgrpo preflight --argv-file FILE for the traceback"))
+            results.append(
+                Result(
+                    "preflight",
+                    FAIL,
+                    "preflight crashed: " + report.internal_error.splitlines()[-1],
+                    "run python -m vlgrpo preflight --argv-file FILE for the traceback",
+                )
+            )
         elif errors:
-            results.append(Result("preflight", FAIL, f"{len(errors)} finding(s): " + "; ".join(f.what for f in errors[:3]),
-                                  errors[0].fix))
+            results.append(
+                Result(
+                    "preflight",
+                    FAIL,
+                    f"{len(errors)} finding(s): " + "; ".join(f.what for f in errors[:3]),
+                    errors[0].fix,
+                )
+            )
         else:
             results.append(Result("preflight", PASS, f"{ctx.argv_file}: no findings"))
     return results
@@ -490,7 +618,9 @@ def check_data(ctx: Context) -> list[Result]:
 def check_checkpoint_space(ctx: Context) -> Result:
     d = ctx.checkpoint_dir
     if not d:
-        return Result("checkpoint-space", SKIP, "no checkpoint folder given (--checkpoint-dir or VLGRPO_CHECKPOINT_DIR)")
+        return Result(
+            "checkpoint-space", SKIP, "no checkpoint folder given (--checkpoint-dir or VLGRPO_CHECKPOINT_DIR)"
+        )
     if not os.path.isdir(d):
         return Result("checkpoint-space", FAIL, f"{d} does not exist", f"mount a persistent volume at {d}")
     try:
@@ -500,9 +630,13 @@ def check_checkpoint_space(ctx: Context) -> Result:
         return Result("checkpoint-space", FAIL, f"{d} is not writable: {exc}", "mount it read-write")
     free = shutil.disk_usage(d).free / 2**30
     if free < ctx.min_free_gib:
-        return Result("checkpoint-space", FAIL, f"{d}: {free:.1f} GiB free, below {ctx.min_free_gib:g} GiB",
-                      "free space or point VLGRPO_CHECKPOINT_DIR at a larger volume (one 30B-A3B checkpoint with "
-                      "optimizer state is ~350 GiB)")
+        return Result(
+            "checkpoint-space",
+            FAIL,
+            f"{d}: {free:.1f} GiB free, below {ctx.min_free_gib:g} GiB",
+            "free space or point VLGRPO_CHECKPOINT_DIR at a larger volume (one 30B-A3B checkpoint with "
+            "optimizer state is ~350 GiB)",
+        )
     return Result("checkpoint-space", PASS, f"{d}: writable, {free:.1f} GiB free")
 
 
@@ -513,17 +647,24 @@ def check_ports(ctx: Context) -> Result:
 
     _, all_off, disabled = read_switches()
     loopback = not all_off and "rollout.server_loopback" not in disabled
-    ports = ("Ray GCS (VLGRPO_RAY_PORT, 6379) and Ray's node-manager, object-manager and worker ports (random) on "
-             "every node's IP; the Ray dashboard/job API (VLGRPO_RAY_DASHBOARD_PORT, 8265) on "
-             "VLGRPO_RAY_DASHBOARD_HOST (127.0.0.1 by default; job submission runs code); per vLLM replica its "
-             "OpenAI HTTP server on a random port of " + ("127.0.0.1 only (patch rollout.server_loopback)"
-                                                          if loopback else "the node IP, unauthenticated")
-             + ", and torch.distributed / vLLM data-parallel ports on the node IP for multi-node or DP > 1 "
-             "replicas; NCCL/HCCL ports between trainer and rollout nodes. None is authenticated: with host networking "
-             "(compose.yaml) a host firewall must admit only the cluster's nodes")
+    ports = (
+        "Ray GCS (VLGRPO_RAY_PORT, 6379) and Ray's node-manager, object-manager and worker ports (random) on "
+        "every node's IP; the Ray dashboard/job API (VLGRPO_RAY_DASHBOARD_PORT, 8265) on "
+        "VLGRPO_RAY_DASHBOARD_HOST (127.0.0.1 by default; job submission runs code); per vLLM replica its "
+        "OpenAI HTTP server on a random port of "
+        + ("127.0.0.1 only (patch rollout.server_loopback)" if loopback else "the node IP, unauthenticated")
+        + ", and torch.distributed / vLLM data-parallel ports on the node IP for multi-node or DP > 1 "
+        "replicas; NCCL/HCCL ports between trainer and rollout nodes. None is authenticated: with host networking "
+        "(compose.yaml) a host firewall must admit only the cluster's nodes"
+    )
     if not loopback:
-        return Result("ports", FAIL, ports, "unset VLGRPO_PATCHES_DISABLED=rollout.server_loopback / VLGRPO_PATCHES=off "
-                      "(vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755)")
+        return Result(
+            "ports",
+            FAIL,
+            ports,
+            "unset VLGRPO_PATCHES_DISABLED=rollout.server_loopback / VLGRPO_PATCHES=off "
+            "(vLLM 0.13.0 is inside CVE-2026-22778 and CVE-2026-34755)",
+        )
     return Result("ports", PASS, ports)
 
 
@@ -559,8 +700,21 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
     return results
 
 
-CHECK_NAMES = ("versions", "devices", "driver", "driver-version", "torch-devices", "shm", "sitecustomize", "patches",
-               "ckpt-engine", "model", "data", "checkpoint-space", "ports")
+CHECK_NAMES = (
+    "versions",
+    "devices",
+    "driver",
+    "driver-version",
+    "torch-devices",
+    "shm",
+    "sitecustomize",
+    "patches",
+    "ckpt-engine",
+    "model",
+    "data",
+    "checkpoint-space",
+    "ports",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -586,13 +740,23 @@ def main(argv: list[str] | None = None) -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     unknown = skip - set(CHECK_NAMES)
     if unknown:
-        print(f"doctor: --skip: unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECK_NAMES)}",
-              file=sys.stderr)
+        print(
+            f"doctor: --skip: unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECK_NAMES)}",
+            file=sys.stderr,
+        )
         return 2
-    ctx = Context(platform=args.platform, manifest_path=args.manifest, min_shm_gib=args.min_shm_gib,
-                  min_free_gib=args.min_free_gib, model_path=args.model_path, train_file=args.train_file,
-                  val_file=args.val_file, argv_file=args.argv_file, checkpoint_dir=args.checkpoint_dir,
-                  ray=not args.no_ray)
+    ctx = Context(
+        platform=args.platform,
+        manifest_path=args.manifest,
+        min_shm_gib=args.min_shm_gib,
+        min_free_gib=args.min_free_gib,
+        model_path=args.model_path,
+        train_file=args.train_file,
+        val_file=args.val_file,
+        argv_file=args.argv_file,
+        checkpoint_dir=args.checkpoint_dir,
+        ray=not args.no_ray,
+    )
     results = run_checks(ctx, only=lambda name: name not in skip)
     failed = [r for r in results if r.status == FAIL]
     if args.json:

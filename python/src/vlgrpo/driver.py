@@ -175,7 +175,7 @@ def cuda_image(root: str = "/", environ: Mapping[str, str] | None = None, run: R
     if not libs:
         return CudaImage(cuda, source)
     _, compat, path = max(libs)
-    path = path[len(root.rstrip("/")):]  # as the image sees it
+    path = path[len(root.rstrip("/")) :]  # as the image sees it
     rc, cache = (run or _run)(["ldconfig", "-p"])
     linked = rc == 0 and f"{os.path.dirname(path)}/libcuda.so" in cache
     return CudaImage(cuda, source, compat, path, linked)
@@ -187,8 +187,9 @@ def check_nvidia(smi: str, smi_list: str, image: CudaImage) -> DriverCheck:
     host = parse_nvidia_smi_driver(smi)
     if not host:
         return DriverCheck("gpu", skipped="nvidia-smi shows no driver version")
-    names = [ln.split(":", 1)[1].split("(UUID", 1)[0].strip() for ln in smi_list.splitlines()
-             if re.match(r"GPU \d+:", ln)]
+    names = [
+        ln.split(":", 1)[1].split("(UUID", 1)[0].strip() for ln in smi_list.splitlines() if re.match(r"GPU \d+:", ln)
+    ]
     consumer = [n for n in names if CONSUMER_GPU.search(n)]
     cuda = image.cuda or "?"
     if image.compat:
@@ -199,21 +200,42 @@ def check_nvidia(smi: str, smi_list: str, image: CudaImage) -> DriverCheck:
     if image.compat and not older(host, image.compat):
         return DriverCheck("gpu", host, needs, "native")
     if image.compat and not consumer:
-        return DriverCheck("gpu", host, needs, f"forward compatibility (the image's libcuda {image.compat} on a "
-                           "data-center GPU driver)")
+        return DriverCheck(
+            "gpu",
+            host,
+            needs,
+            f"forward compatibility (the image's libcuda {image.compat} on a data-center GPU driver)",
+        )
     if image.compat and consumer and image.compat_linked:
         return DriverCheck(
-            "gpu", host, needs, "", f"host driver {host} is older than {image.compat}, which CUDA {cuda} in this "
+            "gpu",
+            host,
+            needs,
+            "",
+            f"host driver {host} is older than {image.compat}, which CUDA {cuda} in this "
             f"image needs; the image loads its forward-compatibility libcuda instead, which NVIDIA supports on "
             f"data-center GPUs only, and this node has {consumer[0]}: the first CUDA call fails (error 804, "
-            f"forward compatibility on unsupported hardware)", upgrade)
+            f"forward compatibility on unsupported hardware)",
+            upgrade,
+        )
     if cuda.startswith("12.") and older(host, CUDA12_MINOR_FLOOR):
         return DriverCheck(
-            "gpu", host, needs, "", f"host driver {host} is older than {CUDA12_MINOR_FLOOR}, the oldest that runs "
+            "gpu",
+            host,
+            needs,
+            "",
+            f"host driver {host} is older than {CUDA12_MINOR_FLOOR}, the oldest that runs "
             f"CUDA 12.x (minor version compatibility), and the image's CUDA {cuda} has no forward-compatibility "
-            "path on this GPU: the first CUDA call fails (CUDA driver version is insufficient)", upgrade)
-    return DriverCheck("gpu", host, needs, f"minor version compatibility (CUDA 12.x on driver >= {CUDA12_MINOR_FLOOR}; "
-                       "features of a newer driver unavailable)")
+            "path on this GPU: the first CUDA call fails (CUDA driver version is insufficient)",
+            upgrade,
+        )
+    return DriverCheck(
+        "gpu",
+        host,
+        needs,
+        f"minor version compatibility (CUDA 12.x on driver >= {CUDA12_MINOR_FLOOR}; "
+        "features of a newer driver unavailable)",
+    )
 
 
 # ------------------------------------------------------------------------------------------------- Ascend
@@ -265,24 +287,43 @@ def check_ascend(driver_info: str, npu_smi: str, toolkit: str) -> DriverCheck:
         except ValueError:
             continue
     if short:
-        return DriverCheck("npu", host, needs, "", f"host driver {host} does not meet what CANN {cann} in this image "
-                           "declares: " + "; ".join(short), fix)
+        return DriverCheck(
+            "npu",
+            host,
+            needs,
+            "",
+            f"host driver {host} does not meet what CANN {cann} in this image declares: " + "; ".join(short),
+            fix,
+        )
     try:
         too_old = bool(paired) and older(host, paired)
     except ValueError:
         return DriverCheck("npu", host, needs, skipped=f"driver version {host!r} not understood")
     if too_old:
-        return DriverCheck("npu", host, needs, "", f"host driver {host} is older than Ascend HDK {paired}, which CANN "
-                           f"{cann} in this image is released with (hicann/release-management {cann}/release-notes.md)",
-                           fix)
+        return DriverCheck(
+            "npu",
+            host,
+            needs,
+            "",
+            f"host driver {host} is older than Ascend HDK {paired}, which CANN "
+            f"{cann} in this image is released with (hicann/release-management {cann}/release-notes.md)",
+            fix,
+        )
     return DriverCheck("npu", host, needs, "native")
 
 
 # ---------------------------------------------------------------------------------------------------- node
 
 
-def check(platform: str, root: str = "/", environ: Mapping[str, str] | None = None, run: Runner | None = None,
-          which: Callable[[str], str | None] | None = None, smi_list: str = "", npu_smi: bool = False) -> DriverCheck:
+def check(
+    platform: str,
+    root: str = "/",
+    environ: Mapping[str, str] | None = None,
+    run: Runner | None = None,
+    which: Callable[[str], str | None] | None = None,
+    smi_list: str = "",
+    npu_smi: bool = False,
+) -> DriverCheck:
     """Read this node's driver and the image's needs for ``platform`` ("npu"/"gpu") and judge them.
 
     ``smi_list``: ``nvidia-smi -L`` output the caller already has (else it is run); ``npu_smi``: read the

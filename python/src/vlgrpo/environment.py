@@ -142,6 +142,7 @@ def env_row(name: str, owner: str = "fa") -> "Row | None":
 
 # ---- values: the type rules of the registry (the one definition; vlgrpo.launch words the refusals) -------
 
+
 class Refused(ValueError):
     """A value :func:`validate` refuses. ``reason`` says which rule it broke: ``"plain"`` (not printable ASCII
     without spaces, or too long), ``"type"`` (not a value of its type and allowed values), and for paths
@@ -243,7 +244,8 @@ def validate(row: Row, raw: str, cwd: "str | None" = None) -> object:
         items = raw.split(",")
         ok = len(items) <= 32 and all(
             1 <= len(i) <= 64 and i[0] in _LOWER + _DIGITS and all(c in _LOWER + _DIGITS + "_.-" for c in i)
-            for i in items)
+            for i in items
+        )
         if ok:
             return tuple(items)
         raise Refused(f"{raw!r} is not a comma list of ids (lower-case letters, digits, '_', '.', '-')")
@@ -262,7 +264,8 @@ def _octets(host):
     parts = host.split(".")
     return len(parts) == 4 and all(
         p == "0" or (1 <= len(p) <= 3 and p[0] in "123456789" and all(c in _DIGITS for c in p) and int(p) <= 255)
-        for p in parts)
+        for p in parts
+    )
 
 
 def _hostname(host):
@@ -272,7 +275,9 @@ def _hostname(host):
     if not all(1 <= len(x) <= 63 and x[0] != "-" and x[-1] != "-" and set(x) <= _LABEL_CHARS for x in labels):
         return False
     last = labels[-1]
-    hexnum = len(last) >= 2 and last[0] == "0" and last[1] in "xX" and all(c in _DIGITS + "abcdefABCDEF" for c in last[2:])
+    hexnum = (
+        len(last) >= 2 and last[0] == "0" and last[1] in "xX" and all(c in _DIGITS + "abcdefABCDEF" for c in last[2:])
+    )
     return any(c in _LOWER + _UPPER for c in last) and not hexnum
 
 
@@ -281,7 +286,7 @@ def _number_like(raw):
     mant, exp = raw, None
     for i, c in enumerate(raw):
         if c in "eE":
-            mant, exp = raw[:i], raw[i + 1:]
+            mant, exp = raw[:i], raw[i + 1 :]
             break
     if exp is not None:
         digits = exp[1:] if exp.startswith("-") else exp
@@ -301,16 +306,29 @@ def _validate_re(t, a, raw, cwd):
     """The types of the launch's own settings (names, addresses, paths), written without ``re``: its import costs
     more than the whole check at every launch."""
     if t == "name":
-        if 1 <= len(raw) <= 128 and raw[0] in _ALNUM and all(c in _ALNUM + "._-" for c in raw) and not \
-                _number_like(raw) and raw.lower() not in ("true", "false", "null", "nan", "inf"):
+        if (
+            1 <= len(raw) <= 128
+            and raw[0] in _ALNUM
+            and all(c in _ALNUM + "._-" for c in raw)
+            and not _number_like(raw)
+            and raw.lower() not in ("true", "false", "null", "nan", "inf")
+        ):
             return raw
         raise Refused(f"{raw!r} is not a plain name")
     if t == "addr":
         # a dotted quad without leading zeros, or RFC 1123 labels whose last one has a letter
         # and is not a hex number (what inet_aton would read as an address: 010.0.0.1, 0x0a.0.0.1, 167772161, 10.1)
         host, sep, port = raw.partition(":")
-        if sep and 1 <= len(host) <= 253 and ":" not in port and 1 <= len(port) <= 5 and port[0] in "123456789" \
-                and all(c in _DIGITS for c in port) and int(port) <= 65535 and (_octets(host) or _hostname(host)):
+        if (
+            sep
+            and 1 <= len(host) <= 253
+            and ":" not in port
+            and 1 <= len(port) <= 5
+            and port[0] in "123456789"
+            and all(c in _DIGITS for c in port)
+            and int(port) <= 65535
+            and (_octets(host) or _hostname(host))
+        ):
             return raw
         raise Refused(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
     if t == "uri":
@@ -320,9 +338,20 @@ def _validate_re(t, a, raw, cwd):
         if sep and scheme in ("http", "https"):
             hostport, slash, path = rest.partition("/")
             host, colon, port = hostport.partition(":")
-            if 1 <= len(host) <= 253 and (_octets(host) or _hostname(host)) and (not colon or (
-                    1 <= len(port) <= 5 and port[0] in "123456789" and all(c in _DIGITS for c in port)
-                    and int(port) <= 65535)) and set(path) <= _URL_PATH_CHARS:
+            if (
+                1 <= len(host) <= 253
+                and (_octets(host) or _hostname(host))
+                and (
+                    not colon
+                    or (
+                        1 <= len(port) <= 5
+                        and port[0] in "123456789"
+                        and all(c in _DIGITS for c in port)
+                        and int(port) <= 65535
+                    )
+                )
+                and set(path) <= _URL_PATH_CHARS
+            ):
                 return raw
         elif raw.startswith("file:"):
             path = raw[8:] if raw.startswith("file:///") else raw[6:] if raw.startswith("file:/") else None
@@ -330,8 +359,10 @@ def _validate_re(t, a, raw, cwd):
                 return raw
         if "@" in raw:
             raise Refused("holds credentials (user:password@ or a token; value not shown)", "uri-credentials")
-        raise Refused(f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
-                      "nor a file:///PATH")
+        raise Refused(
+            f"{raw!r} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, "
+            "nor a file:///PATH"
+        )
     if t == "ipv4":
         if _octets(raw):
             return raw
@@ -348,8 +379,11 @@ def _validate_re(t, a, raw, cwd):
         if path.startswith("//"):
             path = "/" + path.lstrip("/")
         if not (path.startswith("/") and set(path) <= _PATH_CHARS):
-            raise Refused(f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take",
-                          "path-resolves", path)
+            raise Refused(
+                f"relative path {raw!r} resolves to {path!r}, which has characters Hydra cannot take",
+                "path-resolves",
+                path,
+            )
         if a == "file" and not (os.path.isfile(path) and os.access(path, os.R_OK)):
             raise Refused(f"{path} is not a readable file", "path-file", path)
         if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
@@ -397,9 +431,31 @@ def _hint(row):
 #: capitals Unicode's confusables.txt (UTS #39) lists as confusable with A-Z (small letters reach them through
 #: str.upper(); fullwidth and mathematical letters, Roman numerals and the fullwidth low line through NFKC).
 _LOOKALIKES = {
-    "A": "ΑАᎪ", "B": "ΒВᏴ", "C": "ϹСᏟ", "D": "Ꭰ", "E": "ΕЕᎬ", "F": "Ϝ", "G": "ԌᏀ", "H": "ΗНҺᎻ", "I": "ΙІӀ",
-    "J": "ЈͿᎫ", "K": "ΚКᏦ", "L": "Ꮮ", "M": "ΜМᎷ", "N": "Ν", "O": "ΟОՕ", "P": "ΡРᏢ", "Q": "Ԛ", "R": "ᎡᏒ", "S": "ЅᏚ",
-    "T": "ΤТᎢ", "V": "ѴᏙ", "W": "ԜᎳ", "X": "ΧХ", "Y": "ΥУҮ", "Z": "ΖᏃ",
+    "A": "ΑАᎪ",
+    "B": "ΒВᏴ",
+    "C": "ϹСᏟ",
+    "D": "Ꭰ",
+    "E": "ΕЕᎬ",
+    "F": "Ϝ",
+    "G": "ԌᏀ",
+    "H": "ΗНҺᎻ",
+    "I": "ΙІӀ",
+    "J": "ЈͿᎫ",
+    "K": "ΚКᏦ",
+    "L": "Ꮮ",
+    "M": "ΜМᎷ",
+    "N": "Ν",
+    "O": "ΟОՕ",
+    "P": "ΡРᏢ",
+    "Q": "Ԛ",
+    "R": "ᎡᏒ",
+    "S": "ЅᏚ",
+    "T": "ΤТᎢ",
+    "V": "ѴᏙ",
+    "W": "ԜᎳ",
+    "X": "ΧХ",
+    "Y": "ΥУҮ",
+    "Z": "ΖᏃ",
 }
 _SKELETON = {ord(c): latin for latin, chars in _LOOKALIKES.items() for c in chars}
 
@@ -458,11 +514,20 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
     env_vars = renv.get("env_vars") or {}
     if not isinstance(env_vars, dict):
         return out + [(var, "has runtime_env env_vars that are not an object", fix)]
-    out += [(var, why, "give metadata as an object of strings, e.g. {\"team\": \"rl\"}")
-            for why in _metadata_problems(doc.get("metadata"))]
+    out += [
+        (var, why, 'give metadata as an object of strings, e.g. {"team": "rl"}')
+        for why in _metadata_problems(doc.get("metadata"))
+    ]
     if "config" in renv:
-        out += [(var, why, "give runtime_env config as Ray types it: setup_timeout_seconds an integer, eager_install "
-                 "true/false, log_files a list of strings") for why in _runtime_env_config_problems(renv["config"])]
+        out += [
+            (
+                var,
+                why,
+                "give runtime_env config as Ray types it: setup_timeout_seconds an integer, eager_install "
+                "true/false, log_files a list of strings",
+            )
+            for why in _runtime_env_config_problems(renv["config"])
+        ]
     for name in sorted(env_vars):
         value = env_vars[name]
         why = _job_env_var_problem(name, owner, pass_env, value)
@@ -471,23 +536,31 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
         if not why and "$" in value:
             # Ray 2.48.0 update_envs (ray/_private/utils.py) runs os.path.expandvars on each value, in key order,
             # after this check: PATH=/x/$LANG with LANG=../evil is judged as written and used as expanded
-            why = "its value has a '$': Ray expands $NAME in env_vars values when it starts each worker, so the value " \
-                  "checked here is not the one the workers get"
+            why = (
+                "its value has a '$': Ray expands $NAME in env_vars values when it starts each worker, so the value "
+                "checked here is not the one the workers get"
+            )
         if not why:
             row = env_row(name, owner)
             if row is not None and row.kind == "set" and (not row.default or value != row.default):
-                why = (f"the launch sets it itself ({row.meaning})" if not row.default else
-                       f"the launch sets it to {row.default!r} for every child ({row.meaning})")
+                why = (
+                    f"the launch sets it itself ({row.meaning})"
+                    if not row.default
+                    else f"the launch sets it to {row.default!r} for every child ({row.meaning})"
+                )
         if not why:
             row = _checked_row(name, owner, pass_env)
             if row is not None and row.type and row.kind in ("pass", "pass-on-request"):
                 if row.type == "rayjob" and _depth >= 2:
                     why = "a Ray job config inside a Ray job config"
                 else:
-                    why = check_value(row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1,
-                                      name=name)
+                    why = check_value(
+                        row, value, owner=owner, pass_env=pass_env, protect=protect, _depth=_depth + 1, name=name
+                    )
         if why:
-            out.append((var, f"runtime_env env_vars sets {ascii(name)[1:-1]}: {why}", "remove it from the job's env_vars"))
+            out.append(
+                (var, f"runtime_env env_vars sets {ascii(name)[1:-1]}: {why}", "remove it from the job's env_vars")
+            )
     return out
 
 
@@ -511,7 +584,9 @@ def _job_env_var_problem(name, owner, pass_env, value=None):
         return _job_setting_problem(name, owner, value)
     row = env_row(name, owner)
     if row is None:
-        return "" if name in pass_env else "Ray would set it in every worker, and it is not a variable the launch passes"
+        return (
+            "" if name in pass_env else "Ray would set it in every worker, and it is not a variable the launch passes"
+        )
     if row.kind == "refused":
         return row.meaning
     if row.kind == "drop":
@@ -548,8 +623,10 @@ def _job_setting_problem(name, owner, value):
     launch = os.environ.get(name, "")
     if value != launch:
         now = repr(launch) if launch else "it unset"
-        return (f"the workers would run with {name}={value!r} while the launch runs with {now}: the patch switches "
-                "must be the same for both")
+        return (
+            f"the workers would run with {name}={value!r} while the launch runs with {now}: the patch switches "
+            "must be the same for both"
+        )
     return ""
 
 
@@ -576,8 +653,10 @@ def _runtime_env_config_problems(cfg):
             out.append(f"runtime_env config {key} is {value!r}: Ray takes a list of strings")
         elif kind == "strings" and any("/" in v or "\\" in v or v in ("", ".", "..") for v in value):
             # Ray's agent opens os.path.join(log_dir, name) for each: a path creates a file anywhere it may write
-            out.append(f"runtime_env config {key} names a path, not a file name of Ray's log folder: "
-                       + ", ".join(repr(v) for v in value if "/" in v or "\\" in v or v in ("", ".", ".."))[:200])
+            out.append(
+                f"runtime_env config {key} names a path, not a file name of Ray's log folder: "
+                + ", ".join(repr(v) for v in value if "/" in v or "\\" in v or v in ("", ".", ".."))[:200]
+            )
     return out
 
 
@@ -595,8 +674,9 @@ PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped"
 #: (NCCL_PROXY_*, NCCL_GRAPH_MIXING_SUPPORT, HCCL_HOST_SOCKET_PORT_RANGE, ASCEND_MODULE_LOG_LEVEL pass).
 SHAPE_LOADS = frozenset(("PLUGIN", "PLUGINS", "LIB", "LIBS", "LIBRARY", "SO", "DLL", "PRELOAD"))
 SHAPE_PEER = frozenset(("ADDR", "ADDRESS", "URL", "URI", "ENDPOINT"))
-SHAPE_PATH = frozenset(("PATH", "PATHS", "HOME", "DIR", "DIRS", "ROOT", "FILE", "FILES", "CONF", "CONFIG",
-                        "CACHE", "PREFIX"))
+SHAPE_PATH = frozenset(
+    ("PATH", "PATHS", "HOME", "DIR", "DIRS", "ROOT", "FILE", "FILES", "CONF", "CONFIG", "CACHE", "PREFIX")
+)
 
 
 def _control(value):
@@ -679,8 +759,10 @@ def _tmpdir_owner_problem(path):
         return ""
     uid = os.geteuid()
     if st.st_uid not in (0, uid):
-        return (f"is owned by uid {st.st_uid}, not by root or the launching user (uid {uid}): its owner can replace "
-                "the files the launch writes there")
+        return (
+            f"is owned by uid {st.st_uid}, not by root or the launching user (uid {uid}): its owner can replace "
+            "the files the launch writes there"
+        )
     if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
         return f"can be written by others (mode {stat.S_IMODE(st.st_mode):04o}) and is not a root-owned sticky folder like /tmp"
     # the folders above it, with the path rule's exception for a sticky folder above (/tmp): the folder itself was
@@ -784,7 +866,9 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     if not t or (not value and t in ("tmpdir", "dir", "dirs")):
         return ""
     if _control(value):
-        return "has a control character (a line break, carriage return, tab, ...), which bash and Python split differently"
+        return (
+            "has a control character (a line break, carriage return, tab, ...), which bash and Python split differently"
+        )
     if t == "warnings":
         for f in value.split(","):
             parts = f.split(":")
@@ -804,17 +888,24 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
         if t == "dir" and not value:
             return ""
         return _dir_problem(value, protect, must_exist=(t == "tmpdir"), owned=(t != "tmpdir")) or (
-            _tmpdir_owner_problem(value) if t == "tmpdir" else "")
+            _tmpdir_owner_problem(value) if t == "tmpdir" else ""
+        )
     if t == "shaped":
         kind = shape(name)
         if kind in ("loads", "peer") and name not in pass_env:
-            what = "a library or plugin every child would load" if kind == "loads" else \
-                "a peer address every child would connect to or serve on"
-            return (f"names {what} (read from its name under the {row.name} row); it passes only when "
-                    "VLGRPO_PASS_ENV names it")
+            what = (
+                "a library or plugin every child would load"
+                if kind == "loads"
+                else "a peer address every child would connect to or serve on"
+            )
+            return (
+                f"names {what} (read from its name under the {row.name} row); it passes only when "
+                "VLGRPO_PASS_ENV names it"
+            )
         if kind == "path":
-            return _path_list_problem(value, _path_entry_problem, protect,
-                                      "has an empty entry, which is read as the working directory")
+            return _path_list_problem(
+                value, _path_entry_problem, protect, "has an empty entry, which is read as the working directory"
+            )
         return ""
     if t == "httpurl":
         if not value:
@@ -833,9 +924,13 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
             return ""
         return "is not a plain name (1-128 letters, digits, '_', '.', '-', the first a letter or digit)"
     if t == "dirs":
-        return _path_list_problem(value, lambda e, p: _dir_problem(e, p, must_exist=False), protect,
-                                  "has an empty entry, which is read as the working directory (Python's import "
-                                  "path, the dynamic loader's and the shell's search paths)")
+        return _path_list_problem(
+            value,
+            lambda e, p: _dir_problem(e, p, must_exist=False),
+            protect,
+            "has an empty entry, which is read as the working directory (Python's import "
+            "path, the dynamic loader's and the shell's search paths)",
+        )
     raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
 
 
@@ -848,8 +943,9 @@ def _checked_row(name, owner, pass_env):
     return row
 
 
-def check_values(records: "list[str]", owner: str = "fa", pass_env: "tuple[str, ...]" = (),
-                 protect: "tuple[str, ...]" = ()) -> "list[tuple[str, str, str]]":
+def check_values(
+    records: "list[str]", owner: str = "fa", pass_env: "tuple[str, ...]" = (), protect: "tuple[str, ...]" = ()
+) -> "list[tuple[str, str, str]]":
     """Problems ``(name, why, fix)`` of ``records`` (``NAME=VALUE`` strings: the typed variables the entrypoint
     passes, as bash exports them) under their registry rows (:func:`check_value`); a requested name without a
     row is checked as :data:`UNLISTED`."""
@@ -865,8 +961,9 @@ def check_values(records: "list[str]", owner: str = "fa", pass_env: "tuple[str, 
             if row.type == "shaped" and shape(name) in ("loads", "peer"):
                 fix = f"unset it, or name it in VLGRPO_PASS_ENV when the launch needs {name}"
             elif row.type == "shaped":
-                fix = ("point it at absolute paths off the checkpoint volume that not every user can write, or "
-                       + ("remove it from VLGRPO_PASS_ENV" if row is UNLISTED else "unset it"))
+                fix = "point it at absolute paths off the checkpoint volume that not every user can write, or " + (
+                    "remove it from VLGRPO_PASS_ENV" if row is UNLISTED else "unset it"
+                )
             out.append((name, why, fix))
     return out
 
@@ -900,8 +997,11 @@ def main(argv=None):
             row = env_row(name)
             print(f"{name}\t{row.kind if row else 'unlisted'}\t{row.name if row else '-'}")
         return 0
-    print("usage: python3 -m vlgrpo.environment check-ray-job-config [--owner=fa|vo|node] [--pass-env=A,B] < JSON"
-          "\n       python3 -m vlgrpo.environment classify NAME...", file=sys.stderr)
+    print(
+        "usage: python3 -m vlgrpo.environment check-ray-job-config [--owner=fa|vo|node] [--pass-env=A,B] < JSON"
+        "\n       python3 -m vlgrpo.environment classify NAME...",
+        file=sys.stderr,
+    )
     return 2
 
 

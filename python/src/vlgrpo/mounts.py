@@ -20,10 +20,38 @@ CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 LAYER_ROOT_FS = frozenset(("overlay", "fuse-overlayfs", "fuse.fuse-overlayfs", "aufs", "tmpfs", "ramfs"))
 #: file-system types that hold a checkpoint volume: disk and network/cluster file systems (an allowlist: tmpfs,
 #: ramfs, devtmpfs, hugetlbfs, overlay, aufs, proc, sysfs, ... vanish with the container or the node, or are no volume)
-VOLUME_FS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "nfs", "nfs4", "lustre", "gpfs",
-                       "ceph", "cephfs", "fuse.ceph", "beegfs", "glusterfs", "fuse.glusterfs", "cifs", "smb3",
-                       "virtiofs", "wekafs", "fuse.juicefs", "fuse.s3fs", "fuse.gcsfuse"))
-VOLUME_FS_WORDS = "ext4, xfs, btrfs, zfs, f2fs, nfs/nfs4, lustre, gpfs, cephfs, beegfs, glusterfs, cifs, virtiofs, wekafs"
+VOLUME_FS = frozenset(
+    (
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "zfs",
+        "f2fs",
+        "jfs",
+        "nfs",
+        "nfs4",
+        "lustre",
+        "gpfs",
+        "ceph",
+        "cephfs",
+        "fuse.ceph",
+        "beegfs",
+        "glusterfs",
+        "fuse.glusterfs",
+        "cifs",
+        "smb3",
+        "virtiofs",
+        "wekafs",
+        "fuse.juicefs",
+        "fuse.s3fs",
+        "fuse.gcsfuse",
+    )
+)
+VOLUME_FS_WORDS = (
+    "ext4, xfs, btrfs, zfs, f2fs, nfs/nfs4, lustre, gpfs, cephfs, beegfs, glusterfs, cifs, virtiofs, wekafs"
+)
 
 
 class Mount:
@@ -36,7 +64,10 @@ class Mount:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Mount) and (self.point, self.fstype, self.source) == (
-            other.point, other.fstype, other.source)
+            other.point,
+            other.fstype,
+            other.source,
+        )
 
     def __hash__(self) -> int:
         return hash((self.point, self.fstype, self.source))
@@ -50,7 +81,7 @@ def unescape(field: str) -> str:
     out, i = [], 0
     while i < len(field):
         c = field[i]
-        octal = field[i + 1:i + 4]
+        octal = field[i + 1 : i + 4]
         if c == "\\" and len(octal) == 3 and all(ch in "01234567" for ch in octal):
             out.append(chr(int(octal, 8)))
             i += 4

@@ -58,8 +58,12 @@ def _who(uid: int) -> str:
 
 def _owner_problem(path: str, original: str, st: os.stat_result, uid: int) -> PathProblem | None:
     if st.st_uid not in (0, uid):
-        return PathProblem(original, path, f"is owned by {_who(st.st_uid)}, not by root or {_who(uid)} (the launching user)",
-                           f"use a folder of your own, or have its owner hand it over (chown {uid} {path})")
+        return PathProblem(
+            original,
+            path,
+            f"is owned by {_who(st.st_uid)}, not by root or {_who(uid)} (the launching user)",
+            f"use a folder of your own, or have its owner hand it over (chown {uid} {path})",
+        )
     return None
 
 
@@ -70,8 +74,12 @@ def _write_problem(path: str, original: str, st: os.stat_result, sticky_ok: bool
     if sticky_ok and mode & stat.S_ISVTX:
         return None
     who = "every user" if mode & 0o002 else "its group"
-    return PathProblem(original, path, f"can be written by {who} (mode {mode:04o})",
-                       f"chmod go-w {path}, or use a folder only you (or root) can write")
+    return PathProblem(
+        original,
+        path,
+        f"can be written by {who} (mode {mode:04o})",
+        f"chmod go-w {path}, or use a folder only you (or root) can write",
+    )
 
 
 def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int | None = None) -> PathProblem | None:
@@ -118,21 +126,31 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
         try:
             st = os.lstat(nxt)
         except FileNotFoundError:
-            return PathProblem(original, nxt, "does not exist (a path created after the check could be anyone's)",
-                               f"create it first (mkdir -m 0700 {nxt}, or mount it) and check again")
+            return PathProblem(
+                original,
+                nxt,
+                "does not exist (a path created after the check could be anyone's)",
+                f"create it first (mkdir -m 0700 {nxt}, or mount it) and check again",
+            )
         except OSError as exc:
-            return PathProblem(original, nxt, f"cannot be examined ({exc.strerror})",
-                               "make it readable for the launching user")
+            return PathProblem(
+                original, nxt, f"cannot be examined ({exc.strerror})", "make it readable for the launching user"
+            )
         last = not todo
         # the folder above lets others rename or replace this entry unless it is sticky and the entry is ours/root's
         if parent_st.st_mode & stat.S_ISVTX and parent_st.st_mode & 0o022 and st.st_uid not in (0, uid):
-            return PathProblem(original, nxt, f"sits in the sticky shared folder {cur} but is owned by "
-                               f"{_who(st.st_uid)}, who can replace it", "use an entry of your own in that folder")
+            return PathProblem(
+                original,
+                nxt,
+                f"sits in the sticky shared folder {cur} but is owned by {_who(st.st_uid)}, who can replace it",
+                "use an entry of your own in that folder",
+            )
         if stat.S_ISLNK(st.st_mode):
             links += 1
             if links > MAX_LINKS:
-                return PathProblem(original, nxt, f"resolves through more than {MAX_LINKS} symbolic links",
-                                   "point it at the real path")
+                return PathProblem(
+                    original, nxt, f"resolves through more than {MAX_LINKS} symbolic links", "point it at the real path"
+                )
             target = os.readlink(nxt)
             base = "/" if target.startswith("/") else cur
             todo = [p for p in target.split("/") if p] + todo
@@ -152,12 +170,20 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
         return PathProblem(original, cur, "is not a regular file", f"point it at a file (it resolves to {cur})")
     if secret:
         if parent_st.st_uid != uid:
-            return PathProblem(original, cur, f"is owned by {_who(parent_st.st_uid)}; a key file must be the launching "
-                               f"user's ({_who(uid)})", f"copy it to a file of your own: install -m 0600 {cur} ~/key")
+            return PathProblem(
+                original,
+                cur,
+                f"is owned by {_who(parent_st.st_uid)}; a key file must be the launching user's ({_who(uid)})",
+                f"copy it to a file of your own: install -m 0600 {cur} ~/key",
+            )
         mode = stat.S_IMODE(parent_st.st_mode)
         if mode & 0o077:
-            return PathProblem(original, cur, f"can be read or written by others (mode {mode:04o}); a key file is "
-                               "0600 or 0400", f"chmod 0600 {cur}")
+            return PathProblem(
+                original,
+                cur,
+                f"can be read or written by others (mode {mode:04o}); a key file is 0600 or 0400",
+                f"chmod 0600 {cur}",
+            )
     return None
 
 

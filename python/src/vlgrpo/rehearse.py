@@ -103,13 +103,18 @@ def layout(argv: list[str] | None, nodes: int, per_node: int) -> tuple[list[Grou
         return [trainer], False
     rn, rd = _int(keys, "rollout.nnodes", 1), _int(keys, "rollout.n_gpus_per_node", 8)
     r = "actor_rollout_ref.rollout."
-    world = (_int(keys, r + "tensor_model_parallel_size", 2) * _int(keys, r + "data_parallel_size", 1)
-             * _int(keys, r + "pipeline_model_parallel_size", 1))
+    world = (
+        _int(keys, r + "tensor_model_parallel_size", 2)
+        * _int(keys, r + "data_parallel_size", 1)
+        * _int(keys, r + "pipeline_model_parallel_size", 1)
+    )
     per_replica_node = min(rd, world)
     if world % per_replica_node or (rn * rd) % world:
         raise LayoutError(f"rollout {rn} node(s) x {rd} devices do not split into replicas of tp x dp x pp = {world}")
-    replicas = [Group(f"rollout{i}", "rollout", (per_replica_node,) * (world // per_replica_node), 2, False)
-                for i in range((rn * rd) // world)]
+    replicas = [
+        Group(f"rollout{i}", "rollout", (per_replica_node,) * (world // per_replica_node), 2, False)
+        for i in range((rn * rd) // world)
+    ]
     return [trainer, *replicas], True
 
 
@@ -133,9 +138,11 @@ class Result:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-_IF_FIX = ("check that GLOO_SOCKET_IFNAME / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on that node name an interface "
-           "that reaches the other nodes (entrypoints/ray-node.sh checks them at node start), and that TCP ports "
-           "from the ephemeral range are open between the nodes")
+_IF_FIX = (
+    "check that GLOO_SOCKET_IFNAME / HCCL_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on that node name an interface "
+    "that reaches the other nodes (entrypoints/ray-node.sh checks them at node start), and that TCP ports "
+    "from the ephemeral range are open between the nodes"
+)
 
 
 def _device_fix(platform: str, info: dict) -> str:
@@ -147,8 +154,10 @@ def _device_fix(platform: str, info: dict) -> str:
     _, fix = devices.list_problem(platform, env.get(var), 0, bool(env.get(noset)))
     if fix:
         return fix
-    return (f"map every device into the container, and list in {var} only devices the runtime enumerates "
-            f"(0..N-1), or leave it unset")
+    return (
+        f"map every device into the container, and list in {var} only devices the runtime enumerates "
+        f"(0..N-1), or leave it unset"
+    )
 
 
 def _placement(pool, strategy: str, device_name: str, timeout_s: float) -> str:
@@ -205,8 +214,15 @@ def _remove_pgs(prefix: str) -> None:
                 pass
 
 
-def rehearse(groups: list[Group], weight_sync: bool, platform: str, gloo: bool, stage_timeout: float,
-             log: Callable[[str], None], start_timeout: float = 180.0) -> Result:
+def rehearse(
+    groups: list[Group],
+    weight_sync: bool,
+    platform: str,
+    gloo: bool,
+    stage_timeout: float,
+    log: Callable[[str], None],
+    start_timeout: float = 180.0,
+) -> Result:
     """Run the four stages on the connected Ray cluster (``ray.init`` done by the caller). See the module doc.
 
     ``platform``: "npu" or "gpu"; ``gloo``: gloo over CPU tensors (tests) instead of verl's device backend.
@@ -233,26 +249,39 @@ def rehearse(groups: list[Group], weight_sync: bool, platform: str, gloo: bool, 
     try:
         for g in groups:
             prefix = f"{PREFIX}{g.name}_{int(time.time() * 1000) % 10**8}_"
-            pool = RayResourcePool(process_on_nodes=list(g.process_on_nodes), use_gpu=True,
-                                   max_colocate_count=g.max_colocate_count, name_prefix=prefix)
+            pool = RayResourcePool(
+                process_on_nodes=list(g.process_on_nodes),
+                use_gpu=True,
+                max_colocate_count=g.max_colocate_count,
+                name_prefix=prefix,
+            )
             made.append((prefix, None))
             t0 = time.monotonic()
             bundle = {"CPU": g.max_colocate_count, res: 1}
             why = _placement(pool, "STRICT_PACK" if g.bin_pack else "PACK", device_name, stage_timeout)
             out.timings[f"placement {g.name}"] = round(time.monotonic() - t0, 3)
             if why:
-                free = {n["NodeManagerAddress"]: {k: n["Resources"].get(k, 0) for k in ("CPU", res)}
-                        for n in ray.nodes() if n.get("Alive")}
+                free = {
+                    n["NodeManagerAddress"]: {k: n["Resources"].get(k, 0) for k in ("CPU", res)}
+                    for n in ray.nodes()
+                    if n.get("Alive")
+                }
                 out.problems.append(
                     f"{g.name}: stage placement: verl's placement groups ({list(g.process_on_nodes)} bundles of "
                     f"{bundle}, {'STRICT_PACK' if g.bin_pack else 'PACK'}) {why}; nodes declare {free} -- fix: every "
                     f"node of the group must declare {g.max_colocate_count} CPU per device (ray start --num-cpus) "
-                    f"besides its {res}s, and nothing else may hold them")
+                    f"besides its {res}s, and nothing else may hold them"
+                )
                 continue
             log(f"rehearsal: {g.name}: placement ok ({g.world_size} bundle(s) of {bundle})")
-            wg = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=RayClassWithInitArgs(actor_cls, resource=res,
-                                role=g.role), bin_pack=g.bin_pack, name_prefix=prefix, device_name=device_name,
-                                worker_env=job_env)
+            wg = RayWorkerGroup(
+                resource_pool=pool,
+                ray_cls_with_init=RayClassWithInitArgs(actor_cls, resource=res, role=g.role),
+                bin_pack=g.bin_pack,
+                name_prefix=prefix,
+                device_name=device_name,
+                worker_env=job_env,
+            )
             made[-1] = (prefix, wg)
             started.append((g, pool, wg, [w.info.remote() for w in wg.workers]))
 
@@ -266,32 +295,41 @@ def rehearse(groups: list[Group], weight_sync: bool, platform: str, gloo: bool, 
             for rank, ref in enumerate(refs):
                 where = f"{nodes.get(rank, '?')}: {g.name} rank {rank}"
                 if ref in late:
-                    out.problems.append(f"{where}: stage worker start: no answer within {start_timeout:g}s (the actor "
-                                        f"imports torch and verl, then runs verl's Worker.__init__) -- fix: see that "
-                                        f"node's Ray logs (raylet.out, python-core-worker-*.log), or raise "
-                                        f"--start-timeout on a slow machine")
+                    out.problems.append(
+                        f"{where}: stage worker start: no answer within {start_timeout:g}s (the actor "
+                        f"imports torch and verl, then runs verl's Worker.__init__) -- fix: see that "
+                        f"node's Ray logs (raylet.out, python-core-worker-*.log), or raise "
+                        f"--start-timeout on a slow machine"
+                    )
                     continue
                 try:
                     infos.append(ray.get(ref))
                 except Exception as exc:  # noqa: BLE001 - the actor died
-                    out.problems.append(f"{where}: stage worker start: {type(exc).__name__}: "
-                                        f"{' '.join(str(exc).split())[:400]}")
+                    out.problems.append(
+                        f"{where}: stage worker start: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+                    )
             bad = _judge_devices(g, infos, platform, out)
             if bad or len(infos) < len(refs):
                 continue
-            log(f"rehearsal: {g.name}: device selection ok ("
-                + ", ".join(f"{i['ip']} rank {i['rank']}: {res} {','.join(i['accelerator_ids'])} -> device "
-                            f"{i['device']}" for i in infos) + ")")
+            log(
+                f"rehearsal: {g.name}: device selection ok ("
+                + ", ".join(
+                    f"{i['ip']} rank {i['rank']}: {res} {','.join(i['accelerator_ids'])} -> device {i['device']}"
+                    for i in infos
+                )
+                + ")"
+            )
             ok_groups.append((g, wg, infos))
 
         for g, wg, infos in ok_groups:
             t0 = time.monotonic()
-            results = _collect([w.group_allreduce.remote(stage_timeout, gloo) for w in wg.workers],
-                               stage_timeout + 30)
+            results = _collect([w.group_allreduce.remote(stage_timeout, gloo) for w in wg.workers], stage_timeout + 30)
             out.timings[f"process group {g.name}"] = round(time.monotonic() - t0, 3)
             if _judge_collective(f"{g.name}: stage process group", infos, results, g.world_size, out):
-                log(f"rehearsal: {g.name}: process group ok ({g.world_size} rank(s), all_reduce = {g.world_size}, "
-                    f"master {results[0]['master']}, backend {_backend_word(results)})")
+                log(
+                    f"rehearsal: {g.name}: process group ok ({g.world_size} rank(s), all_reduce = {g.world_size}, "
+                    f"master {results[0]['master']}, backend {_backend_word(results)})"
+                )
 
         trainer = [x for x in ok_groups if x[0].role == "trainer"]
         rollouts = [x for x in ok_groups if x[0].role == "rollout"]
@@ -301,14 +339,21 @@ def rehearse(groups: list[Group], weight_sync: bool, platform: str, gloo: bool, 
             rollout_workers = [(w, i) for _, rwg, rinfos in rollouts for w, i in zip(rwg.workers, rinfos)]
             t_ranks, r_ranks, world = sync_topology(tg.world_size, len(rollout_workers))
             addr, port = ray.get(twg.workers[0].sync_master.remote(), timeout=stage_timeout)
-            parts = [(twg.workers[0], tinfos[0], t_ranks[0])] + [(w, i, r) for (w, i), r in zip(rollout_workers, r_ranks)]
-            results = _collect([w.sync_rendezvous.remote(addr, port, r, world, stage_timeout, gloo) for w, _, r in parts],
-                               stage_timeout + 30)
+            parts = [(twg.workers[0], tinfos[0], t_ranks[0])] + [
+                (w, i, r) for (w, i), r in zip(rollout_workers, r_ranks)
+            ]
+            results = _collect(
+                [w.sync_rendezvous.remote(addr, port, r, world, stage_timeout, gloo) for w, _, r in parts],
+                stage_timeout + 30,
+            )
             out.timings["weight-sync rendezvous"] = round(time.monotonic() - t0, 3)
-            if _judge_collective("weight sync: stage trainer <-> rollout rendezvous", [i for _, i, _ in parts],
-                                 results, world, out):
-                log(f"rehearsal: weight sync: rendezvous ok (trainer rank 0 at {addr}:{port} + {world - 1} rollout "
-                    f"worker(s), all_reduce = {world}, backend {_backend_word(results)})")
+            if _judge_collective(
+                "weight sync: stage trainer <-> rollout rendezvous", [i for _, i, _ in parts], results, world, out
+            ):
+                log(
+                    f"rehearsal: weight sync: rendezvous ok (trainer rank 0 at {addr}:{port} + {world - 1} rollout "
+                    f"worker(s), all_reduce = {world}, backend {_backend_word(results)})"
+                )
         elif weight_sync:
             out.lines.append("rehearsal: weight sync: not rehearsed (a worker group above failed)")
     finally:
@@ -357,14 +402,16 @@ def _judge_devices(g: Group, infos: list[dict], platform: str, out: Result) -> b
             out.problems.append(
                 f"{where}: stage {i['stage']}: Ray gave it {devices.RESOURCE[platform]} id {ids}, verl selected device "
                 f"{i['device']} and the process sees {i['visible']} device(s) (env {i['env']}): {i['error']} -- fix: "
-                + _device_fix(platform, i))
+                + _device_fix(platform, i)
+            )
             continue
         key = (i["node_id"], i["accelerator_ids"][0] if i["accelerator_ids"] else i["device"])
         if key in seen and i["env"].get(devices.NOSET_VAR[platform]):
             bad = True
             out.problems.append(
                 f"{where}: stage device selection: Ray gave it {devices.RESOURCE[platform]} id {ids}, the same device as "
-                f"rank {seen[key]} on this node (env {i['env']}) -- fix: " + _device_fix(platform, i))
+                f"rank {seen[key]} on this node (env {i['env']}) -- fix: " + _device_fix(platform, i)
+            )
         seen.setdefault(key, i["rank"])
     return bad
 
@@ -380,10 +427,13 @@ def _judge_collective(stage: str, infos: list[dict], results: list[dict], world:
         where = f"{info['ip']} ({info['hostname']}): {info.get('role', '?')} rank {info['rank']}"
         ifs = {k: v for k, v in info["env"].items() if k.endswith("SOCKET_IFNAME")}
         if r.get("error"):
-            waited = ("; it waited for the rank(s) that failed" if failed_fast and r not in failed_fast else "")
-            out.problems.append(f"{where}: {stage} (master {r.get('master', '?')}, world {world}, interfaces {ifs}): "
-                                f"{r['error']}{waited} -- fix: " + _IF_FIX)
+            waited = "; it waited for the rank(s) that failed" if failed_fast and r not in failed_fast else ""
+            out.problems.append(
+                f"{where}: {stage} (master {r.get('master', '?')}, world {world}, interfaces {ifs}): "
+                f"{r['error']}{waited} -- fix: " + _IF_FIX
+            )
         else:
-            out.problems.append(f"{where}: {stage}: all_reduce gave {r.get('value')}, expected {world} -- fix: "
-                                + _IF_FIX)
+            out.problems.append(
+                f"{where}: {stage}: all_reduce gave {r.get('value')}, expected {world} -- fix: " + _IF_FIX
+            )
     return ok

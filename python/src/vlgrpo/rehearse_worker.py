@@ -55,11 +55,20 @@ class RehearsalWorker(Worker):
         ctx = ray.get_runtime_context()
         ids = ctx.get_accelerator_ids().get(resource, [])
         self._info = {
-            "role": role, "ip": ray.util.get_node_ip_address(), "node_id": ctx.get_node_id(),
-            "hostname": socket.gethostname(), "pid": os.getpid(), "rank": int(os.environ.get("RANK", "-1")),
-            "world_size": int(os.environ.get("WORLD_SIZE", "0")), "accelerator_ids": [str(i) for i in ids],
+            "role": role,
+            "ip": ray.util.get_node_ip_address(),
+            "node_id": ctx.get_node_id(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "rank": int(os.environ.get("RANK", "-1")),
+            "world_size": int(os.environ.get("WORLD_SIZE", "0")),
+            "accelerator_ids": [str(i) for i in ids],
             "env": {k: os.environ[k] for k in VISIBILITY + NOSET + IFNAMES if k in os.environ},
-            "device_name": get_device_name(), "visible": -1, "device": None, "stage": "", "error": "",
+            "device_name": get_device_name(),
+            "visible": -1,
+            "device": None,
+            "stage": "",
+            "error": "",
         }
         try:
             self._info["visible"] = int(get_torch_device().device_count())
@@ -106,10 +115,23 @@ class RehearsalWorker(Worker):
         ``cpu:gloo,<device>:<hccl|nccl>``) with a ``timeout_s`` deadline, one all_reduce, destroy."""
         t0 = time.monotonic()
         gloo = gloo or not self.device_type_exists()
-        out = {"rank": self._info["rank"], "ip": self._info["ip"], "error": "", "value": None, "gloo": gloo,
-               "master": f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"}
-        return self._one_all_reduce(out, t0, gloo, lambda: verl_distributed.initialize_global_process_group_ray(
-            timeout_second=timeout_s, backend="cpu:gloo" if gloo else None), verl_distributed.destroy_global_process_group)
+        out = {
+            "rank": self._info["rank"],
+            "ip": self._info["ip"],
+            "error": "",
+            "value": None,
+            "gloo": gloo,
+            "master": f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+        }
+        return self._one_all_reduce(
+            out,
+            t0,
+            gloo,
+            lambda: verl_distributed.initialize_global_process_group_ray(
+                timeout_second=timeout_s, backend="cpu:gloo" if gloo else None
+            ),
+            verl_distributed.destroy_global_process_group,
+        )
 
     def _one_all_reduce(self, out: dict, t0: float, gloo: bool, init, destroy) -> dict:
         """``init()`` the process group, one all_reduce of this rank's tensor into ``out["value"]`` (or the error into
@@ -141,10 +163,25 @@ class RehearsalWorker(Worker):
 
         t0 = time.monotonic()
         gloo = gloo or not self.device_type_exists()
-        out = {"rank": rank, "ip": self._info["ip"], "error": "", "value": None, "gloo": gloo,
-               "master": f"{addr}:{port}"}
+        out = {
+            "rank": rank,
+            "ip": self._info["ip"],
+            "error": "",
+            "value": None,
+            "gloo": gloo,
+            "master": f"{addr}:{port}",
+        }
         backend = "gloo" if gloo else ("hccl" if get_device_name() == "npu" else "nccl")
         return self._one_all_reduce(
-            out, t0, gloo, lambda: dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
-                                                           world_size=world, timeout=timedelta(seconds=timeout_s)),
-            lambda: dist.destroy_process_group() if dist.is_initialized() else None)
+            out,
+            t0,
+            gloo,
+            lambda: dist.init_process_group(
+                backend,
+                init_method=f"tcp://{addr}:{port}",
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=timeout_s),
+            ),
+            lambda: dist.destroy_process_group() if dist.is_initialized() else None,
+        )

@@ -96,14 +96,31 @@ _WANDB_SECRET_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu
 _JWT_RE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 #: (prefix, what it is) of tokens of other services that are no W&B key (each service's documented token prefix)
 OTHER_TOKENS = (
-    ("hf_", "a Hugging Face token"), ("api_org_", "a Hugging Face organization token"),
-    ("sk-", "an OpenAI or Anthropic API key"), ("sk_live_", "a Stripe key"), ("sk_test_", "a Stripe key"),
-    ("rk_live_", "a Stripe key"), ("ghp_", "a GitHub token"), ("gho_", "a GitHub token"), ("ghu_", "a GitHub token"),
-    ("ghs_", "a GitHub token"), ("ghr_", "a GitHub token"), ("github_pat_", "a GitHub token"),
-    ("glpat-", "a GitLab token"), ("xoxb-", "a Slack token"), ("xoxp-", "a Slack token"), ("xoxa-", "a Slack token"),
-    ("xoxr-", "a Slack token"), ("xoxs-", "a Slack token"), ("xapp-", "a Slack token"), ("pypi-", "a PyPI token"),
-    ("npm_", "an npm token"), ("AKIA", "an AWS access key"), ("ASIA", "an AWS access key"),
-    ("AIza", "a Google API key"), ("ya29.", "a Google OAuth token"),
+    ("hf_", "a Hugging Face token"),
+    ("api_org_", "a Hugging Face organization token"),
+    ("sk-", "an OpenAI or Anthropic API key"),
+    ("sk_live_", "a Stripe key"),
+    ("sk_test_", "a Stripe key"),
+    ("rk_live_", "a Stripe key"),
+    ("ghp_", "a GitHub token"),
+    ("gho_", "a GitHub token"),
+    ("ghu_", "a GitHub token"),
+    ("ghs_", "a GitHub token"),
+    ("ghr_", "a GitHub token"),
+    ("github_pat_", "a GitHub token"),
+    ("glpat-", "a GitLab token"),
+    ("xoxb-", "a Slack token"),
+    ("xoxp-", "a Slack token"),
+    ("xoxa-", "a Slack token"),
+    ("xoxr-", "a Slack token"),
+    ("xoxs-", "a Slack token"),
+    ("xapp-", "a Slack token"),
+    ("pypi-", "a PyPI token"),
+    ("npm_", "an npm token"),
+    ("AKIA", "an AWS access key"),
+    ("ASIA", "an AWS access key"),
+    ("AIza", "a Google API key"),
+    ("ya29.", "a Google OAuth token"),
 )
 
 
@@ -118,8 +135,7 @@ def wandb_key_problem(key: str) -> str:
     if what:
         return f"it holds what looks like {what}, not a W&B API key"
     if _JWT_RE.fullmatch(key):
-        return ("it holds a JWT (a signed token such as a Kubernetes service-account or OIDC token), not a W&B API "
-                "key")
+        return "it holds a JWT (a signed token such as a Kubernetes service-account or OIDC token), not a W&B API key"
     if not key:
         return "it is empty"
     if not all("!" <= c <= "~" for c in key):
@@ -129,8 +145,10 @@ def wandb_key_problem(key: str) -> str:
     if not set(secret) <= _WANDB_SECRET_CHARS:
         return "it holds characters other than letters, digits, '_' and '-' after the server prefix"
     if len(secret) < WANDB_KEY_MIN:
-        return (f"it is too short: a W&B API key has at least {WANDB_KEY_MIN} characters after its server prefix "
-                "(such as local-)")
+        return (
+            f"it is too short: a W&B API key has at least {WANDB_KEY_MIN} characters after its server prefix "
+            "(such as local-)"
+        )
     return ""
 
 
@@ -141,26 +159,36 @@ def _wandb_plan(out: "Plan", values: dict, chosen: set, recipe: bool, dry_run: b
     offline/disabled) is a problem, a note in a dry run."""
     path, inherited = values.get("WANDB_API_KEY_FILE", ""), bool(values.get("WANDB_API_KEY"))
     if path and inherited:
-        out.problems.append(("WANDB_API_KEY_FILE", "both WANDB_API_KEY and WANDB_API_KEY_FILE are set",
-                             "set only one of them"))
+        out.problems.append(
+            ("WANDB_API_KEY_FILE", "both WANDB_API_KEY and WANDB_API_KEY_FILE are set", "set only one of them")
+        )
         return
     if path:
         key, why = read_key_file(path, secret=True, shape=wandb_key_problem, what="W&B API key")
         if not why:
             out.exports["WANDB_API_KEY"] = key
             return
-        fix = "point WANDB_API_KEY_FILE at a file of yours that holds only your W&B API key (from " \
-              "https://wandb.ai/authorize, or your server's /authorize page), on one line"
+        fix = (
+            "point WANDB_API_KEY_FILE at a file of yours that holds only your W&B API key (from "
+            "https://wandb.ai/authorize, or your server's /authorize page), on one line"
+        )
         out.problems.append(("WANDB_API_KEY_FILE", why, fix))
         return
     if recipe and "wandb" in chosen and not inherited and values.get("WANDB_MODE", "") not in WANDB_KEYLESS:
         if dry_run:
-            out.notes.append("warning: VLGRPO_LOGGER has wandb but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set; "
-                             "a real launch is refused until one is (or WANDB_MODE=offline)")
+            out.notes.append(
+                "warning: VLGRPO_LOGGER has wandb but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set; "
+                "a real launch is refused until one is (or WANDB_MODE=offline)"
+            )
         else:
-            out.problems.append(("VLGRPO_LOGGER", "includes wandb, but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set",
-                                 "provide the key (WANDB_API_KEY_FILE=/run/secrets/wandb), set WANDB_MODE=offline, or "
-                                 "drop wandb from VLGRPO_LOGGER"))
+            out.problems.append(
+                (
+                    "VLGRPO_LOGGER",
+                    "includes wandb, but neither WANDB_API_KEY nor WANDB_API_KEY_FILE is set",
+                    "provide the key (WANDB_API_KEY_FILE=/run/secrets/wandb), set WANDB_MODE=offline, or "
+                    "drop wandb from VLGRPO_LOGGER",
+                )
+            )
 
 
 @dataclasses.dataclass
@@ -183,8 +211,11 @@ def _kernel_path(path: str) -> bool:
     process's own working folder; a key file there is the kernel's, not the user's)."""
     from vlgrpo.pathrule import resolved
 
-    return any(p == k or p.startswith(k + "/") for p in (os.path.abspath(path), resolved(path))
-               for k in ("/proc", "/sys", "/dev"))
+    return any(
+        p == k or p.startswith(k + "/")
+        for p in (os.path.abspath(path), resolved(path))
+        for k in ("/proc", "/sys", "/dev")
+    )
 
 
 def _show_path(path: str) -> str:
@@ -266,7 +297,7 @@ def _uri_problem(uri: str) -> str:
     path rule; http(s) servers are not contacted here."""
     if not uri.startswith("file:"):
         return ""
-    path = uri[len("file:"):]
+    path = uri[len("file:") :]
     if path.startswith("///"):
         path = path[2:]
     why = _folder_problem(path)
@@ -295,9 +326,14 @@ def plan(loggers, values: dict, owner: str = "fa", dry_run: bool = False) -> Pla
         value = given[s.name]
         if not value:
             if recipe and s.required and s.logger in chosen:
-                out.problems.append((s.name, f"unset, but VLGRPO_LOGGER has {s.logger} (verl's {s.logger} logger reads "
-                                     f"{s.target}; without it {_DEFAULT_WHERE[s.target]})",
-                                     f"set {s.name} ({_EXAMPLE[s.name]}), or drop {s.logger} from VLGRPO_LOGGER"))
+                out.problems.append(
+                    (
+                        s.name,
+                        f"unset, but VLGRPO_LOGGER has {s.logger} (verl's {s.logger} logger reads "
+                        f"{s.target}; without it {_DEFAULT_WHERE[s.target]})",
+                        f"set {s.name} ({_EXAMPLE[s.name]}), or drop {s.logger} from VLGRPO_LOGGER",
+                    )
+                )
             continue
         if recipe and s.logger not in chosen:
             out.notes.append(f"warning: {s.name} is set but VLGRPO_LOGGER has no {s.logger}: it is not used")
@@ -305,23 +341,37 @@ def plan(loggers, values: dict, owner: str = "fa", dry_run: bool = False) -> Pla
         if s.secret:
             key, why = read_key_file(value)
             if why:
-                out.problems.append((s.name, why, f"point {s.name} at a readable file that holds only the key, on one line"))
+                out.problems.append(
+                    (s.name, why, f"point {s.name} at a readable file that holds only the key, on one line")
+                )
             else:
                 out.exports[s.target] = key
             continue
         why = _folder_problem(value) if s.folder else _uri_problem(value) if s.target == "MLFLOW_TRACKING_URI" else ""
         if why:
-            out.problems.append((s.name, why, f"point {s.name} at a folder of your own (or root's) on a volume that "
-                                 "outlives the container, e.g. mkdir -m 0700 /checkpoints/tracking"))
+            out.problems.append(
+                (
+                    s.name,
+                    why,
+                    f"point {s.name} at a folder of your own (or root's) on a volume that "
+                    "outlives the container, e.g. mkdir -m 0700 /checkpoints/tracking",
+                )
+            )
         else:
             out.exports[s.target] = value
-    if recipe and "swanlab" in chosen and "SWANLAB_API_KEY" not in out.exports and not any(
-            p[0] == "VLGRPO_SWANLAB_API_KEY_FILE" for p in out.problems):
+    if (
+        recipe
+        and "swanlab" in chosen
+        and "SWANLAB_API_KEY" not in out.exports
+        and not any(p[0] == "VLGRPO_SWANLAB_API_KEY_FILE" for p in out.problems)
+    ):
         mode = given["VLGRPO_SWANLAB_MODE"] or "cloud"
         if mode not in SWANLAB_KEYLESS:
             why = f"VLGRPO_LOGGER has swanlab in {mode} mode, but VLGRPO_SWANLAB_API_KEY_FILE is unset"
-            fix = "point VLGRPO_SWANLAB_API_KEY_FILE at a file that holds the key (e.g. /run/secrets/swanlab), set " \
-                  "VLGRPO_SWANLAB_MODE=offline, or drop swanlab from VLGRPO_LOGGER"
+            fix = (
+                "point VLGRPO_SWANLAB_API_KEY_FILE at a file that holds the key (e.g. /run/secrets/swanlab), set "
+                "VLGRPO_SWANLAB_MODE=offline, or drop swanlab from VLGRPO_LOGGER"
+            )
             if dry_run:
                 out.notes.append(f"warning: {why}; a real launch is refused until it is set ({fix})")
             else:
@@ -399,8 +449,13 @@ def node_problems(loggers, seen: dict, launch=None) -> list[tuple[str, str]]:
             continue
         mine, theirs = env.get(s.target) or None, seen.get(s.target)
         if mine and theirs and mine != theirs:
-            out.append((s.target, f"{s.target} differs from the launch's (from {s.name}; values not shown) -- fix: start "
-                        f"that node's ray-node.sh with the same {s.name} as the launch"))
+            out.append(
+                (
+                    s.target,
+                    f"{s.target} differs from the launch's (from {s.name}; values not shown) -- fix: start "
+                    f"that node's ray-node.sh with the same {s.name} as the launch",
+                )
+            )
     return out
 
 
@@ -409,8 +464,11 @@ def main(argv=None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] != ["plan"]:
-        print("usage: python3 -m vlgrpo.trackers plan --owner fa|vo|node [--loggers a,b] [--dry-run] "
-              "< NUL-separated VLGRPO_NAME=VALUE records", file=sys.stderr)
+        print(
+            "usage: python3 -m vlgrpo.trackers plan --owner fa|vo|node [--loggers a,b] [--dry-run] "
+            "< NUL-separated VLGRPO_NAME=VALUE records",
+            file=sys.stderr,
+        )
         return 2
     owner, loggers, dry = "fa", "", False
     for a in args[1:]:

@@ -185,12 +185,28 @@ def test_tracker_pointing_outside_and_resume_path_rule(tmp_path):
         resume.resume_folder(root, "resume_path", str(outside))
     manifest.trust(outside)
     assert resume.resume_folder(root, "resume_path", str(outside)) == str(outside)
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "checkpoint", "resume-check", "--checkpoint-dir",
-                           str(root), "--mode", "resume_path", "--from", str(step_dir)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vlgrpo",
+            "checkpoint",
+            "resume-check",
+            "--checkpoint-dir",
+            str(root),
+            "--mode",
+            "resume_path",
+            "--from",
+            str(step_dir),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0 and f"resumes from {step_dir}" in proc.stdout, proc.stderr
 
 
 # ---- hostile names and manifests: exit 2 naming the file, never a traceback (attack review findings 11) ---------
+
 
 @pytest.mark.parametrize("suffix", ["\u00b2", "\u0663", "\uff15", "5\u00b2", "9" * 200, "", "+5", " 5"])
 def test_step_folder_names_must_be_ascii_digits(tmp_path, suffix):
@@ -202,8 +218,9 @@ def test_step_folder_names_must_be_ascii_digits(tmp_path, suffix):
     with pytest.raises(CheckpointRefused, match="is not a global_step_N folder"):
         manifest.step_of(step_dir)
     for cmd in ("verify", "trust"):
-        proc = subprocess.run([sys.executable, "-m", "vlgrpo", "checkpoint", cmd, str(step_dir)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "vlgrpo", "checkpoint", cmd, str(step_dir)], capture_output=True, text=True
+        )
         assert proc.returncode == 2, proc.stderr
         assert "is not a global_step_N folder" in proc.stderr and "Traceback" not in proc.stderr
     assert manifest.step_of(tmp_path / "ckpt" / "global_step_12") == 12
@@ -217,7 +234,8 @@ def test_deeply_nested_manifest_is_refused_naming_it(tmp_path):
     part.write_text("[" * 100_000)
     with pytest.raises(CheckpointRefused, match=r"vlgrpo-manifest-rollouter.json: manifest is unreadable"):
         manifest.inventory(step_dir)
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "checkpoint", "verify", str(step_dir)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "checkpoint", "verify", str(step_dir)], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "vlgrpo-manifest-rollouter.json" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -74,8 +74,9 @@ def test_trackers_verl_cannot_read_are_refused(root, text):
         resume.resume_folder(str(root), "auto")
 
 
-@pytest.mark.parametrize("text,verl_reads", [(b"+5", 5), (b"1_0", 10), ("\u0665".encode(), 5),
-                                             ("\uff11\uff12".encode(), 12)])
+@pytest.mark.parametrize(
+    "text,verl_reads", [(b"+5", 5), (b"1_0", 10), ("\u0665".encode(), 5), ("\uff11\uff12".encode(), 12)]
+)
 def test_trackers_verl_reads_as_another_number_are_refused(root, text, verl_reads):
     (root / resume.TRACKER).write_bytes(text)
     kind, folder = verl_answer(root)
@@ -92,8 +93,9 @@ def test_huge_tracker_is_refused(root):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlgrpo", "checkpoint", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "checkpoint", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o770, 0o1777])
@@ -129,9 +131,16 @@ def test_folder_of_another_uid_is_refused(root):
         os.chown(root, os.geteuid(), os.getegid())
 
 
-@pytest.mark.parametrize("name,shown", [("j\nglobal_step_2", "j\\nglobal_step_2"), ("a\rb", "a\\rb"),
-                                        ("x\x1b[2Jy", "x\\x1b[2Jy"), ("p\u2028q", "p\\u2028q"),
-                                        ("r\u202eevil", "r\\u202eevil")])
+@pytest.mark.parametrize(
+    "name,shown",
+    [
+        ("j\nglobal_step_2", "j\\nglobal_step_2"),
+        ("a\rb", "a\\rb"),
+        ("x\x1b[2Jy", "x\\x1b[2Jy"),
+        ("p\u2028q", "p\\u2028q"),
+        ("r\u202eevil", "r\\u202eevil"),
+    ],
+)
 def test_paths_in_messages_stay_on_one_line(root, name, shown):
     r = _cli("verify", str(root) + "/" + name)
     assert r.returncode == 2

@@ -17,7 +17,9 @@ from vlgrpo.checkpoint.volume import read_mounts, storage_problem
 
 def _table(tmp_path, lines, loops=None):
     mi = tmp_path / "mountinfo"
-    mi.write_text("".join(f"{i + 20} 1 0:{i} / {point} rw - {fs} {src} rw\n" for i, (point, fs, src) in enumerate(lines)))
+    mi.write_text(
+        "".join(f"{i + 20} 1 0:{i} / {point} rw - {fs} {src} rw\n" for i, (point, fs, src) in enumerate(lines))
+    )
     sys_root = tmp_path / "sys"
     for dev, backing in (loops or {}).items():
         d = sys_root / "block" / dev / "loop"
@@ -45,7 +47,11 @@ def test_plain_disk_is_fine(ckpt, tmp_path):
     # the free space of the folder's own file system, read while other tests (xdist workers) write to the same disk:
     # within what changed around the call, plus a few blocks
     slack = 1 << 20
-    assert s.problem == "" and min(before, after) - slack <= s.free_bytes <= max(before, after) + slack, (before, s, after)
+    assert s.problem == "" and min(before, after) - slack <= s.free_bytes <= max(before, after) + slack, (
+        before,
+        s,
+        after,
+    )
 
 
 @pytest.mark.parametrize("fs", ["tmpfs", "ramfs"])
@@ -62,19 +68,34 @@ def test_ram_disks(ckpt, tmp_path, dev, what):
 
 @pytest.mark.parametrize("fs,word", [("tmpfs", "tmpfs"), ("ramfs", "ramfs"), ("overlay", "container")])
 def test_loop_image_on_ram_or_the_container_layer(ckpt, tmp_path, fs, word):
-    s = _ask(ckpt, tmp_path, [("/", "ext4", "/dev/vda"), ("/dev/shm", fs, fs), (str(ckpt), "ext4", "/dev/loop3")],
-             {"loop3": "/dev/shm/ckpt.img"})
+    s = _ask(
+        ckpt,
+        tmp_path,
+        [("/", "ext4", "/dev/vda"), ("/dev/shm", fs, fs), (str(ckpt), "ext4", "/dev/loop3")],
+        {"loop3": "/dev/shm/ckpt.img"},
+    )
     assert "loop device" in s.problem and word in s.problem and "/dev/shm/ckpt.img" in s.problem
 
 
 def test_loop_on_loop_on_ram(ckpt, tmp_path):
-    s = _ask(ckpt, tmp_path, [("/", "ext4", "/dev/vda"), ("/dev/shm", "tmpfs", "tmpfs"), ("/mnt/a", "ext4", "/dev/loop1"),
-                              (str(ckpt), "ext4", "/dev/loop2")], {"loop2": "/mnt/a/inner.img", "loop1": "/dev/shm/a.img"})
+    s = _ask(
+        ckpt,
+        tmp_path,
+        [
+            ("/", "ext4", "/dev/vda"),
+            ("/dev/shm", "tmpfs", "tmpfs"),
+            ("/mnt/a", "ext4", "/dev/loop1"),
+            (str(ckpt), "ext4", "/dev/loop2"),
+        ],
+        {"loop2": "/mnt/a/inner.img", "loop1": "/dev/shm/a.img"},
+    )
     assert s.problem.count("loop device") == 2 and "tmpfs" in s.problem
 
 
 def test_later_mount_at_the_same_point_wins(ckpt, tmp_path):
-    s = _ask(ckpt, tmp_path, [("/", "ext4", "/dev/vda"), (str(ckpt), "ext4", "/dev/vdb"), (str(ckpt), "tmpfs", "tmpfs")])
+    s = _ask(
+        ckpt, tmp_path, [("/", "ext4", "/dev/vda"), (str(ckpt), "ext4", "/dev/vdb"), (str(ckpt), "tmpfs", "tmpfs")]
+    )
     assert "tmpfs" in s.problem
 
 
@@ -82,7 +103,9 @@ def test_escaped_mount_points(tmp_path):
     d = tmp_path / "my ckpt"
     d.mkdir()
     mi = tmp_path / "mi"
-    mi.write_text(f"20 1 0:1 / / rw - ext4 /dev/vda rw\n21 20 0:2 / {str(d).replace(' ', chr(92) + '040')} rw - tmpfs tmpfs rw\n")
+    mi.write_text(
+        f"20 1 0:1 / / rw - ext4 /dev/vda rw\n21 20 0:2 / {str(d).replace(' ', chr(92) + '040')} rw - tmpfs tmpfs rw\n"
+    )
     assert read_mounts(str(mi))[1].point == str(d)
     assert "tmpfs" in storage_problem(str(d), mountinfo=str(mi)).problem
 
@@ -93,7 +116,12 @@ def test_unreadable_table_is_not_measured(ckpt):
 
 
 def _can_loop():
-    return os.geteuid() == 0 and shutil.which("losetup") and os.path.exists("/usr/sbin/mkfs.ext4") and os.path.isdir("/dev/shm")
+    return (
+        os.geteuid() == 0
+        and shutil.which("losetup")
+        and os.path.exists("/usr/sbin/mkfs.ext4")
+        and os.path.isdir("/dev/shm")
+    )
 
 
 @pytest.mark.skipif(not _can_loop(), reason="needs root, losetup, mkfs.ext4 and /dev/shm")
@@ -109,7 +137,11 @@ def test_real_loop_mount(tmp_path, on_ram):
         fh.truncate(size)
     dev = ""
     try:
-        subprocess.run(["/usr/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E", "lazy_itable_init=1", img], check=True, capture_output=True)
+        subprocess.run(
+            ["/usr/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E", "lazy_itable_init=1", img],
+            check=True,
+            capture_output=True,
+        )
         r = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True)
         if r.returncode != 0:
             pytest.skip(f"no loop device here: {r.stderr.strip()}")

@@ -82,7 +82,12 @@ def test_rows_follow_the_documented_mapping(converted):
             assert row["prompt"][0]["content"].startswith("<image>")
             assert row["reward_model"] == {"style": "rule", "ground_truth": ref["answer"]}
             assert ref["answer"] == ref["choices"]["ABCD".index(ref["answer_letter"])]
-            assert row["extra_info"] == {"split": split, "index": i, "answer": ref["answer"], "question": ref["problem"]}
+            assert row["extra_info"] == {
+                "split": split,
+                "index": i,
+                "answer": ref["answer"],
+                "question": ref["problem"],
+            }
             assert len(row["images"]) == 1
             assert hashlib.sha256(row["images"][0]["bytes"]).hexdigest() == ref["image_sha256"]
 
@@ -158,14 +163,17 @@ def _one_problem(tmp_path, record, image: bytes | None = None):
 GOOD = {"annotat_text": "Find x.", "choices": ["1", "2", "3", "4"], "answer": "B"}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"answer": ""}, "answer ''"),           # '' in 'ABCD' is True: once silently became choice A
-    ({"answer": "AB"}, "answer 'AB'"),       # likewise
-    ({"answer": "C", "choices": ["1", "2"]}, "answer 'C'"),
-    ({"answer": 1}, "answer 1"),             # once a TypeError traceback
-    ({"choices": "1234"}, "'choices' must be a list"),  # once silently took the letter's character
-    ({"annotat_text": None}, "annotat_text"),  # once a KeyError traceback
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"answer": ""}, "answer ''"),  # '' in 'ABCD' is True: once silently became choice A
+        ({"answer": "AB"}, "answer 'AB'"),  # likewise
+        ({"answer": "C", "choices": ["1", "2"]}, "answer 'C'"),
+        ({"answer": 1}, "answer 1"),  # once a TypeError traceback
+        ({"choices": "1234"}, "'choices' must be a list"),  # once silently took the letter's character
+        ({"annotat_text": None}, "annotat_text"),  # once a KeyError traceback
+    ],
+)
 def test_malformed_original_records_are_clear_errors(tmp_path, change, message):
     from vlgrpo.data.geo3k import SourceError, convert
 
@@ -181,8 +189,11 @@ def test_good_record_converts_and_odd_files_are_exit_2(tmp_path, capsys):
 
     assert convert(_one_problem(tmp_path / "ok", GOOD), str(tmp_path / "ok" / "out"), splits=("train",)) == {"train": 1}
     # a JSON list, non-UTF-8 text, a broken diagram: exit 2 with the problem folder named, no traceback
-    for name, record, image in (("list", b"[1]", None), ("latin1", '{"annotat_text": "caf\xe9"}'.encode("latin-1"), None),
-                                ("png", GOOD, b"\x89PNG\r\n\x1a\n broken")):
+    for name, record, image in (
+        ("list", b"[1]", None),
+        ("latin1", '{"annotat_text": "caf\xe9"}'.encode("latin-1"), None),
+        ("png", GOOD, b"\x89PNG\r\n\x1a\n broken"),
+    ):
         src = _one_problem(tmp_path / name, record, image)
         assert cli.main(["geo3k", src, str(tmp_path / name / "out"), "--splits", "train"]) == 2, name
         err = capsys.readouterr().err
@@ -198,8 +209,11 @@ def _as_other(code: str) -> None:
 
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to act as another user")
-    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I", "-c", code],
-                   check=True, timeout=60)
+    subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-I", "-c", code],
+        check=True,
+        timeout=60,
+    )
 
 
 def test_a_planted_temp_name_is_never_followed(tmp_path):

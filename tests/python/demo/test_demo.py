@@ -40,8 +40,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _run_demo(out: Path, **extra: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    proc = subprocess.run([str(DEMO), "--python", sys.executable, "--out", str(out)], env=_env(**extra),
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [str(DEMO), "--python", sys.executable, "--out", str(out)],
+        env=_env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     return proc, time.monotonic() - t0
 
 
@@ -53,7 +59,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lines = text.splitlines()
     start = lines.index(next(ln for ln in lines if ln.startswith("# command (")))
     nargs = int(re.match(r"# command \((\d+) arguments", lines[start]).group(1))
-    argv = lines[start + 1:start + 1 + nargs]
+    argv = lines[start + 1 : start + 1 + nargs]
     return {"proc": proc, "took": took, "text": text, "lines": lines, "argv": argv, "out": out}
 
 
@@ -77,9 +83,16 @@ def test_steps_report_progress_and_the_plan_has_every_section(demo: dict) -> Non
 def test_command_is_the_fully_async_launch_for_two_plus_two_a3_nodes(demo: dict) -> None:
     argv = demo["argv"]
     assert argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
-    for expected in ("trainer.nnodes=2", "trainer.n_gpus_per_node=16", "rollout.nnodes=2",
-                     "rollout.n_gpus_per_node=16", f"actor_rollout_ref.model.path={MODEL}",
-                     "data.truncation=error", "data.filter_overlong_prompts=True", "data.trust_remote_code=False"):
+    for expected in (
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=16",
+        "rollout.nnodes=2",
+        "rollout.n_gpus_per_node=16",
+        f"actor_rollout_ref.model.path={MODEL}",
+        "data.truncation=error",
+        "data.filter_overlong_prompts=True",
+        "data.trust_remote_code=False",
+    ):
         assert expected in argv, expected
     # one Hydra argument per line: no line carries two overrides or whitespace
     assert all(" " not in a for a in argv), [a for a in argv if " " in a]
@@ -88,8 +101,10 @@ def test_command_is_the_fully_async_launch_for_two_plus_two_a3_nodes(demo: dict)
 
 def test_data_is_the_sample_converted_by_the_project_converter(demo: dict) -> None:
     argv = dict(a.split("=", 1) for a in demo["argv"][3:])
-    for key, src in (("data.train_files", "train-00000-of-00001.parquet"),
-                     ("data.val_files", "test-00000-of-00001.parquet")):
+    for key, src in (
+        ("data.train_files", "train-00000-of-00001.parquet"),
+        ("data.val_files", "test-00000-of-00001.parquet"),
+    ):
         path = Path(argv[key])
         assert path.parent == demo["out"] / "geo3k"
         converted = pq.read_table(path).to_pylist()
@@ -106,23 +121,32 @@ def test_token_budget_shown_is_the_preflight_report_of_the_printed_command(demo:
     argv_file = tmp_path / "argv.txt"
     argv_file.write_text("\n".join(demo["argv"]) + "\n")
     # the demo is a dry run: its preflight plans (--purpose plan), as the entrypoint's dry run calls it
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--json", "--argv-file",
-                           str(argv_file)],
-                          env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--json", "--argv-file", str(argv_file)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout)["summary"]
     budget = summary["token_budget"]
-    assert (f"token budget: max_prompt_length {budget['max_prompt_length']} + max_response_length "
-            f"{budget['max_response_length']} = {budget['needed']} <= max_model_len {budget['max_model_len']}"
-            in demo["text"])
+    assert (
+        f"token budget: max_prompt_length {budget['max_prompt_length']} + max_response_length "
+        f"{budget['max_response_length']} = {budget['needed']} <= max_model_len {budget['max_model_len']}"
+        in demo["text"]
+    )
     shown = 0
     for split, info in summary["data"].items():
         if not isinstance(info, dict) or "rows" not in info:
             continue
         largest = info["largest_prompt"]
-        line = (f"data {split}: {info['rows']} rows, largest prompt {largest['tokens']} tokens "
-                f"({largest['image_tokens']} image tokens, row {largest['row']}) vs max_prompt_length "
-                f"{info['max_prompt_length']}; over budget: {info['over_budget']}")
+        line = (
+            f"data {split}: {info['rows']} rows, largest prompt {largest['tokens']} tokens "
+            f"({largest['image_tokens']} image tokens, row {largest['row']}) vs max_prompt_length "
+            f"{info['max_prompt_length']}; over budget: {info['over_budget']}"
+        )
         assert line in demo["text"], line
         assert 0 < largest["image_tokens"] < largest["tokens"] <= info["max_prompt_length"]
         shown += 1
@@ -136,8 +160,9 @@ def test_every_registered_patch_is_listed_with_its_status(demo: dict) -> None:
     ids = [rec["id"] if isinstance(rec, dict) else rec.id for rec in registry.PATCHES]
     assert ids
     for pid in ids:
-        m = re.search(rf"^  {re.escape(pid)}\s+(applied|not needed|target absent|disabled|failed)\s+verify (\w+)",
-                      section, re.M)
+        m = re.search(
+            rf"^  {re.escape(pid)}\s+(applied|not needed|target absent|disabled|failed)\s+verify (\w+)", section, re.M
+        )
         assert m, f"{pid} missing from the plan's patch section"
         assert m.group(1) != "failed" and m.group(2) == "ok", m.group(0)
 
@@ -146,8 +171,9 @@ def test_refused_configuration_names_the_variable_and_exits_2(tmp_path: Path) ->
     proc, _ = _run_demo(tmp_path / "refused", VLGRPO_MAX_MODEL_LEN="4096")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     # the entrypoint's one-line error names the variable, the value and the needed minimum (2048 + 8192)
-    assert any("VLGRPO_MAX_MODEL_LEN" in ln and "4096" in ln and "10240" in ln for ln in proc.stdout.splitlines()), \
+    assert any("VLGRPO_MAX_MODEL_LEN" in ln and "4096" in ln and "10240" in ln for ln in proc.stdout.splitlines()), (
         proc.stdout
+    )
     assert proc.stdout.splitlines()[-1].startswith("verdict: NOT READY -- ")
     assert "== command (" not in proc.stdout  # nothing planned, nothing started
 
@@ -178,8 +204,9 @@ def test_readme_excerpt_of_the_plan_is_what_the_demo_prints(demo: dict) -> None:
             if line.startswith(("qwen3_vl", "npu.", "rollout.")):  # patch rows: same id, status and verify result
                 row = re.compile(r"^(\S+)\s+(.+?)\s+(verify \S+)")
                 cols = row.match(line).groups()
-                assert any((m := row.match(p)) and m.groups() == cols for p in printed), \
+                assert any((m := row.match(p)) and m.groups() == cols for p in printed), (
                     f"README patch row is stale: {line}"
+                )
             continue
         else:
             assert line in printed, f"README shows a plan line the demo does not print: {line}"

@@ -39,9 +39,25 @@ def _compose_bin() -> str:
 @pytest.fixture(scope="module")
 def services() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("ENV_FILE", "NPU_A2_IMAGE", "NPU_A3_IMAGE")}
-    proc = subprocess.run([_compose_bin(), "-f", str(REPO / "compose.yaml"), "--profile", "npu", "--profile", "npu-a3",
-                           "config", "--format", "json"], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [
+            _compose_bin(),
+            "-f",
+            str(REPO / "compose.yaml"),
+            "--profile",
+            "npu",
+            "--profile",
+            "npu-a3",
+            "config",
+            "--format",
+            "json",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["services"]
 
@@ -56,8 +72,13 @@ def _npu_services(services: dict, prefix: str) -> list[str]:
 def test_b16_every_davinci_and_the_three_control_devices(services, prefix, count):
     names = _npu_services(services, prefix)
     # the recipes, the doctor and the Ray node services all need the cards
-    assert {f"{prefix}async-grpo", f"{prefix}veomni-grpo", f"{prefix}doctor", f"{prefix}ray-head",
-            f"{prefix}ray-worker"} <= set(names), names
+    assert {
+        f"{prefix}async-grpo",
+        f"{prefix}veomni-grpo",
+        f"{prefix}doctor",
+        f"{prefix}ray-head",
+        f"{prefix}ray-worker",
+    } <= set(names), names
     want = [f"/dev/davinci{i}" for i in range(count)] + CONTROL
     for name in names:
         devices = services[name].get("devices", [])

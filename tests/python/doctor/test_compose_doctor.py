@@ -35,8 +35,13 @@ esac
 exec {sys.executable} "$@"
 """)
     stub.chmod(0o755)
-    base = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp), "VLGRPO_MODEL_PATH": "/models/m",
-            "VLGRPO_LR": "1e-6", "VLGRPO_EP_SIZE": "2"}  # the recipes' env file: the doctor takes one of these
+    base = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "VLGRPO_MODEL_PATH": "/models/m",
+        "VLGRPO_LR": "1e-6",
+        "VLGRPO_EP_SIZE": "2",
+    }  # the recipes' env file: the doctor takes one of these
     base.update(env)
     out = subprocess.run(entry, env=base, capture_output=True, text=True, timeout=120)
     return out, rec
@@ -80,8 +85,10 @@ def test_a_pythonpath_from_the_env_file_does_not_reach_the_doctor(tmp_path, serv
 def test_a_ray_address_from_the_env_file_is_refused(tmp_path, service):
     out, rec = run_service(tmp_path, service, RAY_ADDRESS="127.0.0.7:6390")
     assert out.returncode == 2, out.stderr
-    assert "doctor.sh: error: RAY_ADDRESS: set (value not shown): the doctor's Ray check would join that cluster" \
+    assert (
+        "doctor.sh: error: RAY_ADDRESS: set (value not shown): the doctor's Ray check would join that cluster"
         in out.stderr
+    )
     assert "127.0.0.7" not in out.stderr
     assert not (rec / "argv").exists()
 

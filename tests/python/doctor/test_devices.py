@@ -41,8 +41,10 @@ def davinci(tmp_path: Path, n: int) -> Path:
 
 def npu_smi_list(npus: int, chips: int) -> str:
     """``npu-smi info -l`` in the layout of the public sample tests/python/doctor/fixtures/npu-smi-info-l-910b4.txt."""
-    body = "".join(f"        NPU ID                         : {i}\n        Chip Count                     : {chips}\n\n"
-                   for i in range(npus))
+    body = "".join(
+        f"        NPU ID                         : {i}\n        Chip Count                     : {chips}\n\n"
+        for i in range(npus)
+    )
     return f"        Total Count                    : {npus}\n\n{body}"
 
 
@@ -74,21 +76,24 @@ def test_nvidia_smi_list_counts_gpus_not_mig_devices():
     assert devices.parse_nvidia_smi_list("") == 0
 
 
-@pytest.mark.parametrize("var,value,want", [
-    ("CUDA_VISIBLE_DEVICES", None, None),
-    ("CUDA_VISIBLE_DEVICES", "", 0),
-    ("CUDA_VISIBLE_DEVICES", "NoDevFiles", 0),
-    ("CUDA_VISIBLE_DEVICES", "0,1,-1,3", 2),  # CUDA stops at the first invalid ordinal
-    ("CUDA_VISIBLE_DEVICES", "0,0,1,1", 2),
-    ("CUDA_VISIBLE_DEVICES", "GPU-0a1b2c3d-0000-1111-2222-333344445555,1", 2),
-    ("CUDA_VISIBLE_DEVICES", "MIG-abc/1,2", 2),
-    ("CUDA_VISIBLE_DEVICES", ",0", 0),
-    ("CUDA_VISIBLE_DEVICES", "0, 1", 1),
-    ("CUDA_VISIBLE_DEVICES", "10000", 0),
-    ("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3", 4),
-    ("ASCEND_RT_VISIBLE_DEVICES", "GPU-0a1b2c3d-0000-1111-2222-333344445555", 0),  # no UUIDs on Ascend
-    ("ASCEND_RT_VISIBLE_DEVICES", "5\n6", 1),  # first line only
-])
+@pytest.mark.parametrize(
+    "var,value,want",
+    [
+        ("CUDA_VISIBLE_DEVICES", None, None),
+        ("CUDA_VISIBLE_DEVICES", "", 0),
+        ("CUDA_VISIBLE_DEVICES", "NoDevFiles", 0),
+        ("CUDA_VISIBLE_DEVICES", "0,1,-1,3", 2),  # CUDA stops at the first invalid ordinal
+        ("CUDA_VISIBLE_DEVICES", "0,0,1,1", 2),
+        ("CUDA_VISIBLE_DEVICES", "GPU-0a1b2c3d-0000-1111-2222-333344445555,1", 2),
+        ("CUDA_VISIBLE_DEVICES", "MIG-abc/1,2", 2),
+        ("CUDA_VISIBLE_DEVICES", ",0", 0),
+        ("CUDA_VISIBLE_DEVICES", "0, 1", 1),
+        ("CUDA_VISIBLE_DEVICES", "10000", 0),
+        ("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3", 4),
+        ("ASCEND_RT_VISIBLE_DEVICES", "GPU-0a1b2c3d-0000-1111-2222-333344445555", 0),  # no UUIDs on Ascend
+        ("ASCEND_RT_VISIBLE_DEVICES", "5\n6", 1),  # first line only
+    ],
+)
 def test_visible_limit(var, value, want):
     assert devices.visible_limit(var, value) == want
 
@@ -111,7 +116,9 @@ def test_ascend_from_npu_smi_when_dev_shows_none(tmp_path):
 
 
 def test_a_failing_tool_counts_zero_and_says_why(tmp_path):
-    b = tool(tmp_path, "nvidia-smi", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\n", rc=9)
+    b = tool(
+        tmp_path, "nvidia-smi", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\n", rc=9
+    )
     got = devices.count("gpu", str(tmp_path), env([b]))
     assert (got.devices, got.node_devices) == (0, 0)
     assert got.tool_error.startswith("nvidia-smi -L: exit 9: NVIDIA-SMI has failed")
@@ -120,7 +127,12 @@ def test_a_failing_tool_counts_zero_and_says_why(tmp_path):
 def test_visibility_limits_what_this_process_may_use_not_the_node(tmp_path):
     b = tool(tmp_path, "nvidia-smi", (FIX / "nvidia-smi-L-dgx-a100-mig.txt").read_text())
     got = devices.count("gpu", str(tmp_path), env([b], CUDA_VISIBLE_DEVICES="0,1,2,3"))
-    assert (got.devices, got.source, got.node_devices, got.node_source) == (4, "CUDA_VISIBLE_DEVICES", 8, "nvidia-smi -L")
+    assert (got.devices, got.source, got.node_devices, got.node_source) == (
+        4,
+        "CUDA_VISIBLE_DEVICES",
+        8,
+        "nvidia-smi -L",
+    )
     assert got.hidden == 4
     # a limit above the node's count does not raise it
     got = devices.count("gpu", str(tmp_path), env([b], CUDA_VISIBLE_DEVICES=",".join(map(str, range(12)))))
@@ -164,8 +176,13 @@ def test_unknown_platform_is_a_usage_error():
 
 
 def run_cli(*args, **environ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlgrpo", "devices", *args], capture_output=True, text=True,
-                          env=env(**environ) if not environ.get("PATH") else {**env(), **environ}, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "devices", *args],
+        capture_output=True,
+        text=True,
+        env=env(**environ) if not environ.get("PATH") else {**env(), **environ},
+        cwd=REPO,
+    )
 
 
 def test_cli_shell_format_is_one_key_per_line(tmp_path):
@@ -181,9 +198,20 @@ def test_cli_shell_format_is_one_key_per_line(tmp_path):
 def test_cli_json_and_torch_count_with_the_stand_in(tmp_path):
     dev = davinci(tmp_path, 8)
     standin = REPO / "tests" / "python" / "ray"
-    out = run_cli("--torch", "--format", "json", "--platform", "npu", "--dev-dir", str(dev),
-                  PATH="/usr/bin:/bin", PYTHONPATH=str(standin), VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
-                  STANDIN_PHYSICAL_NPUS="8", ASCEND_RT_VISIBLE_DEVICES="0,1,2")
+    out = run_cli(
+        "--torch",
+        "--format",
+        "json",
+        "--platform",
+        "npu",
+        "--dev-dir",
+        str(dev),
+        PATH="/usr/bin:/bin",
+        PYTHONPATH=str(standin),
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        STANDIN_PHYSICAL_NPUS="8",
+        ASCEND_RT_VISIBLE_DEVICES="0,1,2",
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["torch_visible"] == 3 and got["torch_source"] == "stand-in npu_standin" and got["devices"] == 3
@@ -209,10 +237,13 @@ def slots(tmp_path: Path, ids) -> Path:
 NOSET = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
 
 
-@pytest.mark.parametrize("value, words", [
-    ("7,6,5,4,3,2,1,0", ["not in ascending order", "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]),
-    ("0,0,1,2,3,4,5,6", ["repeats device 0", "two workers would get the same device"]),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("7,6,5,4,3,2,1,0", ["not in ascending order", "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]),
+        ("0,0,1,2,3,4,5,6", ["repeats device 0", "two workers would get the same device"]),
+    ],
+)
 def test_c06_unordered_or_repeated_list_is_refused_with_or_without_noset(tmp_path, value, words):
     dev = davinci(tmp_path, 8)
     for noset in ("", "1"):

@@ -28,22 +28,34 @@ TRAIN_PARQUET = REPO / "assets" / "geo3k-sample" / "hiyouga-geometry3k-format" /
 
 
 def installed() -> dict[str, str]:
-    return {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in md.distributions() if d.metadata["Name"]}
+    return {
+        re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in md.distributions() if d.metadata["Name"]
+    }
 
 
 def write_manifest(path: Path, packages: dict[str, str], **extra) -> Path:
-    data = {"schema": "vlgrpo.build-manifest/1", "platform": "npu-a2", "stand_in": False, "packages": packages,
-            "verl": {"commit": "0123456789abcdef"}}
+    data = {
+        "schema": "vlgrpo.build-manifest/1",
+        "platform": "npu-a2",
+        "stand_in": False,
+        "packages": packages,
+        "verl": {"commit": "0123456789abcdef"},
+    }
     data.update(extra)
     path.write_text(json.dumps(data))
     return path
 
 
 def ctx_for(tmp_path: Path, **kw) -> Context:
-    ctx = Context(manifest_path=str(tmp_path / "absent.json"), dev_dir=str(tmp_path / "dev"),
-                  driver_dir=str(tmp_path / "driver"), dcmi_dir=str(tmp_path / "dcmi"),
-                  install_info=str(tmp_path / "ascend_install.info"), container_markers=(str(tmp_path / "marker"),),
-                  mountinfo=str(tmp_path / "mountinfo"))
+    ctx = Context(
+        manifest_path=str(tmp_path / "absent.json"),
+        dev_dir=str(tmp_path / "dev"),
+        driver_dir=str(tmp_path / "driver"),
+        dcmi_dir=str(tmp_path / "dcmi"),
+        install_info=str(tmp_path / "ascend_install.info"),
+        container_markers=(str(tmp_path / "marker"),),
+        mountinfo=str(tmp_path / "mountinfo"),
+    )
     (tmp_path / "mountinfo").write_text("1 0 254:0 / / rw - ext4 /dev/vda rw\n")  # a host, not a container layer
     for k, v in kw.items():
         setattr(ctx, k, v)
@@ -91,7 +103,9 @@ def test_missing_manifest_fails_in_a_container_and_is_skipped_outside(tmp_path):
 # ---- devices and driver (B16) ---------------------------------------------------------------------------
 
 
-def ascend_tree(tmp_path: Path, npus: int, control=doctor.ASCEND_CONTROL_DEVICES, driver=("lib64", "version.info", "tools")):
+def ascend_tree(
+    tmp_path: Path, npus: int, control=doctor.ASCEND_CONTROL_DEVICES, driver=("lib64", "version.info", "tools")
+):
     dev = tmp_path / "dev"
     dev.mkdir(exist_ok=True)
     for i in range(npus):
@@ -162,7 +176,11 @@ def test_b16_npu_smi_8005_8020_means_cards_held_by_another_container(tmp_path, m
 def test_stand_in_image_skips_accelerator_checks_with_the_reason(tmp_path):
     ctx = ctx_for(tmp_path, manifest_path=str(write_manifest(tmp_path / "m.json", {}, stand_in=True)))
     ctx.load_manifest()
-    for r in (doctor.check_devices(ctx, "npu"), doctor.check_driver(ctx, "npu"), doctor.check_torch_devices(ctx, "npu")):
+    for r in (
+        doctor.check_devices(ctx, "npu"),
+        doctor.check_driver(ctx, "npu"),
+        doctor.check_torch_devices(ctx, "npu"),
+    ):
         assert r.status == SKIP and "stand-in" in r.detail
 
 
@@ -243,8 +261,14 @@ def run_doctor(env_extra: dict[str, str], *args: str) -> subprocess.CompletedPro
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "RAY_"))}
     env.update(RAY_USAGE_STATS_ENABLED="0", **env_extra)
     skip = "versions,devices,driver,torch-devices,shm,patches,ckpt-engine,model,data,checkpoint-space"
-    return subprocess.run([sys.executable, "-m", "vlgrpo", "doctor", "--skip", skip, *args], env=env,
-                          capture_output=True, text=True, timeout=240, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "doctor", "--skip", skip, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
 
 
 @pytest.mark.ray
@@ -277,16 +301,29 @@ def test_b18_a_vendor_sitecustomize_first_on_the_path_fails_in_every_process(tmp
     out = run_doctor({"PYTHONPATH": f"{vendor}{os.pathsep}{ours}"})
     assert out.returncode == 2, out.stdout + out.stderr
     for where in ("driver", "spawn", "ray actor"):
-        assert f"doctor: FAIL sitecustomize[{where}]: imported sitecustomize is '{vendor / 'sitecustomize.py'}'" in out.stdout
+        assert (
+            f"doctor: FAIL sitecustomize[{where}]: imported sitecustomize is '{vendor / 'sitecustomize.py'}'"
+            in out.stdout
+        )
 
 
 def test_cli_refuses_unknown_skip_and_prints_one_line_per_check():
-    out = subprocess.run([sys.executable, "-m", "vlgrpo", "doctor", "--skip", "bogus"], capture_output=True, text=True,
-                         cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "doctor", "--skip", "bogus"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 2 and "unknown check(s) bogus" in out.stderr
     everything = ",".join(c for c in doctor.CHECK_NAMES if c != "shm")
-    out = subprocess.run([sys.executable, "-m", "vlgrpo", "doctor", "--skip", everything, "--min-shm-gib", "0.001"],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "doctor", "--skip", everything, "--min-shm-gib", "0.001"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert len([ln for ln in lines if ln.startswith("doctor: SKIP ")]) == len(doctor.CHECK_NAMES) - 1
@@ -315,8 +352,10 @@ FIX = Path(__file__).resolve().parent / "fixtures"
 def test_driver_version_an_old_nvidia_driver_fails_naming_both_versions_and_the_fix(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nif [ \"$1\" = -L ]; then cat '{FIX}/nvidia-smi-L-a100-pcie.txt'; "
-                                        f"else cat '{FIX}/nvidia-smi-510.47.03.txt'; fi\n")
+    (bin_dir / "nvidia-smi").write_text(
+        f"#!/bin/sh\nif [ \"$1\" = -L ]; then cat '{FIX}/nvidia-smi-L-a100-pcie.txt'; "
+        f"else cat '{FIX}/nvidia-smi-510.47.03.txt'; fi\n"
+    )
     (bin_dir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     (tmp_path / "usr/local/cuda").mkdir(parents=True)
@@ -326,8 +365,9 @@ def test_driver_version_an_old_nvidia_driver_fails_naming_both_versions_and_the_
     assert "the image needs CUDA 12.9.1" in r.detail and r.fix.startswith("upgrade the host's NVIDIA driver")
 
 
-@pytest.mark.parametrize("info,status", [("ascend-driver-version-25.3.rc1.info", FAIL),
-                                         ("ascend-driver-version-26.0.rc1.info", PASS)])
+@pytest.mark.parametrize(
+    "info,status", [("ascend-driver-version-25.3.rc1.info", FAIL), ("ascend-driver-version-26.0.rc1.info", PASS)]
+)
 def test_driver_version_ascend_against_cann_8_5(tmp_path, info, status):
     (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
     shutil.copy(FIX / info, tmp_path / "usr/local/Ascend/driver/version.info")

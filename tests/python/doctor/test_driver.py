@@ -41,13 +41,26 @@ def ldconfig(root: Path, linked: bool):
 def test_parse_driver_versions_from_the_public_samples():
     assert driver.parse_nvidia_smi_driver(text("nvidia-smi-550.54.14-a100.txt")) == "550.54.14"
     assert driver.parse_nvidia_smi_driver(text("nvidia-smi-510.47.03.txt")) == "510.47.03"
-    assert driver.parse_npu_smi_version((FIX.parents[2] / "bats/fixtures/ray-node/npu-smi-info-idle.txt").read_text()) == "24.1.rc2"
+    assert (
+        driver.parse_npu_smi_version((FIX.parents[2] / "bats/fixtures/ray-node/npu-smi-info-idle.txt").read_text())
+        == "24.1.rc2"
+    )
     kv = driver.parse_key_values(text("ascend-driver-version-25.3.rc1.info"))
     assert kv["package_version"] == "25.3.rc1" and kv["ascendhal_version"] == "7.35.23"
 
 
-@pytest.mark.parametrize("a,b", [("525.60.13", "575.57.08"), ("575.51.03", "575.57.08"), ("25.3.rc1", "25.5.0"),
-                                 ("25.5.rc1", "25.5.0"), ("24.1.rc2.2", "25.5.0"), ("25.5.0", "25.5.1"), ("7.35.19", "7.35.23")])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("525.60.13", "575.57.08"),
+        ("575.51.03", "575.57.08"),
+        ("25.3.rc1", "25.5.0"),
+        ("25.5.rc1", "25.5.0"),
+        ("24.1.rc2.2", "25.5.0"),
+        ("25.5.0", "25.5.1"),
+        ("7.35.19", "7.35.23"),
+    ],
+)
 def test_version_order(a, b):
     assert driver.older(a, b) and not driver.older(b, a)
     assert not driver.older("25.5.0", "25.5") and not driver.older("26.0.rc1", "25.5.0")
@@ -111,8 +124,10 @@ def cann_tree(root: Path, *extra: tuple[str, str]) -> Path:
 def test_an_ascend_driver_older_than_the_hdk_cann_8_5_is_released_with_is_refused(tmp_path):
     toolkit = cann_tree(tmp_path)
     got = driver.check_ascend(text("ascend-driver-version-25.3.rc1.info"), "", str(toolkit))
-    assert got.problem == ("host driver 25.3.rc1 is older than Ascend HDK 25.5.0, which CANN 8.5.0 in this image is "
-                           "released with (hicann/release-management 8.5.0/release-notes.md)")
+    assert got.problem == (
+        "host driver 25.3.rc1 is older than Ascend HDK 25.5.0, which CANN 8.5.0 in this image is "
+        "released with (hicann/release-management 8.5.0/release-notes.md)"
+    )
     assert got.fix.startswith("upgrade the host's Ascend driver and firmware to HDK 25.5.0")
     assert driver.check_ascend(text("ascend-driver-version-24.1.rc1.info"), "", str(toolkit)).problem
 
@@ -124,8 +139,9 @@ def test_a_new_enough_ascend_driver_passes(tmp_path):
 
 
 def test_a_requirement_a_cann_package_declares_is_checked_against_the_driver(tmp_path):
-    acllib = text("cann-acllib-version.info").replace("required_driver_ascendhal_version=4.0.0",
-                                                      "required_driver_ascendhal_version=7.35.23")
+    acllib = text("cann-acllib-version.info").replace(
+        "required_driver_ascendhal_version=4.0.0", "required_driver_ascendhal_version=7.35.23"
+    )
     toolkit = cann_tree(tmp_path, ("acllib/version.info", acllib))
     got = driver.check_ascend(text("ascend-driver-version-24.1.rc1.info"), "", str(toolkit))
     assert "ascendhal_version 7.35.19 < 7.35.23 required by" in got.problem and "acllib/version.info" in got.problem
@@ -140,4 +156,7 @@ def test_npu_smi_header_is_the_fallback_and_missing_sides_are_skipped_with_the_r
     got = driver.check_ascend("", smi, str(toolkit))
     assert got.host == "24.1.rc2" and "older than Ascend HDK 25.5.0" in got.problem
     assert "no driver version" in driver.check_ascend("", "", str(toolkit)).skipped
-    assert "no CANN version" in driver.check_ascend(text("ascend-driver-version-26.0.rc1.info"), "", str(tmp_path / "x")).skipped
+    assert (
+        "no CANN version"
+        in driver.check_ascend(text("ascend-driver-version-26.0.rc1.info"), "", str(tmp_path / "x")).skipped
+    )

@@ -18,16 +18,24 @@ def _row(name):
     return row
 
 
-
-
-@pytest.mark.parametrize("value", ["ignore::this.X", "all:0:antigravity.x:0:0", "ignore:: this.X",
-                                   "default,ignore::os.X", "ignore\n,ignore::this.X", "ignore:x:a.b:c:1"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ignore::this.X",
+        "all:0:antigravity.x:0:0",
+        "ignore:: this.X",
+        "default,ignore::os.X",
+        "ignore\n,ignore::this.X",
+        "ignore:x:a.b:c:1",
+    ],
+)
 def test_warnings_refuses_what_cpython_would_import(value, tmp_path):
     assert environment.check_value(_row("PYTHONWARNINGS"), value)
 
 
-@pytest.mark.parametrize("value", ["ignore::DeprecationWarning", "default::UserWarning,ignore", "error", "",
-                                   "ignore:some.text.with.dots"])
+@pytest.mark.parametrize(
+    "value", ["ignore::DeprecationWarning", "default::UserWarning,ignore", "error", "", "ignore:some.text.with.dots"]
+)
 def test_warnings_passes_builtin_categories(value):
     assert environment.check_value(_row("PYTHONWARNINGS"), value) == ""
 
@@ -35,9 +43,17 @@ def test_warnings_passes_builtin_categories(value):
 def test_warnings_rule_matches_the_interpreter(tmp_path):
     """Independent reference: run CPython with each value and a canary module on its path; the check refuses
     exactly the values for which the interpreter imported it."""
-    (tmp_path / "vgcanary.py").write_text("import os\nopen(os.environ['CANARY'], 'a').write('x')\nclass W(Warning): pass\n")
-    for value in ["ignore::vgcanary.W", "ignore:: vgcanary.W ", "ignore,ignore::vgcanary.W", "ignore::UserWarning",
-                  "ignore:vgcanary.W", "ignore::W:vgcanary"]:
+    (tmp_path / "vgcanary.py").write_text(
+        "import os\nopen(os.environ['CANARY'], 'a').write('x')\nclass W(Warning): pass\n"
+    )
+    for value in [
+        "ignore::vgcanary.W",
+        "ignore:: vgcanary.W ",
+        "ignore,ignore::vgcanary.W",
+        "ignore::UserWarning",
+        "ignore:vgcanary.W",
+        "ignore::W:vgcanary",
+    ]:
         canary = tmp_path / "ran"
         if canary.exists():
             canary.unlink()
@@ -46,9 +62,17 @@ def test_warnings_rule_matches_the_interpreter(tmp_path):
         assert bool(environment.check_value(_row("PYTHONWARNINGS"), value)) == canary.exists(), value
 
 
-@pytest.mark.parametrize("name, value", [("PYTHONWARNINGS", "ignore\r"), ("BASH_ENV", "/opt/vlgrpo/image/cann-env.sh\n"),
-                                         ("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}\n"), ("TMPDIR", "/tmp\t"),
-                                         ("HOME", "/root\x7f"), ("PYTHONPATH", "/usr/lib\n")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("PYTHONWARNINGS", "ignore\r"),
+        ("BASH_ENV", "/opt/vlgrpo/image/cann-env.sh\n"),
+        ("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}\n"),
+        ("TMPDIR", "/tmp\t"),
+        ("HOME", "/root\x7f"),
+        ("PYTHONPATH", "/usr/lib\n"),
+    ],
+)
 def test_control_characters_refused_in_every_checked_value(name, value):
     assert "control character" in environment.check_value(_row(name), value)
 
@@ -69,7 +93,14 @@ def test_folders_in_the_checkpoint_folder_or_writable_by_all_are_refused(tmp_pat
     os.chmod(tmp_path / "sticky", 0o1777)
     os.symlink(ck / "tmp", tmp_path / "link")
     protect = (os.path.realpath(ck),)
-    for name in ("TMPDIR", "HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_HOME", "VERL_FILE_LOGGER_ROOT"):
+    for name in (
+        "TMPDIR",
+        "HOME",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_HOME",
+        "VERL_FILE_LOGGER_ROOT",
+    ):
         row = _row(name)
         check = lambda v, r=row: environment.check_value(r, v, protect=protect)  # noqa: E731
         assert "checkpoint folder" in check(str(ck / "tmp")), name
@@ -115,18 +146,20 @@ def test_folders_another_user_controls_are_refused_for_code_and_home_paths(tmp_p
     prog = tmp_path / "mine" / "ptxas"
     prog.write_text("")
     os.chown(prog, 65534, 65534)
-    assert "owned by uid 65534" in environment.check_value(environment.UNLISTED, str(prog),
-                                                           name="TRITON_PTXAS_PATH")
+    assert "owned by uid 65534" in environment.check_value(environment.UNLISTED, str(prog), name="TRITON_PTXAS_PATH")
 
 
-@pytest.mark.parametrize("env_vars, fragment", [
-    ({"PYTHONWARNINGS": "ignore::this.X"}, "dotted warning category"),
-    ({"BASH_ENV": "/ckpt/evil.sh"}, "names a file every bash"),
-    ({"PYTHONWARNINGS": "ignore\n,ignore::this.X"}, "control character"),
-    ({"NCCL_DEBUG": 1}, "not a string"),
-    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {"pip": ["x"]}})}, "'pip'"),
-    ({"HOME": "@CKPT@/home"}, "checkpoint folder"),
-])
+@pytest.mark.parametrize(
+    "env_vars, fragment",
+    [
+        ({"PYTHONWARNINGS": "ignore::this.X"}, "dotted warning category"),
+        ({"BASH_ENV": "/ckpt/evil.sh"}, "names a file every bash"),
+        ({"PYTHONWARNINGS": "ignore\n,ignore::this.X"}, "control character"),
+        ({"NCCL_DEBUG": 1}, "not a string"),
+        ({"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {"pip": ["x"]}})}, "'pip'"),
+        ({"HOME": "@CKPT@/home"}, "checkpoint folder"),
+    ],
+)
 def test_ray_job_env_vars_get_the_row_type_checks(env_vars, fragment, tmp_path):
     ck = os.path.realpath(tmp_path)
     env_vars = {k: v.replace("@CKPT@", ck) if isinstance(v, str) else v for k, v in env_vars.items()}
@@ -135,8 +168,12 @@ def test_ray_job_env_vars_get_the_row_type_checks(env_vars, fragment, tmp_path):
 
 
 def test_check_values_names_each_variable_that_fails_its_row():
-    records = ["PYTHONWARNINGS=ignore::this.X", "TMPDIR=/nonexistent", "NCCL_DEBUG=WARN",
-               "BASH_ENV=/opt/vlgrpo/image/cann-env.sh"]
+    records = [
+        "PYTHONWARNINGS=ignore::this.X",
+        "TMPDIR=/nonexistent",
+        "NCCL_DEBUG=WARN",
+        "BASH_ENV=/opt/vlgrpo/image/cann-env.sh",
+    ]
     assert [p[0] for p in environment.check_values(records, "fa")] == ["PYTHONWARNINGS", "TMPDIR"]
     assert environment.check_values(["PYTHONWARNINGS=error"]) == []
 
@@ -162,18 +199,45 @@ def test_cpython_variables_that_move_the_import_system_are_refused_or_dropped():
 
 # names the attack review passed through a pattern row, and new ones of the same kind in the pinned libraries
 # (NCCL 2.27's plugin names, its verbs library, the bootstrap root, the RAS listener; CANN's operator folders)
-LOADS = ["NCCL_ENV_PLUGIN", "NCCL_GIN_PLUGIN", "NCCL_RMA_PLUGIN", "NCCL_IBVERBS_LIB", "NCCL_NET_SO",
-         "HCCL_PLUGIN_LIB", "TORCH_NCCL_PLUGIN", "VLLM_ASCEND_SOME_LIB", "NVIDIA_NCCL_PLUGIN"]
+LOADS = [
+    "NCCL_ENV_PLUGIN",
+    "NCCL_GIN_PLUGIN",
+    "NCCL_RMA_PLUGIN",
+    "NCCL_IBVERBS_LIB",
+    "NCCL_NET_SO",
+    "HCCL_PLUGIN_LIB",
+    "TORCH_NCCL_PLUGIN",
+    "VLLM_ASCEND_SOME_LIB",
+    "NVIDIA_NCCL_PLUGIN",
+]
 PEERS = ["NCCL_COMM_ID", "NCCL_RAS_ADDR", "HCCL_SERVER_ADDR", "ASCEND_PROFILER_URL"]
-PATHS = ["ASCEND_OPP_PATH", "ASCEND_AICPU_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "HCCL_WHITELIST_FILE",
-         "NCCL_SOME_DIR", "ASCEND_CACHE_PATH"]
+PATHS = [
+    "ASCEND_OPP_PATH",
+    "ASCEND_AICPU_PATH",
+    "ASCEND_HOME_PATH",
+    "ASCEND_TOOLKIT_HOME",
+    "HCCL_WHITELIST_FILE",
+    "NCCL_SOME_DIR",
+    "ASCEND_CACHE_PATH",
+]
 # settings of the same libraries whose words could be mistaken for a file or a peer: they pass as given
-PLAIN = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO", "HCCL_IF_IP": "10.0.0.2",
-         "HCCL_CONNECT_TIMEOUT": "1800", "NCCL_PROXY_APPEND_BATCH_SIZE": "16", "NCCL_GRAPH_MIXING_SUPPORT": "0",
-         "HCCL_HOST_SOCKET_PORT_RANGE": "60000-60050", "ASCEND_MODULE_LOG_LEVEL": "SLOG=1",
-         "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3", "NVIDIA_VISIBLE_DEVICES": "all",
-         "NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-         "VLLM_ASCEND_ENABLE_NZ": "0", "NCCL_IB_DISABLE": "1"}
+PLAIN = {
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "NCCL_IB_HCA": "mlx5_0",
+    "NCCL_DEBUG": "INFO",
+    "HCCL_IF_IP": "10.0.0.2",
+    "HCCL_CONNECT_TIMEOUT": "1800",
+    "NCCL_PROXY_APPEND_BATCH_SIZE": "16",
+    "NCCL_GRAPH_MIXING_SUPPORT": "0",
+    "HCCL_HOST_SOCKET_PORT_RANGE": "60000-60050",
+    "ASCEND_MODULE_LOG_LEVEL": "SLOG=1",
+    "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3",
+    "NVIDIA_VISIBLE_DEVICES": "all",
+    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "VLLM_ASCEND_ENABLE_NZ": "0",
+    "NCCL_IB_DISABLE": "1",
+}
 
 
 @pytest.mark.parametrize("name", LOADS + PEERS)
@@ -198,9 +262,13 @@ def test_a_path_under_a_pattern_gets_the_folder_rules(name, tmp_path):
     planted.chmod(0o666)
     ok = environment.check_values([f"{name}={good}"], owner="fa", protect=(str(tmp_path / "ckpt"),))
     assert ok == []
-    for value, words in [(str(shared), "every user can write"), ("opp", "not an absolute path"),
-                         (f":{good}", "working directory"), (str(tmp_path / "ckpt" / "x"), "checkpoint folder"),
-                         (str(planted), "a file every user can write")]:
+    for value, words in [
+        (str(shared), "every user can write"),
+        ("opp", "not an absolute path"),
+        (f":{good}", "working directory"),
+        (str(tmp_path / "ckpt" / "x"), "checkpoint folder"),
+        (str(planted), "a file every user can write"),
+    ]:
         why = environment.check_values([f"{name}={value}"], owner="fa", protect=(str(tmp_path / "ckpt"),))
         assert len(why) == 1 and words in why[0][1], (value, why)
 
@@ -220,15 +288,21 @@ def test_an_empty_entry_is_the_working_directory_for_the_loader_and_the_shell(tm
     """Independent reference for the ``dirs`` rule of LD_LIBRARY_PATH and PATH: glibc's loader tries a library
     name relative to the working directory for an empty LD_LIBRARY_PATH entry, and sh runs a program of the
     working directory for an empty PATH entry; the check refuses both values."""
-    out = subprocess.run(["/bin/true"], env={"LD_LIBRARY_PATH": "/nonexistent-vg:", "LD_DEBUG": "libs"},
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        ["/bin/true"],
+        env={"LD_LIBRARY_PATH": "/nonexistent-vg:", "LD_DEBUG": "libs"},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert "trying file=libc.so.6" in out.stderr  # relative: the working directory
     assert environment.check_values(["LD_LIBRARY_PATH=/nonexistent-vg:"])
     prog = tmp_path / "vgplanted"
     prog.write_text("#!/bin/sh\necho planted\n")
     prog.chmod(0o755)
-    out = subprocess.run(["/bin/sh", "-c", "vgplanted"], env={"PATH": "/usr/bin::/bin"}, capture_output=True,
-                         text=True, cwd=tmp_path)
+    out = subprocess.run(
+        ["/bin/sh", "-c", "vgplanted"], env={"PATH": "/usr/bin::/bin"}, capture_output=True, text=True, cwd=tmp_path
+    )
     assert out.stdout.strip() == "planted"
     assert environment.check_values(["PATH=/usr/bin::/bin"])
     assert environment.check_values(["PATH=/usr/local/bin:/usr/bin:/bin", "LD_LIBRARY_PATH=/usr/lib"]) == []
@@ -242,20 +316,36 @@ def test_a_requested_name_without_a_row_gets_the_path_rule(tmp_path):
     assert len(why) == 1 and "every user can write" in why[0][1] and "VLGRPO_PASS_ENV" in why[0][2]
     assert environment.check_values([f"MYTOOL_HOME={tmp_path}"], pass_env=("MYTOOL_HOME",)) == []
     # requested, a library or peer name passes (the request is the operator's choice); not requested, no row: dropped
-    assert environment.check_values(["MYTOOL_PLUGIN=x", "MYTOOL_ADDR=10.0.0.1:1"],
-                                    pass_env=("MYTOOL_PLUGIN", "MYTOOL_ADDR")) == []
+    assert (
+        environment.check_values(
+            ["MYTOOL_PLUGIN=x", "MYTOOL_ADDR=10.0.0.1:1"], pass_env=("MYTOOL_PLUGIN", "MYTOOL_ADDR")
+        )
+        == []
+    )
     assert environment.check_values([f"MYTOOL_HOME={tmp_path / 'open'}"]) == []
 
 
 # ---- the W&B server and entity (WANDB_BASE_URL, WANDB_ENTITY) -------------------------------------------------
 
-@pytest.mark.parametrize("value, ok", [
-    ("https://api.wandb.ai", True), ("http://wandb.example.com:8080", True), ("https://wandb.example.com/", True),
-    ("http://10.0.0.5:8080/w", True), ("", True),
-    ("https://user:pw@wandb.example.com", False), ("https://wandb.example.com/?x=1", False),
-    ("https://wandb.example.com/#f", False), ("file:///tmp/wandb", False), ("ftp://wandb.example.com", False),
-    ("wandb.example.com", False), ("https://wandb.example.com:99999", False), ("https://-bad.example", False),
-])
+
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("https://api.wandb.ai", True),
+        ("http://wandb.example.com:8080", True),
+        ("https://wandb.example.com/", True),
+        ("http://10.0.0.5:8080/w", True),
+        ("", True),
+        ("https://user:pw@wandb.example.com", False),
+        ("https://wandb.example.com/?x=1", False),
+        ("https://wandb.example.com/#f", False),
+        ("file:///tmp/wandb", False),
+        ("ftp://wandb.example.com", False),
+        ("wandb.example.com", False),
+        ("https://wandb.example.com:99999", False),
+        ("https://-bad.example", False),
+    ],
+)
 def test_the_wandb_server_is_an_http_url_without_credentials(value, ok):
     """The same URLs the registry's ``uri`` setting type takes in its http(s) form (validate is the reference),
     never a file: store; a refusal never quotes the value."""
@@ -264,35 +354,53 @@ def test_the_wandb_server_is_an_http_url_without_credentials(value, ok):
     if value and value.startswith("http"):
         uri_ok = True
         try:
-            environment.validate(environment.Row(["X", "fa", "setting", "uri"] + ["-"] * (len(environment.COLUMNS) - 4)),
-                                 value)
+            environment.validate(
+                environment.Row(["X", "fa", "setting", "uri"] + ["-"] * (len(environment.COLUMNS) - 4)), value
+            )
         except ValueError:
             uri_ok = False
         assert uri_ok is ok, value
     assert "pw" not in why and "wandb.example" not in why
 
 
-@pytest.mark.parametrize("value, ok", [("my-team", True), ("user_1", True), ("a.b", True), ("A" * 128, True),
-                                       ("", True), ("-team", False), ("team name", False), ("a/b", False),
-                                       ("A" * 129, False), ("tëam", False), ("x;rm", False)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("my-team", True),
+        ("user_1", True),
+        ("a.b", True),
+        ("A" * 128, True),
+        ("", True),
+        ("-team", False),
+        ("team name", False),
+        ("a/b", False),
+        ("A" * 129, False),
+        ("tëam", False),
+        ("x;rm", False),
+    ],
+)
 def test_the_wandb_entity_is_a_plain_name(value, ok):
     why = environment.check_value(_row("WANDB_ENTITY"), value)
     assert (why == "") is ok, (value, why)
 
 
 def test_a_bad_wandb_server_or_entity_is_named_with_its_fix_by_check_values():
-    problems = environment.check_values(["WANDB_BASE_URL=https://u:p@w.example", "WANDB_ENTITY=a b"],
-                                        pass_env=("WANDB_BASE_URL",))
+    problems = environment.check_values(
+        ["WANDB_BASE_URL=https://u:p@w.example", "WANDB_ENTITY=a b"], pass_env=("WANDB_BASE_URL",)
+    )
     assert [p[0] for p in problems] == ["WANDB_BASE_URL", "WANDB_ENTITY"], problems
     assert "credentials" in problems[0][1] and "https://wandb.example.com" in problems[0][2]
     assert "team name" in problems[1][2]
 
 
-@pytest.mark.parametrize("name, values", [
-    ("PYTHONHASHSEED", ["random", "0", "42", "4294967295", "4294967296", "abc", "-1", "1.5", "0x10", "random "]),
-    ("PYTHONUTF8", ["0", "1", "2", "7", "yes", "true"]),
-    ("PYTHONIOENCODING", ["utf-8", "utf-8:surrogateescape", ":replace", "latin-1", "bogus", "utf-8:nope", "utf8:"]),
-])
+@pytest.mark.parametrize(
+    "name, values",
+    [
+        ("PYTHONHASHSEED", ["random", "0", "42", "4294967295", "4294967296", "abc", "-1", "1.5", "0x10", "random "]),
+        ("PYTHONUTF8", ["0", "1", "2", "7", "yes", "true"]),
+        ("PYTHONIOENCODING", ["utf-8", "utf-8:surrogateescape", ":replace", "latin-1", "bogus", "utf-8:nope", "utf8:"]),
+    ],
+)
 def test_values_cpython_stops_on_are_refused_and_the_others_start(name, values):
     """Attack review: PYTHONHASHSEED=abc, PYTHONUTF8=7 and PYTHONIOENCODING=bogus made every child print
     "Fatal Python error" and the launch blame the device counter. The reference is CPython itself: every value the
@@ -301,8 +409,12 @@ def test_values_cpython_stops_on_are_refused_and_the_others_start(name, values):
     row = _row(name)
     for value in values:
         why = environment.check_value(row, value)
-        starts = subprocess.run([sys.executable, "-c", "pass"], env={**os.environ, name: value},
-                                capture_output=True).returncode == 0
+        starts = (
+            subprocess.run(
+                [sys.executable, "-c", "pass"], env={**os.environ, name: value}, capture_output=True
+            ).returncode
+            == 0
+        )
         if not why:
             assert starts, (name, value)
         if not starts:

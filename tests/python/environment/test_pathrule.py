@@ -20,8 +20,9 @@ import pytest
 from vlgrpo.pathrule import check_path
 
 ME, OTHER = 1000, 65534
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                reason="needs root and setpriv to act as another user")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to act as another user"
+)
 
 ATTACK = textwrap.dedent("""
     import os, sys
@@ -71,8 +72,12 @@ ATTACK = textwrap.dedent("""
 
 
 def other_user_can_change(path: str) -> list[str]:
-    r = subprocess.run(["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups", sys.executable, "-I",
-                        "-c", ATTACK, path], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups", sys.executable, "-I", "-c", ATTACK, path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return [ln for ln in r.stdout.splitlines() if ln]
 
@@ -199,8 +204,17 @@ def test_kinds(base):
     assert "not a regular file" in verdict(d, kind="file").why
 
 
-@pytest.mark.parametrize("mode,uid,ok", [(0o600, ME, True), (0o400, ME, True), (0o640, ME, False),
-                                         (0o644, ME, False), (0o600, 0, False), (0o600, OTHER, False)])
+@pytest.mark.parametrize(
+    "mode,uid,ok",
+    [
+        (0o600, ME, True),
+        (0o400, ME, True),
+        (0o640, ME, False),
+        (0o644, ME, False),
+        (0o600, 0, False),
+        (0o600, OTHER, False),
+    ],
+)
 def test_key_files(base, mode, uid, ok):
     f = mk(base / "key", mode=mode, uid=uid, file=True)
     p = verdict(f, secret=True)

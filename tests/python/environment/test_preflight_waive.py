@@ -31,7 +31,7 @@ def _launch(tmp: Path, preflight: str) -> tuple[subprocess.CompletedProcess, boo
         (bin_dir / "python3").write_text(f"""#!/bin/bash
 args=("$@"); i=0
 while [[ ${{args[i]-}} == -P || ${{args[i]-}} == -s ]]; do i=$((i + 1)); done
-if [[ ${{args[i]-}} == -m && ${{args[i + 1]-}} == verl.* ]]; then : >{tmp / 'verl-ran'}; exit 0; fi
+if [[ ${{args[i]-}} == -m && ${{args[i + 1]-}} == verl.* ]]; then : >{tmp / "verl-ran"}; exit 0; fi
 exec {sys.executable} "$@"
 """)
         (bin_dir / "python3").chmod(0o755)
@@ -42,14 +42,28 @@ exec {sys.executable} "$@"
         (tmp / "train.parquet").touch()
         (tmp / "test.parquet").touch()
     (tmp / "verl-ran").unlink(missing_ok=True)
-    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "TEST_DEV_DIR": str(tmp / "dev"),
-           "WANDB_MODE": "offline", "VLGRPO_PLATFORM": "npu", "VLGRPO_TRAINER_NNODES": "1",
-           "VLGRPO_ROLLOUT_NNODES": "1", "VLGRPO_MODEL_PATH": str(tmp / "model"),
-           "VLGRPO_TRAIN_FILE": str(tmp / "train.parquet"), "VLGRPO_VAL_FILE": str(tmp / "test.parquet"),
-           "VLGRPO_CHECKPOINT_DIR": str(tmp / "ckpt"), "VLGRPO_PREFLIGHT": preflight}
-    proc = subprocess.run(["bash", str(REPO / "tests/bats/helpers/run-entry.sh"),
-                           str(REPO / "entrypoints/fully-async-grpo.sh")],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp)
+    env = {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "TEST_DEV_DIR": str(tmp / "dev"),
+        "WANDB_MODE": "offline",
+        "VLGRPO_PLATFORM": "npu",
+        "VLGRPO_TRAINER_NNODES": "1",
+        "VLGRPO_ROLLOUT_NNODES": "1",
+        "VLGRPO_MODEL_PATH": str(tmp / "model"),
+        "VLGRPO_TRAIN_FILE": str(tmp / "train.parquet"),
+        "VLGRPO_VAL_FILE": str(tmp / "test.parquet"),
+        "VLGRPO_CHECKPOINT_DIR": str(tmp / "ckpt"),
+        "VLGRPO_PREFLIGHT": preflight,
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO / "tests/bats/helpers/run-entry.sh"), str(REPO / "entrypoints/fully-async-grpo.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp,
+    )
     return proc, (tmp / "verl-ran").exists()
 
 

@@ -60,30 +60,49 @@ def _launch(tmp: Path, extra: dict[str, str], timeout: float = 240) -> subproces
     if not (tmp / "bin").exists():
         _wrapper(tmp / "bin")
     env = {
-        "PATH": f"{tmp / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
-        "TEST_DEV_DIR": str(tmp / "dev"), "WANDB_MODE": "offline", "RAY_USAGE_STATS_ENABLED": "0",
-        "VLGRPO_PLATFORM": "npu", "VLGRPO_TRAINER_NNODES": "1", "VLGRPO_ROLLOUT_NNODES": "1",
-        "VLGRPO_MODEL_PATH": str(tmp / "model"), "VLGRPO_TRAIN_FILE": str(tmp / "data" / "train.parquet"),
-        "VLGRPO_VAL_FILE": str(tmp / "data" / "test.parquet"), "VLGRPO_CHECKPOINT_DIR": str(tmp / "ckpt"),
-        "STANDIN_OUT": str(tmp / "standin.json"), "VLGRPO_PASS_ENV": "STANDIN_OUT",
+        "PATH": f"{tmp / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp),
+        "LANG": "C.UTF-8",
+        "TEST_DEV_DIR": str(tmp / "dev"),
+        "WANDB_MODE": "offline",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "VLGRPO_PLATFORM": "npu",
+        "VLGRPO_TRAINER_NNODES": "1",
+        "VLGRPO_ROLLOUT_NNODES": "1",
+        "VLGRPO_MODEL_PATH": str(tmp / "model"),
+        "VLGRPO_TRAIN_FILE": str(tmp / "data" / "train.parquet"),
+        "VLGRPO_VAL_FILE": str(tmp / "data" / "test.parquet"),
+        "VLGRPO_CHECKPOINT_DIR": str(tmp / "ckpt"),
+        "STANDIN_OUT": str(tmp / "standin.json"),
+        "VLGRPO_PASS_ENV": "STANDIN_OUT",
     }
     env.update(extra)
     # launched from a folder of its own that holds a verl/ package (Why 4: it must not be imported anywhere)
     launch_dir = tmp / "launch"
     (launch_dir / "verl").mkdir(parents=True, exist_ok=True)
     (launch_dir / "verl" / "__init__.py").write_text(f"open({str(tmp / 'verl-canary')!r}, 'w').write('ran')\n")
-    return subprocess.run(["bash", str(REPO / "tests/bats/helpers/run-entry.sh"),
-                           str(REPO / "entrypoints/fully-async-grpo.sh")],
-                          env=env, capture_output=True, text=True, timeout=timeout, cwd=launch_dir)
+    return subprocess.run(
+        ["bash", str(REPO / "tests/bats/helpers/run-entry.sh"), str(REPO / "entrypoints/fully-async-grpo.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=launch_dir,
+    )
 
 
 def _driver(tmp: Path, extra: dict[str, str]) -> subprocess.CompletedProcess:
     """The control: the stand-in driver run directly (no entrypoint) in the given environment."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "RAY_USAGE_STATS_ENABLED": "0",
-           "STANDIN_OUT": str(tmp / "control.json")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "STANDIN_OUT": str(tmp / "control.json"),
+    }
     env.update(extra)
-    return subprocess.run([PY, str(HERE / "verl_standin.py")], env=env, capture_output=True, text=True,
-                          timeout=240, cwd=tmp)
+    return subprocess.run(
+        [PY, str(HERE / "verl_standin.py")], env=env, capture_output=True, text=True, timeout=240, cwd=tmp
+    )
 
 
 def _wait_for(path: Path, timeout: float) -> bool:
@@ -110,7 +129,10 @@ def test_why1_a_worker_setup_hook_from_the_environment_never_runs(tmp_path):
     job = {"runtime_env": {"env_vars": {"__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR": "antigravity.geohash"}}}
     proc = _launch(tmp_path, {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps(job), "BROWSER": f"touch {canary} %s"})
     assert proc.returncode == 2, proc.stderr
-    assert "error: RAY_JOB_CONFIG_JSON_ENV_VAR: runtime_env env_vars sets __RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR" in proc.stderr
+    assert (
+        "error: RAY_JOB_CONFIG_JSON_ENV_VAR: runtime_env env_vars sets __RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+        in proc.stderr
+    )
     assert not (tmp_path / "standin.json").exists() and not canary.exists()
 
 

@@ -76,12 +76,15 @@ def test_a_setting_of_a_logger_not_selected_is_a_warning_and_not_exported(folder
     assert plan.problems == [] and plan.exports == {}
     assert plan.notes == ["warning: VLGRPO_TENSORBOARD_DIR is set but VLGRPO_LOGGER has no tensorboard: it is not used"]
     # ray-node.sh does not know the recipe's loggers: every given setting is carried
-    node = trackers.plan("", {"VLGRPO_TENSORBOARD_DIR": str(folder), "VLGRPO_MLFLOW_TRACKING_URI": "http://m:5000"},
-                         owner="node")
+    node = trackers.plan(
+        "", {"VLGRPO_TENSORBOARD_DIR": str(folder), "VLGRPO_MLFLOW_TRACKING_URI": "http://m:5000"}, owner="node"
+    )
     assert node.notes == [] and node.exports == {"TENSORBOARD_DIR": str(folder), "MLFLOW_TRACKING_URI": "http://m:5000"}
 
 
-@pytest.mark.parametrize("mode, passes", [(0o700, True), (0o755, True), (0o775, False), (0o777, False), (0o1777, False)])
+@pytest.mark.parametrize(
+    "mode, passes", [(0o700, True), (0o755, True), (0o775, False), (0o777, False), (0o1777, False)]
+)
 def test_a_tracker_folder_must_pass_the_path_rule(tmp_path, mode, passes):
     d = tmp_path / "tb"
     d.mkdir()
@@ -97,13 +100,16 @@ def test_a_link_to_a_folder_others_can_write_is_refused(tmp_path):
     shared.mkdir()
     shared.chmod(0o777)
     (tmp_path / "link").symlink_to(shared)
-    plan = trackers.plan("swanlab", {"VLGRPO_SWANLAB_LOG_DIR": str(tmp_path / "link"), "VLGRPO_SWANLAB_MODE": "offline"})
+    plan = trackers.plan(
+        "swanlab", {"VLGRPO_SWANLAB_LOG_DIR": str(tmp_path / "link"), "VLGRPO_SWANLAB_MODE": "offline"}
+    )
     assert [p[0] for p in plan.problems] == ["VLGRPO_SWANLAB_LOG_DIR"] and "every user" in plan.problems[0][1]
 
 
 def test_an_mlflow_file_store_must_pass_the_path_rule(tmp_path, folder):
     assert trackers.plan("mlflow", {"VLGRPO_MLFLOW_TRACKING_URI": f"file://{folder}"}).exports == {
-        "MLFLOW_TRACKING_URI": f"file://{folder}"}
+        "MLFLOW_TRACKING_URI": f"file://{folder}"
+    }
     open_dir = tmp_path / "open"
     open_dir.mkdir()
     open_dir.chmod(0o777)
@@ -113,12 +119,28 @@ def test_an_mlflow_file_store_must_pass_the_path_rule(tmp_path, folder):
     assert missing.problems and "does not exist" in missing.problems[0][1]
 
 
-URIS = [("http://mlflow:5000", True), ("https://mlflow.example.com/prefix/a-b_c.d", True), ("http://10.0.0.1", True),
-        ("file:///mlruns", True), ("file:/mlruns", True), ("https://user:pw@mlflow", False), ("http://tok@mlflow", False),
-        ("http://mlflow:0", False), ("http://mlflow:65536", False), ("http://010.0.0.1:5000", False),
-        ("http://mlflow/?x=1", False), ("http://mlflow/#f", False), ("ftp://mlflow", False), ("sqlite:///a.db", False),
-        ("databricks", False), ("file:relative", False), ("file://host/x", False), ("http://", False),
-        ("http://ml flow", False), ("https://mlflow/${oc.env:X}", False)]
+URIS = [
+    ("http://mlflow:5000", True),
+    ("https://mlflow.example.com/prefix/a-b_c.d", True),
+    ("http://10.0.0.1", True),
+    ("file:///mlruns", True),
+    ("file:/mlruns", True),
+    ("https://user:pw@mlflow", False),
+    ("http://tok@mlflow", False),
+    ("http://mlflow:0", False),
+    ("http://mlflow:65536", False),
+    ("http://010.0.0.1:5000", False),
+    ("http://mlflow/?x=1", False),
+    ("http://mlflow/#f", False),
+    ("ftp://mlflow", False),
+    ("sqlite:///a.db", False),
+    ("databricks", False),
+    ("file:relative", False),
+    ("file://host/x", False),
+    ("http://", False),
+    ("http://ml flow", False),
+    ("https://mlflow/${oc.env:X}", False),
+]
 
 
 @pytest.mark.parametrize("uri, ok", URIS)
@@ -139,8 +161,11 @@ def test_the_swanlab_key_file_is_read_and_checked_never_shown(tmp_path):
     good.write_text(KEY + "\n")
     plan = trackers.plan("swanlab", {"VLGRPO_SWANLAB_API_KEY_FILE": str(good)})
     assert plan.problems == [] and plan.exports == {"SWANLAB_API_KEY": KEY}
-    cases = {"two": ("a" * 30 + "\nsecret-ish-line\n", "more than one line"), "bad": ("not a key; secret-ish\n", "does not hold"),
-             "big": ("a" * 5000, "larger than 4 KiB")}
+    cases = {
+        "two": ("a" * 30 + "\nsecret-ish-line\n", "more than one line"),
+        "bad": ("not a key; secret-ish\n", "does not hold"),
+        "big": ("a" * 5000, "larger than 4 KiB"),
+    }
     for name, (text, why) in cases.items():
         (tmp_path / name).write_text(text)
         p = trackers.plan("swanlab", {"VLGRPO_SWANLAB_API_KEY_FILE": str(tmp_path / name)})
@@ -172,8 +197,9 @@ def test_node_problems_name_what_a_node_lacks_and_never_carry_a_secret(folder):
     assert [v for v, _ in got] == ["WANDB_API_KEY", "TENSORBOARD_DIR", "MLFLOW_TRACKING_URI"]
     assert "VLGRPO_TENSORBOARD_DIR" in got[1][1] and "WANDB_API_KEY_FILE" in got[0][1]
     # a node in W&B offline mode needs no key; a node with another folder than the launch's is named
-    other = trackers.node_view({"WANDB_MODE": "offline", "TENSORBOARD_DIR": "/elsewhere",
-                                "MLFLOW_TRACKING_URI": "http://m:5000"})
+    other = trackers.node_view(
+        {"WANDB_MODE": "offline", "TENSORBOARD_DIR": "/elsewhere", "MLFLOW_TRACKING_URI": "http://m:5000"}
+    )
     got = trackers.node_problems(loggers, other, launch)
     assert [v for v, _ in got] == ["TENSORBOARD_DIR"] and "differs from the launch's" in got[0][1]
     assert "/elsewhere" not in got[0][1]
@@ -189,7 +215,8 @@ def test_the_command_line_prints_one_record_per_line_and_exits_2_on_a_problem(fo
     assert environment.main(["trackers", "--owner=fa", "--loggers=[console,tensorboard]"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "note\twarning: VLGRPO_MLFLOW_TRACKING_URI is set but VLGRPO_LOGGER has no mlflow: it is not used",
-        f"export\tTENSORBOARD_DIR\t{folder}"]
+        f"export\tTENSORBOARD_DIR\t{folder}",
+    ]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert environment.main(["trackers", "--owner=vo", "--loggers=mlflow"]) == 2
     assert capsys.readouterr().out.startswith("problem\tVLGRPO_MLFLOW_TRACKING_URI\tunset")

@@ -74,9 +74,27 @@ def test_the_key_forms_w_and_b_issues_are_read_and_exported_as_wandb_api_key(tmp
     assert _plan(mode_0400, loggers="", owner="node").exports == {"WANDB_API_KEY": key}
 
 
-CANDIDATES = [KEY, NEW_KEY, LOCAL_KEY, "x" * 39, "x" * 40, "local-" + "x" * 39, "a-b-" + "c" * 40, "a.b-" + "c" * 40,
-              "-" + "c" * 40, "c" * 40 + ".", "café" + "c" * 40, "ab cd-" + "c" * 40, HF, OPENAI, GITHUB,
-              "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2ln", "", "c" * 400, "c" * 3000]
+CANDIDATES = [
+    KEY,
+    NEW_KEY,
+    LOCAL_KEY,
+    "x" * 39,
+    "x" * 40,
+    "local-" + "x" * 39,
+    "a-b-" + "c" * 40,
+    "a.b-" + "c" * 40,
+    "-" + "c" * 40,
+    "c" * 40 + ".",
+    "café" + "c" * 40,
+    "ab cd-" + "c" * 40,
+    HF,
+    OPENAI,
+    GITHUB,
+    "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2ln",
+    "",
+    "c" * 400,
+    "c" * 3000,
+]
 
 
 def test_every_key_accepted_is_one_the_w_and_b_client_accepts():
@@ -94,15 +112,25 @@ def test_every_key_accepted_is_one_the_w_and_b_client_accepts():
             assert any(w in why for w in ("JWT", "looks like", "spaces, control or non-ASCII")), (key, why)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    (HF, "Hugging Face token"), (OPENAI, "OpenAI"), (GITHUB, "GitHub token"),
-    ("eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2lnbmF0dXJl", "JWT"),
-    ("x" * 39, "too short"), ("not a key; secret-ish text", "spaces"),
-    ("local-" + "é" * 40, "non-ASCII"), ("local-" + "a.b" * 20, "other than letters"),
-    (KEY + "\n" + KEY + "\n", "more than one line"), (KEY + "\0" + KEY, "more than one line"),
-    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----\n", "PEM block"),
-    ("-----BEGIN CERTIFICATE-----", "PEM block"), ("k" * 5000, "larger than 4 KiB"), ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        (HF, "Hugging Face token"),
+        (OPENAI, "OpenAI"),
+        (GITHUB, "GitHub token"),
+        ("eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2lnbmF0dXJl", "JWT"),
+        ("x" * 39, "too short"),
+        ("not a key; secret-ish text", "spaces"),
+        ("local-" + "é" * 40, "non-ASCII"),
+        ("local-" + "a.b" * 20, "other than letters"),
+        (KEY + "\n" + KEY + "\n", "more than one line"),
+        (KEY + "\0" + KEY, "more than one line"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----\n", "PEM block"),
+        ("-----BEGIN CERTIFICATE-----", "PEM block"),
+        ("k" * 5000, "larger than 4 KiB"),
+        ("", "empty"),
+    ],
+)
 def test_what_is_no_w_and_b_key_is_refused_naming_the_variable_never_the_contents(tmp_path, text, fragment):
     name, why, fix = _refused(_plan(_keyfile(tmp_path, text)), fragment)
     secret = text.strip()[:20]
@@ -157,8 +185,9 @@ def test_a_key_file_below_a_folder_others_can_write_or_own_is_refused(tmp_path):
     _refused(_plan(key), "owned by uid 65534")
 
 
-@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/self/mem", "/proc/1/environ", "/dev/stdin",
-                                  "/sys/kernel/notes"])
+@pytest.mark.parametrize(
+    "path", ["/proc/self/environ", "/proc/self/mem", "/proc/1/environ", "/dev/stdin", "/sys/kernel/notes"]
+)
 def test_kernel_and_device_files_are_no_key_files(path):
     _refused(_plan(path), "kernel or device file")
 
@@ -186,7 +215,10 @@ def test_a_path_with_control_characters_is_shown_escaped(tmp_path):
 def test_both_the_key_and_the_file_is_refused_and_wandb_without_a_key_needs_one(tmp_path):
     f = _keyfile(tmp_path, KEY)
     p = trackers.plan("console,wandb", {"WANDB_API_KEY_FILE": str(f), "WANDB_API_KEY": "set"})
-    assert p.exports == {} and p.problems[0][:2] == ("WANDB_API_KEY_FILE", "both WANDB_API_KEY and WANDB_API_KEY_FILE are set")
+    assert p.exports == {} and p.problems[0][:2] == (
+        "WANDB_API_KEY_FILE",
+        "both WANDB_API_KEY and WANDB_API_KEY_FILE are set",
+    )
     p = trackers.plan("console,wandb", {})
     assert [x[0] for x in p.problems] == ["VLGRPO_LOGGER"] and "includes wandb, but neither" in p.problems[0][1]
     dry = trackers.plan("console,wandb", {}, dry_run=True)
@@ -204,8 +236,9 @@ def test_the_command_line_exports_the_key_and_prints_it_nowhere_else(tmp_path, c
     assert environment.main(["trackers", "--owner=fa", "--loggers=[console,wandb]"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"export\tWANDB_API_KEY\t{KEY}"]
     f.chmod(0o644)
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo.environment", "trackers", "--owner=node"], input=data,
-                          capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo.environment", "trackers", "--owner=node"], input=data, capture_output=True
+    )
     proc.stdout, proc.stderr = proc.stdout.decode(), proc.stderr.decode()
     assert proc.returncode == 2 and proc.stdout.startswith("problem\tWANDB_API_KEY_FILE\t"), proc
     assert KEY not in proc.stdout + proc.stderr

@@ -51,8 +51,12 @@ def _reference_kind(name, owner):
 
 
 def _bash_q(value):
-    out = subprocess.run(["bash", "-c", 'printf "%q" "$1"', "_", value.encode("utf-8", "surrogateescape")],
-                         capture_output=True, check=True, env={"LC_ALL": "C", "PATH": os.environ["PATH"]}).stdout
+    out = subprocess.run(
+        ["bash", "-c", 'printf "%q" "$1"', "_", value.encode("utf-8", "surrogateescape")],
+        capture_output=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": os.environ["PATH"]},
+    ).stdout
     return out.decode("utf-8", "surrogateescape")
 
 
@@ -62,11 +66,15 @@ def _classify(entries, owner="fa", pass_env="", held=None):
 
 
 def _names(kind, owner="fa"):
-    return [r["name"] for r in _rows() if r["kind"] == kind and "*" not in r["name"]
-            and (kind != "set" or owner in r["owner"].split(","))]
+    return [
+        r["name"]
+        for r in _rows()
+        if r["kind"] == kind and "*" not in r["name"] and (kind != "set" or owner in r["owner"].split(","))
+    ]
 
 
 # ---- each kind of row, every exact name of it ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("owner", ["fa", "vo", "node", "doctor"])
 def test_every_pass_row_passes_and_every_drop_row_is_dropped(owner):
@@ -81,12 +89,21 @@ def test_every_pass_row_passes_and_every_drop_row_is_dropped(owner):
 @pytest.mark.parametrize("owner", ["fa", "vo", "node", "doctor"])
 def test_a_refused_row_with_a_value_stops_the_launch_naming_the_variable(owner):
     # (a VLGRPO_* name is the settings step's: one that is no setting is refused there, with a "did you mean")
-    refused = [r for r in _rows() if r["kind"] == "refused" and "*" not in r["name"]
-               and not r["name"].startswith("VLGRPO_") and _reference_kind(r["name"], owner)["kind"] == "refused"]
+    refused = [
+        r
+        for r in _rows()
+        if r["kind"] == "refused"
+        and "*" not in r["name"]
+        and not r["name"].startswith("VLGRPO_")
+        and _reference_kind(r["name"], owner)["kind"] == "refused"
+    ]
     assert len(refused) >= 20
     got = _classify([(r["name"], "/somewhere/else") for r in refused], owner)
-    assert got.problems == [f"{r['name']}: {r['meaning']} (value not shown); fix: "
-                            f"{r['fix'] if r['fix'] != '-' else 'unset it for the launch'}" for r in refused]
+    assert got.problems == [
+        f"{r['name']}: {r['meaning']} (value not shown); fix: "
+        f"{r['fix'] if r['fix'] != '-' else 'unset it for the launch'}"
+        for r in refused
+    ]
     assert not got.passed and not got.dropped
     # the value is never shown
     assert not any("/somewhere/else" in p for p in got.problems)
@@ -125,6 +142,7 @@ def test_this_entrypoints_set_rows_win_and_an_inherited_value_is_dropped():
 
 # ---- names: shown as bash shows them, odd names, functions, twins, near misses --------------------------------
 
+
 def test_names_bash_cannot_hold_are_dropped_shown_and_listed_for_env_u():
     odd = ["A-B", "1X", "X Y", "A\nB", "a.b", "caf\udcc3\udca9"]
     got = _classify([(n, "1") for n in odd])
@@ -134,9 +152,11 @@ def test_names_bash_cannot_hold_are_dropped_shown_and_listed_for_env_u():
 
 def test_an_exported_function_is_refused_and_an_empty_one_dropped():
     got = _classify([("BASH_FUNC_ls%%", "() { echo hi; }"), ("BASH_FUNC_cd%%", "")])
-    assert got.problems == [f"{_bash_q('BASH_FUNC_ls%%')}: an exported shell function: every bash the launch starts "
-                            "would run it in place of the command of that name; fix: unset it before the launch "
-                            "(export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or a list)"]
+    assert got.problems == [
+        f"{_bash_q('BASH_FUNC_ls%%')}: an exported shell function: every bash the launch starts "
+        "would run it in place of the command of that name; fix: unset it before the launch "
+        "(export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or a list)"
+    ]
     assert got.odd == ["BASH_FUNC_cd%%"]
 
 
@@ -152,18 +172,22 @@ def test_an_entry_with_an_empty_name_is_refused():
     assert len(got.problems) == 1 and got.problems[0].startswith("environment: has a variable with an empty name")
 
 
-@pytest.mark.parametrize("name, setting", [("vlgrpo_lr", "VLGRPO_LR"), ("Vlgrpo_Lr", "VLGRPO_LR"),
-                                           ("vlgrpo_patches", "VLGRPO_PATCHES")])
+@pytest.mark.parametrize(
+    "name, setting", [("vlgrpo_lr", "VLGRPO_LR"), ("Vlgrpo_Lr", "VLGRPO_LR"), ("vlgrpo_patches", "VLGRPO_PATCHES")]
+)
 def test_a_setting_in_the_wrong_case_is_named(name, setting):
     got = _classify([(name, "1")])
-    assert got.problems == [f"{name}: differs from the setting {setting} only by case, so it would be ignored; "
-                            f"fix: rename it {setting}"]
+    assert got.problems == [
+        f"{name}: differs from the setting {setting} only by case, so it would be ignored; fix: rename it {setting}"
+    ]
 
 
 def test_a_vlgrpo_name_in_the_wrong_case_that_is_no_setting():
     got = _classify([("vlgrpo_nothing_here", "1")])
-    assert "looks like a VLGRPO_ variable (it differs only by case from VLGRPO_NOTHING_HERE) but is no setting" \
+    assert (
+        "looks like a VLGRPO_ variable (it differs only by case from VLGRPO_NOTHING_HERE) but is no setting"
         in got.problems[0]
+    )
 
 
 @pytest.mark.parametrize("name", ["VLGR\u03a1O_LR", "VLGR\u0420O_LR", "\uff36LGRPO_LR", "VLGRPO_L\u0280"])
@@ -174,8 +198,10 @@ def test_a_look_alike_letter_is_found_once_the_values_are_checked(name):
     if name == "VLGRPO_L\u0280":  # small capital R: no Latin look-alike in the table, so no finding
         assert probs == [] or "VLGRPO_L" in probs[0]
         return
-    assert probs == [f"{_bash_q(name)}: differs from the setting VLGRPO_LR by a look-alike character (a non-ASCII "
-                     "letter), so it would be ignored; fix: rename it VLGRPO_LR"]
+    assert probs == [
+        f"{_bash_q(name)}: differs from the setting VLGRPO_LR by a look-alike character (a non-ASCII "
+        "letter), so it would be ignored; fix: rename it VLGRPO_LR"
+    ]
 
 
 def test_settings_a_python_reader_owns_reach_the_children_and_the_doctor_gets_its_own():
@@ -186,6 +212,7 @@ def test_settings_a_python_reader_owns_reach_the_children_and_the_doctor_gets_it
 
 
 # ---- VLGRPO_PASS_ENV ---------------------------------------------------------------------------------------
+
 
 def test_pass_env_may_name_only_what_a_launch_may_pass():
     refused = next(n for n in _names("refused") if _reference_kind(n, "fa")["kind"] == "refused")
@@ -203,14 +230,16 @@ def test_pass_env_may_name_only_what_a_launch_may_pass():
 
 # ---- typed values, once the environment is built -------------------------------------------------------------
 
+
 def test_typed_values_are_checked_without_showing_them(tmp_path):
     ww = tmp_path / "ww"
     ww.mkdir()
     ww.chmod(0o777)
     got = _classify([("PYTHONWARNINGS", "all:0:evil.Warn:0:0"), ("TMPDIR", str(ww)), ("HOME", "/root")])
     assert got.typed == ["PYTHONWARNINGS", "TMPDIR", "HOME"]
-    probs = childenv.value_problems("fa", ["PYTHONWARNINGS=all:0:evil.Warn:0:0", f"TMPDIR={ww}", "HOME=/root"], "",
-                                    (), [])
+    probs = childenv.value_problems(
+        "fa", ["PYTHONWARNINGS=all:0:evil.Warn:0:0", f"TMPDIR={ww}", "HOME=/root"], "", (), []
+    )
     assert [p.split(":")[0] for p in probs] == ["PYTHONWARNINGS", "TMPDIR"]
     assert all("(value not shown); fix: " in p for p in probs)
     assert not any("evil" in p for p in probs)
@@ -224,13 +253,15 @@ def test_a_folder_inside_the_checkpoint_folder_is_refused_for_home(tmp_path):
 
 
 def test_the_served_steps_round_trip_records():
-    out = childenv.run_environment("fa", ["f:/proc/1/environ", "x:HOME=/root", "x:LD_PRELOAD=/x.so", "x:A-B=1",
-                                          "e:", "h:HOME=/root"])
+    out = childenv.run_environment(
+        "fa", ["f:/proc/1/environ", "x:HOME=/root", "x:LD_PRELOAD=/x.so", "x:A-B=1", "e:", "h:HOME=/root"]
+    )
     assert "P:HOME" in out and "T:HOME" in out and "O:A-B" in out
     assert [r for r in out if r.startswith("p:")][0].startswith("p:LD_PRELOAD: ")
     assert childenv.run_environment("fa", ["f:/nowhere", "n:", "e:"]) == [
         "p:environment: /nowhere is unreadable, so the inherited environment cannot be checked; fix: run with /proc "
-        "mounted (the default for docker and podman)"]
+        "mounted (the default for docker and podman)"
+    ]
     with pytest.raises(ValueError):
         childenv.run_environment("fa", ["z:what"])
 
@@ -239,11 +270,14 @@ def test_an_inherited_ray_address_is_refused_unless_it_is_the_checked_one():
     assert childenv.ray_address_problem("fa", "", "") is None
     assert childenv.ray_address_problem("fa", "10.0.0.1:6379", "10.0.0.1:6379") is None
     assert childenv.ray_address_problem("vo", "10.0.0.1:6379", "").startswith(
-        "RAY_ADDRESS: set (value not shown) without VLGRPO_RAY_ADDRESS")
+        "RAY_ADDRESS: set (value not shown) without VLGRPO_RAY_ADDRESS"
+    )
     assert childenv.ray_address_problem("fa", "10.0.0.9:6379", "10.0.0.1:6379").startswith(
-        "RAY_ADDRESS: differs from VLGRPO_RAY_ADDRESS")
+        "RAY_ADDRESS: differs from VLGRPO_RAY_ADDRESS"
+    )
     assert childenv.ray_address_problem("doctor", "127.0.0.7:6390", "").startswith(
-        "RAY_ADDRESS: set (value not shown): the doctor's Ray check would join that cluster")
+        "RAY_ADDRESS: set (value not shown): the doctor's Ray check would join that cluster"
+    )
     assert childenv.ray_address_problem("node", "10.0.0.1:6379", "") is None
     # never the value
     assert "10.0.0.9" not in childenv.ray_address_problem("fa", "10.0.0.9:6379", "10.0.0.1:6379")

@@ -54,7 +54,9 @@ def test_a_value_the_launch_refuses_is_ignored_with_a_warning(name, monkeypatch)
 
 def test_no_switch_set_reads_no_registry():
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
-    code = ("import sys, json; from vlgrpo.patches import state; r = state.read_switches(); s = state.strict(); "
-            "print(json.dumps([r, s, 'vlgrpo.environment' in sys.modules]))")
+    code = (
+        "import sys, json; from vlgrpo.patches import state; r = state.read_switches(); s = state.strict(); "
+        "print(json.dumps([r, s, 'vlgrpo.environment' in sys.modules]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert json.loads(out) == [["", False, []], False, False]

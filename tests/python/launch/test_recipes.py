@@ -26,9 +26,13 @@ def _state(owner, tmp_path, env=None, node=16):
     (tmp_path / "ckpt").mkdir(exist_ok=True)
     for f in ("model/config.json", "data/train.parquet", "data/test.parquet"):
         (tmp_path / f).touch()
-    base = {"VLGRPO_MODEL_PATH": f"{tmp_path}/model", "VLGRPO_TRAIN_FILE": f"{tmp_path}/data/train.parquet",
-            "VLGRPO_VAL_FILE": f"{tmp_path}/data/test.parquet", "VLGRPO_CHECKPOINT_DIR": f"{tmp_path}/ckpt",
-            "VLGRPO_PLATFORM": "npu"}
+    base = {
+        "VLGRPO_MODEL_PATH": f"{tmp_path}/model",
+        "VLGRPO_TRAIN_FILE": f"{tmp_path}/data/train.parquet",
+        "VLGRPO_VAL_FILE": f"{tmp_path}/data/test.parquet",
+        "VLGRPO_CHECKPOINT_DIR": f"{tmp_path}/ckpt",
+        "VLGRPO_PLATFORM": "npu",
+    }
     base.update(env or {})
     got = settings.read_settings(owner, base, str(tmp_path))
     assert got.problems == []
@@ -55,17 +59,26 @@ def test_the_default_argv_is_the_recipes_upstream_argv(owner, tmp_path):
 
 
 def test_derived_defaults_follow_the_upstream_formulas(tmp_path):
-    st = _run("fa", tmp_path, {"VLGRPO_MAX_PROMPT_LENGTH": "4096", "VLGRPO_MAX_RESPONSE_LENGTH": "6144",
-                               "VLGRPO_TRAINER_NNODES": "4", "VLGRPO_TRAINER_DEVICES_PER_NODE": "8",
-                               "VLGRPO_ROLLOUT_TP": "4"})
+    st = _run(
+        "fa",
+        tmp_path,
+        {
+            "VLGRPO_MAX_PROMPT_LENGTH": "4096",
+            "VLGRPO_MAX_RESPONSE_LENGTH": "6144",
+            "VLGRPO_TRAINER_NNODES": "4",
+            "VLGRPO_TRAINER_DEVICES_PER_NODE": "8",
+            "VLGRPO_ROLLOUT_TP": "4",
+        },
+    )
     assert st.problems == []
     assert st.values["PPO_MAX_TOKEN_LEN_PER_DEVICE"] == str((4096 + 6144) // 4)
     assert st.values["FSDP_SIZE"] == str(4 * 8)
     assert st.values["ROLLOUT_EP"] == "4"
     assert st.values["ROLLOUT_DEVICES_PER_NODE"] == "16"  # the node's count
     assert st.values["max_num_batched_tokens"] == str(4096 + 6144)
-    vo = _run("vo", tmp_path, {"VLGRPO_TRAINER_NNODES": "2", "VLGRPO_TRAINER_DEVICES_PER_NODE": "8",
-                               "VLGRPO_SP_SIZE": "4"})
+    vo = _run(
+        "vo", tmp_path, {"VLGRPO_TRAINER_NNODES": "2", "VLGRPO_TRAINER_DEVICES_PER_NODE": "8", "VLGRPO_SP_SIZE": "4"}
+    )
     assert vo.values["FSDP_SIZE"] == str(2 * 8 // 4) and vo.values["EXPERIMENT_NAME"] == "grpo-8gpu"
 
 
@@ -73,8 +86,10 @@ def test_a_derived_default_out_of_range_names_its_inputs_and_stops(tmp_path):
     st = _run("fa", tmp_path, {"VLGRPO_MAX_PROMPT_LENGTH": "1", "VLGRPO_MAX_RESPONSE_LENGTH": "1"})
     # (1 + 1) / 4 = 0 tokens per device
     assert len(st.problems) == 1
-    assert st.problems[0].startswith("VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE: not set, so derived as (prompt + "
-                                     "response) / 4 = 0 from VLGRPO_MAX_PROMPT_LENGTH=1, VLGRPO_MAX_RESPONSE_LENGTH=1")
+    assert st.problems[0].startswith(
+        "VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE: not set, so derived as (prompt + "
+        "response) / 4 = 0 from VLGRPO_MAX_PROMPT_LENGTH=1, VLGRPO_MAX_RESPONSE_LENGTH=1"
+    )
 
 
 def test_a_refused_derived_value_takes_the_values_derived_from_it_along_without_more_problems(tmp_path):
@@ -82,8 +97,10 @@ def test_a_refused_derived_value_takes_the_values_derived_from_it_along_without_
     # that come from them are left out rather than reported as values the user never set
     st = _state("fa", tmp_path, node=100)
     recipes.resolve_derived("fa", st, str(tmp_path))
-    assert [p.split(":")[0] for p in st.problems] == ["VLGRPO_TRAINER_DEVICES_PER_NODE",
-                                                      "VLGRPO_ROLLOUT_DEVICES_PER_NODE"]
+    assert [p.split(":")[0] for p in st.problems] == [
+        "VLGRPO_TRAINER_DEVICES_PER_NODE",
+        "VLGRPO_ROLLOUT_DEVICES_PER_NODE",
+    ]
     assert "derived as this node's device count = 100 from , which is not in 1..64" in st.problems[0]
     assert st.values["FSDP_SIZE"] == "" and "FSDP_SIZE" not in st.raw
     assert st.values["PPO_MAX_TOKEN_LEN_PER_DEVICE"] == str((2048 + 8192) // 4)
@@ -92,31 +109,59 @@ def test_a_refused_derived_value_takes_the_values_derived_from_it_along_without_
 def test_no_accelerator_here_in_cluster_mode_asks_for_the_per_node_counts(tmp_path):
     st = _state("fa", tmp_path, node=0)
     recipes.resolve_derived("fa", st, str(tmp_path))
-    assert [p.split(":")[0] for p in st.problems] == ["VLGRPO_TRAINER_DEVICES_PER_NODE",
-                                                      "VLGRPO_ROLLOUT_DEVICES_PER_NODE"]
+    assert [p.split(":")[0] for p in st.problems] == [
+        "VLGRPO_TRAINER_DEVICES_PER_NODE",
+        "VLGRPO_ROLLOUT_DEVICES_PER_NODE",
+    ]
     assert "unset, and this node has no accelerator to count" in st.problems[0]
 
 
 # ---- cross-field rules, with worked numbers ----------------------------------------------------------------
 
-@pytest.mark.parametrize("env, var, fragment", [
-    ({"VLGRPO_TRAINER_DEVICES_PER_NODE": "17"}, "VLGRPO_TRAINER_DEVICES_PER_NODE",
-     "17 devices per node, but this node has 16 (npu-smi info -l)"),
-    ({"VLGRPO_MAX_MODEL_LEN": "100"}, "VLGRPO_MAX_MODEL_LEN", "100 is below max prompt + max response = 2048 + 8192 = "
-     "10240; verl would silently clamp responses"),
-    ({"VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE": "100", "VLGRPO_SP_SIZE": "1"}, "VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE",
-     "100 x SP size 1 = 100 tokens cannot hold one sequence of prompt + response = 10240"),
-    ({"VLGRPO_SP_SIZE": "3"}, "VLGRPO_SP_SIZE", "3 does not divide the trainer's 32 devices (2 x 16)"),
-    ({"VLGRPO_PPO_MINI_BATCH_SIZE": "3", "VLGRPO_ROLLOUT_N": "3", "VLGRPO_SP_SIZE": "1"}, "VLGRPO_PPO_MINI_BATCH_SIZE",
-     "mini-batch 3 x 3 responses = 9 samples do not split evenly over 32 data-parallel ranks"),
-    ({"VLGRPO_FSDP_SIZE": "5"}, "VLGRPO_FSDP_SIZE", "5 does not divide the trainer's 32 devices (2 x 16)"),
-    ({"VLGRPO_ROLLOUT_TP": "3", "VLGRPO_ROLLOUT_EP": "1"}, "VLGRPO_ROLLOUT_TP",
-     "a vLLM replica of TP x DP = 3 x 1 = 3 devices does not divide the 32 rollout devices (2 x 16)"),
-    ({"VLGRPO_ROLLOUT_TP": "2", "VLGRPO_ROLLOUT_EP": "4"}, "VLGRPO_ROLLOUT_EP", "4 must be 1 or rollout TP x DP = 2"),
-    ({"VLGRPO_OVERLONG_BUFFER_LEN": "8192"}, "VLGRPO_OVERLONG_BUFFER_LEN",
-     "8192 is not below the max response length 8192"),
-    ({"VLGRPO_RESUME_MODE": "resume_path"}, "VLGRPO_RESUME_FROM_PATH", "unset, but VLGRPO_RESUME_MODE=resume_path"),
-])
+
+@pytest.mark.parametrize(
+    "env, var, fragment",
+    [
+        (
+            {"VLGRPO_TRAINER_DEVICES_PER_NODE": "17"},
+            "VLGRPO_TRAINER_DEVICES_PER_NODE",
+            "17 devices per node, but this node has 16 (npu-smi info -l)",
+        ),
+        (
+            {"VLGRPO_MAX_MODEL_LEN": "100"},
+            "VLGRPO_MAX_MODEL_LEN",
+            "100 is below max prompt + max response = 2048 + 8192 = 10240; verl would silently clamp responses",
+        ),
+        (
+            {"VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE": "100", "VLGRPO_SP_SIZE": "1"},
+            "VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE",
+            "100 x SP size 1 = 100 tokens cannot hold one sequence of prompt + response = 10240",
+        ),
+        ({"VLGRPO_SP_SIZE": "3"}, "VLGRPO_SP_SIZE", "3 does not divide the trainer's 32 devices (2 x 16)"),
+        (
+            {"VLGRPO_PPO_MINI_BATCH_SIZE": "3", "VLGRPO_ROLLOUT_N": "3", "VLGRPO_SP_SIZE": "1"},
+            "VLGRPO_PPO_MINI_BATCH_SIZE",
+            "mini-batch 3 x 3 responses = 9 samples do not split evenly over 32 data-parallel ranks",
+        ),
+        ({"VLGRPO_FSDP_SIZE": "5"}, "VLGRPO_FSDP_SIZE", "5 does not divide the trainer's 32 devices (2 x 16)"),
+        (
+            {"VLGRPO_ROLLOUT_TP": "3", "VLGRPO_ROLLOUT_EP": "1"},
+            "VLGRPO_ROLLOUT_TP",
+            "a vLLM replica of TP x DP = 3 x 1 = 3 devices does not divide the 32 rollout devices (2 x 16)",
+        ),
+        (
+            {"VLGRPO_ROLLOUT_TP": "2", "VLGRPO_ROLLOUT_EP": "4"},
+            "VLGRPO_ROLLOUT_EP",
+            "4 must be 1 or rollout TP x DP = 2",
+        ),
+        (
+            {"VLGRPO_OVERLONG_BUFFER_LEN": "8192"},
+            "VLGRPO_OVERLONG_BUFFER_LEN",
+            "8192 is not below the max response length 8192",
+        ),
+        ({"VLGRPO_RESUME_MODE": "resume_path"}, "VLGRPO_RESUME_FROM_PATH", "unset, but VLGRPO_RESUME_MODE=resume_path"),
+    ],
+)
 def test_fully_async_rules(env, var, fragment, tmp_path):
     st = _run("fa", tmp_path, env)
     mine = [p for p in st.problems if p.startswith(var + ": ")]
@@ -126,22 +171,38 @@ def test_fully_async_rules(env, var, fragment, tmp_path):
 def test_a_replica_that_neither_fits_a_node_nor_spans_whole_nodes(tmp_path):
     # rollout 2 nodes x 12 devices = 24; TP 8: 24 % 8 == 0, but 12 % 8 and 8 % 12 are not 0
     st = _run("fa", tmp_path, {"VLGRPO_ROLLOUT_DEVICES_PER_NODE": "12", "VLGRPO_ROLLOUT_TP": "8"})
-    assert any(p.startswith("VLGRPO_ROLLOUT_TP: a vLLM replica of 8 devices neither fits a node of 12") for p in
-               st.problems), st.problems
+    assert any(
+        p.startswith("VLGRPO_ROLLOUT_TP: a vLLM replica of 8 devices neither fits a node of 12") for p in st.problems
+    ), st.problems
 
 
-@pytest.mark.parametrize("env, var, fragment", [
-    ({"VLGRPO_SP_SIZE": "3"}, "VLGRPO_SP_SIZE", "3 does not divide the world size 32 (2 x 16)"),
-    ({"VLGRPO_FSDP_SIZE": "8", "VLGRPO_SP_SIZE": "2"}, "VLGRPO_FSDP_SIZE",
-     "fsdp_size 8 x SP size 2 = 16 is not the world size 32 (2 x 16)"),
-    ({"VLGRPO_EP_SIZE": "3"}, "VLGRPO_EP_SIZE", "3 does not divide the world size 32"),
-    ({"VLGRPO_TRAIN_BATCH_SIZE": "8", "VLGRPO_PPO_MINI_BATCH_SIZE": "16"}, "VLGRPO_PPO_MINI_BATCH_SIZE",
-     "16 is larger than the train batch size 8"),
-    ({"VLGRPO_TRAIN_BATCH_SIZE": "3", "VLGRPO_PPO_MINI_BATCH_SIZE": "1", "VLGRPO_ROLLOUT_N": "5"},
-     "VLGRPO_TRAIN_BATCH_SIZE", "3 prompts x 5 responses = 15 samples are not divisible by the world size 32"),
-    ({"VLGRPO_ROLLOUT_TP": "2", "VLGRPO_ROLLOUT_DP": "3"}, "VLGRPO_ROLLOUT_TP",
-     "a vLLM replica of TP x DP = 2 x 3 = 6 devices does not divide the 32 rollout devices (2 x 16)"),
-])
+@pytest.mark.parametrize(
+    "env, var, fragment",
+    [
+        ({"VLGRPO_SP_SIZE": "3"}, "VLGRPO_SP_SIZE", "3 does not divide the world size 32 (2 x 16)"),
+        (
+            {"VLGRPO_FSDP_SIZE": "8", "VLGRPO_SP_SIZE": "2"},
+            "VLGRPO_FSDP_SIZE",
+            "fsdp_size 8 x SP size 2 = 16 is not the world size 32 (2 x 16)",
+        ),
+        ({"VLGRPO_EP_SIZE": "3"}, "VLGRPO_EP_SIZE", "3 does not divide the world size 32"),
+        (
+            {"VLGRPO_TRAIN_BATCH_SIZE": "8", "VLGRPO_PPO_MINI_BATCH_SIZE": "16"},
+            "VLGRPO_PPO_MINI_BATCH_SIZE",
+            "16 is larger than the train batch size 8",
+        ),
+        (
+            {"VLGRPO_TRAIN_BATCH_SIZE": "3", "VLGRPO_PPO_MINI_BATCH_SIZE": "1", "VLGRPO_ROLLOUT_N": "5"},
+            "VLGRPO_TRAIN_BATCH_SIZE",
+            "3 prompts x 5 responses = 15 samples are not divisible by the world size 32",
+        ),
+        (
+            {"VLGRPO_ROLLOUT_TP": "2", "VLGRPO_ROLLOUT_DP": "3"},
+            "VLGRPO_ROLLOUT_TP",
+            "a vLLM replica of TP x DP = 2 x 3 = 6 devices does not divide the 32 rollout devices (2 x 16)",
+        ),
+    ],
+)
 def test_veomni_rules(env, var, fragment, tmp_path):
     st = _run("vo", tmp_path, env)
     mine = [p for p in st.problems if p.startswith(var + ": ")]
@@ -149,8 +210,11 @@ def test_veomni_rules(env, var, fragment, tmp_path):
 
 
 def test_topology_and_cluster_size(tmp_path):
-    fa = _run("fa", tmp_path, {"VLGRPO_TRAINER_NNODES": "2", "VLGRPO_ROLLOUT_NNODES": "1",
-                               "VLGRPO_ROLLOUT_DEVICES_PER_NODE": "8"})
+    fa = _run(
+        "fa",
+        tmp_path,
+        {"VLGRPO_TRAINER_NNODES": "2", "VLGRPO_ROLLOUT_NNODES": "1", "VLGRPO_ROLLOUT_DEVICES_PER_NODE": "8"},
+    )
     assert fa.topology == "trainer 2 node(s) x 16 + rollout 1 node(s) x 8 = 40 npu devices"
     assert fa.cluster == (3, 16, 40)
     vo = _run("vo", tmp_path, {"VLGRPO_TRAINER_NNODES": "3"})
@@ -160,13 +224,15 @@ def test_topology_and_cluster_size(tmp_path):
 
 # ---- the resume folder (C03) --------------------------------------------------------------------------------
 
+
 def test_a_resume_folder_outside_the_checkpoint_folder_needs_a_manifest(tmp_path):
     outside = tmp_path / "elsewhere" / "global_step_4"
     outside.mkdir(parents=True)
     env = {"VLGRPO_RESUME_MODE": "resume_path", "VLGRPO_RESUME_FROM_PATH": str(outside)}
     st = _run("fa", tmp_path, env)
-    assert any(p.startswith(f"VLGRPO_RESUME_FROM_PATH: {outside} lies outside the checkpoint folder") for p in
-               st.problems), st.problems
+    assert any(
+        p.startswith(f"VLGRPO_RESUME_FROM_PATH: {outside} lies outside the checkpoint folder") for p in st.problems
+    ), st.problems
     (outside / "vlgrpo-manifest-0001.json").write_text("{}")
     assert not [p for p in _run("fa", tmp_path, env).problems if "RESUME" in p]
     inside = tmp_path / "ckpt" / "global_step_2"
@@ -208,18 +274,22 @@ def test_placeholders_are_found_as_the_template_writes_them():
 
 # ---- B11: keys set twice; overrides in place -----------------------------------------------------------------
 
+
 def test_b11_a_key_set_twice_is_refused_naming_both_positions():
     """Also the '+'/'++' forms and equal values (Hydra keeps the last of two without a word)."""
     prog = ["python3", "-m", "m"]
     assert recipes.duplicate_problems(prog + ["data.truncation=left", "data.truncation=error"], 3) == [
         "override data.truncation: set twice, at argv positions 4 and 5 (Hydra would silently keep the last); fix: "
-        "set it once"]
-    got = recipes.duplicate_problems(prog + ["actor_rollout_ref.rollout.n=8", "x=1", "++actor_rollout_ref.rollout.n=16"],
-                                     3)
+        "set it once"
+    ]
+    got = recipes.duplicate_problems(
+        prog + ["actor_rollout_ref.rollout.n=8", "x=1", "++actor_rollout_ref.rollout.n=16"], 3
+    )
     assert got[0].startswith("override actor_rollout_ref.rollout.n: set twice, at argv positions 4 and 6")
     same = ["actor_rollout_ref.ref.veomni.param_offload=True"] * 2
     assert recipes.duplicate_problems(prog + same, 3)[0].startswith(
-        "override actor_rollout_ref.ref.veomni.param_offload: set twice, at argv positions 4 and 5")
+        "override actor_rollout_ref.ref.veomni.param_offload: set twice, at argv positions 4 and 5"
+    )
     assert recipes.duplicate_problems(prog + ["+a.b=1", "a.c=1", "~a.d", "noequals"], 3) == []
     assert recipes.duplicate_problems(prog + ["~a.b=1", "+a.b=2"], 3) != []
 
@@ -228,9 +298,11 @@ def test_overrides_take_the_place_of_the_templates_element_or_are_appended():
     argv = ["python3", "-m", "m", "trainer.total_epochs=1", "+x.y=2"]
     merged, notes = recipes.merge_overrides(argv, 3, ["trainer.total_epochs=3", "x.y=5", "algorithm.kl=0.1"])
     assert merged == ["python3", "-m", "m", "trainer.total_epochs=3", "x.y=5", "algorithm.kl=0.1"]
-    assert notes == ["override from VLGRPO_OVERRIDES_FILE: trainer.total_epochs=3 (in place of the template element "
-                     "trainer.total_epochs=1)",
-                     "override from VLGRPO_OVERRIDES_FILE: x.y=5 (in place of the template element +x.y=2)",
-                     "override from VLGRPO_OVERRIDES_FILE: algorithm.kl=0.1"]
+    assert notes == [
+        "override from VLGRPO_OVERRIDES_FILE: trainer.total_epochs=3 (in place of the template element "
+        "trainer.total_epochs=1)",
+        "override from VLGRPO_OVERRIDES_FILE: x.y=5 (in place of the template element +x.y=2)",
+        "override from VLGRPO_OVERRIDES_FILE: algorithm.kl=0.1",
+    ]
     # the program words are never replaced
     assert recipes.merge_overrides(["m=1", "-m", "m"], 3, ["m=2"])[0] == ["m=1", "-m", "m", "m=2"]

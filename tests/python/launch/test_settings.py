@@ -35,15 +35,51 @@ def _problems(owner, env, cwd="/"):
 
 # ---- values shown as bash shows them ----------------------------------------------------------------------
 
-QUOTE_CASES = ["", "plain", "a b", "a\tb", "x\ny", "\x1b[31m", "x\x7f", "modèle", "模型", "'q'", '"q"', "$(id)",
-               "`id`", "#c", "a#b", "~a", "a~b", "a:~b", "a=~b", "k=v", "a,b", "[a]", "{x}", "*?", "a|b;c&d",
-               "<>", "!x", "^x", "\\x", "%s", "+-./:@_", "\x01\x02\x1f", "\udcff\udcfe"]
+QUOTE_CASES = [
+    "",
+    "plain",
+    "a b",
+    "a\tb",
+    "x\ny",
+    "\x1b[31m",
+    "x\x7f",
+    "modèle",
+    "模型",
+    "'q'",
+    '"q"',
+    "$(id)",
+    "`id`",
+    "#c",
+    "a#b",
+    "~a",
+    "a~b",
+    "a:~b",
+    "a=~b",
+    "k=v",
+    "a,b",
+    "[a]",
+    "{x}",
+    "*?",
+    "a|b;c&d",
+    "<>",
+    "!x",
+    "^x",
+    "\\x",
+    "%s",
+    "+-./:@_",
+    "\x01\x02\x1f",
+    "\udcff\udcfe",
+]
 
 
 def _bash_q(values):
     script = 'for v; do printf "%q\\0" "$v"; done'
-    out = subprocess.run(["bash", "-c", script, "_"] + [v.encode("utf-8", "surrogateescape") for v in values],
-                         capture_output=True, check=True, env={"LC_ALL": "C", "PATH": os.environ["PATH"]}).stdout
+    out = subprocess.run(
+        ["bash", "-c", script, "_"] + [v.encode("utf-8", "surrogateescape") for v in values],
+        capture_output=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": os.environ["PATH"]},
+    ).stdout
     return out.decode("utf-8", "surrogateescape").split("\0")[:-1]
 
 
@@ -57,11 +93,14 @@ def test_show_cuts_long_values_at_40_bytes():
     long = "é" * 30  # 60 bytes: the cut falls inside a character, as bash's ${v:0:40} in the C locale does
     assert settings.show("x" * 40) == "x" * 40
     assert settings.show("x" * 41) == "x" * 40 + "... (41 characters)"
-    assert settings.show(long) == _bash_q([long.encode()[:40].decode("utf-8", "surrogateescape")])[0] + \
-        "... (60 characters)"
+    assert (
+        settings.show(long)
+        == _bash_q([long.encode()[:40].decode("utf-8", "surrogateescape")])[0] + "... (60 characters)"
+    )
 
 
 # ---- one refusal per type, worded from the registry row ------------------------------------------------------
+
 
 def test_refusals_name_the_variable_the_fault_and_the_fix(tmp_path):
     # each entry: a setting of fa, a refused value, and the line a user reads (from the row's own columns)
@@ -73,23 +112,45 @@ def test_refusals_name_the_variable_the_fault_and_the_fix(tmp_path):
     words = ", ".join(logger.allowed.split())
     first, rest = logger.allowed.split(" ", 1)
     cases = {
-        nn.name: ("01", f"01 is not an integer in {nn.allowed}; fix: set a decimal integer in {nn.allowed} "
-                        "(no sign, no leading zeros)"),
-        fsdp.name: ("0", f"0 is not an integer in {fsdp.allowed.replace('|', ' or ')}; fix: set a decimal integer in "
-                         f"{fsdp.allowed.replace('|', ' or ')} (no sign, no leading zeros)"),
-        lr.name: ("nan", f"nan is not a number in {lr.allowed}; fix: set a decimal number such as 0.5 or 1e-6 in "
-                         f"{lr.allowed}"),
+        nn.name: (
+            "01",
+            f"01 is not an integer in {nn.allowed}; fix: set a decimal integer in {nn.allowed} "
+            "(no sign, no leading zeros)",
+        ),
+        fsdp.name: (
+            "0",
+            f"0 is not an integer in {fsdp.allowed.replace('|', ' or ')}; fix: set a decimal integer in "
+            f"{fsdp.allowed.replace('|', ' or ')} (no sign, no leading zeros)",
+        ),
+        lr.name: (
+            "nan",
+            f"nan is not a number in {lr.allowed}; fix: set a decimal number such as 0.5 or 1e-6 in {lr.allowed}",
+        ),
         vbt.name: ("yes", "yes is not a boolean; fix: set true or false"),
-        resume.name: ("latest", f"latest is not one of {', '.join(resume.allowed.split())}; fix: set one of: "
-                                f"{', '.join(resume.allowed.split())}"),
-        logger.name: ("console,console", f"console\\,console is not a comma list of distinct values from: {words}; "
-                                         f"fix: set e.g. {first} or {first},{rest}; no brackets, quotes or spaces"),
-        proj.name: ("1e5", "1e5 is not a plain name; fix: use 1-128 letters, digits, '.', '_' or '-' (starting with a "
-                           "letter or digit, not a number, not true/false/null)"),
-        model.name: (str(tmp_path / "none"), f"{tmp_path / 'none'} is not a readable directory; fix: create it or "
-                                             f"mount it (e.g. docker -v HOST_DIR:{tmp_path / 'none'})"),
-        train.name: ("x", f"{tmp_path / 'x'} is not a readable file; fix: point it at an existing file (mount it into "
-                          "the container)"),
+        resume.name: (
+            "latest",
+            f"latest is not one of {', '.join(resume.allowed.split())}; fix: set one of: "
+            f"{', '.join(resume.allowed.split())}",
+        ),
+        logger.name: (
+            "console,console",
+            f"console\\,console is not a comma list of distinct values from: {words}; "
+            f"fix: set e.g. {first} or {first},{rest}; no brackets, quotes or spaces",
+        ),
+        proj.name: (
+            "1e5",
+            "1e5 is not a plain name; fix: use 1-128 letters, digits, '.', '_' or '-' (starting with a "
+            "letter or digit, not a number, not true/false/null)",
+        ),
+        model.name: (
+            str(tmp_path / "none"),
+            f"{tmp_path / 'none'} is not a readable directory; fix: create it or "
+            f"mount it (e.g. docker -v HOST_DIR:{tmp_path / 'none'})",
+        ),
+        train.name: (
+            "x",
+            f"{tmp_path / 'x'} is not a readable file; fix: point it at an existing file (mount it into the container)",
+        ),
     }
     env = {name: value for name, (value, _) in cases.items()}
     got = _problems("fa", env, str(tmp_path))
@@ -103,17 +164,21 @@ def test_a_value_with_spaces_or_control_characters_is_refused_before_its_type(tm
     for value in ("a b", "x\ny", "é", "x" * 1025):
         row = _row("fa", "VLGRPO_ROLLOUT_N")
         (line,) = [p for p in _problems("fa", {row.name: value}, str(tmp_path)) if p.startswith(row.name)]
-        assert line == (f"{row.name}: value {settings.show(value)} contains spaces, control or non-ASCII characters, "
-                        f"or is longer than 1024; fix: use a plain value ({row.allowed})")
+        assert line == (
+            f"{row.name}: value {settings.show(value)} contains spaces, control or non-ASCII characters, "
+            f"or is longer than 1024; fix: use a plain value ({row.allowed})"
+        )
 
 
 def test_paths_with_characters_hydra_reads_are_refused(tmp_path):
     row = _row("fa", "VLGRPO_CHECKPOINT_DIR")
     for value in ("a,b", "x=y", "~/ck", "-rf", "${HOME}"):
         (line,) = [p for p in _problems("fa", {row.name: value}, str(tmp_path)) if p.startswith(row.name)]
-        assert line == (f"{row.name}: path {settings.show(value)} has characters the launch cannot pass safely; fix: "
-                        "use a path of letters, digits, '/', '.', '_' and '-' only (no spaces, commas, '=', quotes, "
-                        "'~', '$')")
+        assert line == (
+            f"{row.name}: path {settings.show(value)} has characters the launch cannot pass safely; fix: "
+            "use a path of letters, digits, '/', '.', '_' and '-' only (no spaces, commas, '=', quotes, "
+            "'~', '$')"
+        )
 
 
 def test_every_setting_of_every_entrypoint_has_a_worded_refusal(tmp_path):
@@ -128,15 +193,23 @@ def test_every_setting_of_every_entrypoint_has_a_worded_refusal(tmp_path):
 
 def test_accepted_values_and_defaults_are_the_hydra_text(tmp_path):
     (tmp_path / "m").mkdir()
-    got = settings.read_settings("fa", {"VLGRPO_LOGGER": "console,wandb", "VLGRPO_VAL_BEFORE_TRAIN": "0",
-                                        "VLGRPO_LR": "1e-6", "VLGRPO_MODEL_PATH": "m/../m/."}, str(tmp_path))
+    got = settings.read_settings(
+        "fa",
+        {
+            "VLGRPO_LOGGER": "console,wandb",
+            "VLGRPO_VAL_BEFORE_TRAIN": "0",
+            "VLGRPO_LR": "1e-6",
+            "VLGRPO_MODEL_PATH": "m/../m/.",
+        },
+        str(tmp_path),
+    )
     assert got.values["LOGGER"] == "[console,wandb]"
     assert got.values["VAL_BEFORE_TRAIN"] == "False"
     assert got.values["LR"] == "1e-6"  # as written: Hydra reads it, not Python's float repr
     assert got.values["MODEL_PATH"] == str(tmp_path / "m")
     assert got.source["LR"] == "env" and got.raw["LR"] == "1e-6"
     for row in settings.owner_settings("fa"):
-        short = row.name[len("VLGRPO_"):]
+        short = row.name[len("VLGRPO_") :]
         if row.default.startswith("@"):
             assert got.source[short] == "derived" and got.values[short] == ""
         elif row.default and short not in ("LOGGER", "VAL_BEFORE_TRAIN", "LR", "MODEL_PATH"):
@@ -151,14 +224,17 @@ def test_a_derived_value_out_of_range_names_its_inputs():
     lo, hi = row.allowed.split("..")
     text, line = settings.check_derived("fa", "PPO_MAX_TOKEN_LEN_PER_DEVICE", str(int(hi) + 1), "VLGRPO_A=1", "/")
     assert text is None
-    assert line == (f"{row.name}: not set, so derived as {how} = {int(hi) + 1} from VLGRPO_A=1, which is not in "
-                    f"{row.allowed}; fix: change those settings, or set {row.name} to a value in {row.allowed}")
+    assert line == (
+        f"{row.name}: not set, so derived as {how} = {int(hi) + 1} from VLGRPO_A=1, which is not in "
+        f"{row.allowed}; fix: change those settings, or set {row.name} to a value in {row.allowed}"
+    )
     assert settings.check_derived("fa", "PPO_MAX_TOKEN_LEN_PER_DEVICE", lo, "", "/") == (lo, None)
     with pytest.raises(ValueError):
         settings.check_derived("fa", "LR", "1", "", "/")  # not a derived setting
 
 
 # ---- names: unknown, another entrypoint's, by case; did you mean ----------------------------------------------
+
 
 def _levenshtein(a, b):
     d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
@@ -178,9 +254,12 @@ def _reference_nearest(word, names):
 
 @pytest.mark.parametrize("owner", OWNERS)
 def test_did_you_mean_is_the_nearest_setting(owner):
-    names = [r.name[len("VLGRPO_"):] for r in settings.owner_settings(owner)]
-    words = [n[:-1] for n in names] + [n[1:] + "X" for n in names] + ["LR_", "PATCH", "X", "RAYPORT", "Q" * 70,
-                                                                      "MAX_PROMT_LENGTH", "ROLLOUTN", "TOTALLY_OTHER"]
+    names = [r.name[len("VLGRPO_") :] for r in settings.owner_settings(owner)]
+    words = (
+        [n[:-1] for n in names]
+        + [n[1:] + "X" for n in names]
+        + ["LR_", "PATCH", "X", "RAYPORT", "Q" * 70, "MAX_PROMT_LENGTH", "ROLLOUTN", "TOTALLY_OTHER"]
+    )
     got = [settings.nearest(w, names) for w in words]
     want = [_reference_nearest(w, names) for w in words]
     assert got == want
@@ -189,7 +268,7 @@ def test_did_you_mean_is_the_nearest_setting(owner):
 
 def test_nearest_is_fast_for_long_and_many_names():
     # 60 names of 10 to 62 characters, far and near (a bash loop once took 25.6 s for 20 long names)
-    names = [r.name[len("VLGRPO_"):] for r in settings.owner_settings("fa")]
+    names = [r.name[len("VLGRPO_") :] for r in settings.owner_settings("fa")]
     words = []
     for i in range(20):
         words += ["X" * 60 + f"{i:02d}", f"PPO_MAX_TOKEN_LEN_PER_DEVIC{i}", f"ROLOUT_N{i}"]
@@ -211,7 +290,7 @@ def _only(owner):
 
 def test_unknown_names_case_and_siblings():
     fa_only, node_only = _only("fa"), _only("node")
-    lower = "VLGRPO_" + fa_only[len("VLGRPO_"):].lower()
+    lower = "VLGRPO_" + fa_only[len("VLGRPO_") :].lower()
     names = ["VLGRPO_MAX_PROMT_LENGTH", "VLGRPO_", lower, fa_only, node_only, "OTHER", "VLGRPO_ZZZZZZZZ"]
     assert settings.unknown_vars("fa", names) == [
         "VLGRPO_: no setting name after VLGRPO_ (an env-file line with an empty name gives this); fix: remove the "
@@ -227,35 +306,55 @@ def test_unknown_names_case_and_siblings():
     vo_only = _only("vo")
     assert settings.unknown_vars("fa", [vo_only]) == [
         f"{vo_only}: a setting of veomni-grpo.sh, not of fully-async-grpo.sh; fix: unset it for this recipe (keep one "
-        "env file per recipe)"]
+        "env file per recipe)"
+    ]
     assert settings.unknown_vars("doctor", [vo_only, fa_only, node_only]) == []
 
 
 # ---- the command line bash calls ------------------------------------------------------------------------------
 
+
 def _run_cli(args, data):
-    return subprocess.run([sys.executable, "-I", "-m", "vlgrpo.launch"] + args, input=data, capture_output=True,
-                          env={"PATH": os.environ["PATH"]})
+    return subprocess.run(
+        [sys.executable, "-I", "-m", "vlgrpo.launch"] + args,
+        input=data,
+        capture_output=True,
+        env={"PATH": os.environ["PATH"]},
+    )
 
 
 def test_cli_records_are_nul_ended_and_end_with_end(tmp_path):
     value = "a=b\nc\udcff"  # '=' and a line break in a value, and a byte that is not UTF-8
-    data = b"".join(r.encode("utf-8", "surrogateescape") + b"\0" for r in
-                    ["VLGRPO_PROJECT_NAME=" + value, "VLGRPO_LR=1e-6", "VLGRPO_NOPE=1"])
+    data = b"".join(
+        r.encode("utf-8", "surrogateescape") + b"\0"
+        for r in ["VLGRPO_PROJECT_NAME=" + value, "VLGRPO_LR=1e-6", "VLGRPO_NOPE=1"]
+    )
     proc = _run_cli(["settings", "fa", "--cwd", str(tmp_path)], data)
     assert proc.returncode == 0, proc.stderr
     recs = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
     assert recs[-2:] == ["end:", ""]
     assert "v:LR=1e-6" in recs and "r:PROJECT_NAME=" + value in recs
     assert [r for r in recs if r.startswith("p:")] == [
-        "p:" + line for line in _problems("fa", {"VLGRPO_PROJECT_NAME": value, "VLGRPO_LR": "1e-6"}, str(tmp_path))]
+        "p:" + line for line in _problems("fa", {"VLGRPO_PROJECT_NAME": value, "VLGRPO_LR": "1e-6"}, str(tmp_path))
+    ]
     assert [r[2:] for r in recs if r.startswith("u:")] == settings.unknown_vars("fa", ["VLGRPO_NOPE"])
     only = _run_cli(["settings", "doctor", "--cwd", "/", "--names-only"], b"VLGRPO_NOPE=1\0")
-    assert only.stdout.split(b"\0")[:-2] == [b"u:" + l.encode() for l in settings.unknown_vars("doctor", ["VLGRPO_NOPE"])]
+    assert only.stdout.split(b"\0")[:-2] == [
+        b"u:" + l.encode() for l in settings.unknown_vars("doctor", ["VLGRPO_NOPE"])
+    ]
 
 
-@pytest.mark.parametrize("args", [[], ["settings"], ["settings", "xx", "--cwd", "/"], ["settings", "fa"],
-                                  ["settings", "fa", "--cwd", "rel"], ["derived", "fa", "--cwd", "/", "--names-only"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["settings"],
+        ["settings", "xx", "--cwd", "/"],
+        ["settings", "fa"],
+        ["settings", "fa", "--cwd", "rel"],
+        ["derived", "fa", "--cwd", "/", "--names-only"],
+    ],
+)
 def test_cli_usage_errors_exit_2(args):
     proc = _run_cli(args, b"")
     assert proc.returncode == 2 and b"usage:" in proc.stderr and proc.stdout == b""
@@ -272,15 +371,26 @@ def test_cli_derived_triples(tmp_path):
 
 # ---- end to end: the entrypoint prints these lines, in this order, and exits 2 ---------------------------------
 
+
 def test_the_entrypoint_prints_the_launchers_problems(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bindir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     (bindir / "python3").chmod(0o755)
-    env = {"VLGRPO_LR": "2", "VLGRPO_LOGGER": "console,x", "VLGRPO_MODEL_PATH": "nowhere",
-           "VLGRPO_MAX_PROMT_LENGTH": "1", "VLGRPO_rollout_n": "2"}
-    proc = subprocess.run([str(REPO / "entrypoints/fully-async-grpo.sh"), "--dry-run"], cwd=tmp_path,
-                          capture_output=True, text=True, env={"PATH": f"{bindir}:/usr/bin:/bin", **env})
+    env = {
+        "VLGRPO_LR": "2",
+        "VLGRPO_LOGGER": "console,x",
+        "VLGRPO_MODEL_PATH": "nowhere",
+        "VLGRPO_MAX_PROMT_LENGTH": "1",
+        "VLGRPO_rollout_n": "2",
+    }
+    proc = subprocess.run(
+        [str(REPO / "entrypoints/fully-async-grpo.sh"), "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bindir}:/usr/bin:/bin", **env},
+    )
     assert proc.returncode == 2
     lines = settings.read_settings("fa", env, str(tmp_path)).problems + settings.unknown_vars("fa", sorted(env))
     want = [f"fully-async-grpo.sh: error: {line}" for line in lines]
@@ -291,8 +401,13 @@ def test_the_entrypoint_prints_the_launchers_problems(tmp_path):
 
 def test_cli_records_on_another_fd_keep_stdout_free():
     r, w = os.pipe()
-    proc = subprocess.run([sys.executable, "-I", "-m", "vlgrpo.launch", "settings", "fa", "--fd", str(w), "--cwd", "/"],
-                          input=b"VLGRPO_NOPE=1\0", capture_output=True, pass_fds=(w,), env={"PATH": os.environ["PATH"]})
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "vlgrpo.launch", "settings", "fa", "--fd", str(w), "--cwd", "/"],
+        input=b"VLGRPO_NOPE=1\0",
+        capture_output=True,
+        pass_fds=(w,),
+        env={"PATH": os.environ["PATH"]},
+    )
     os.close(w)
     with os.fdopen(r, "rb") as fh:
         recs = fh.read().split(b"\0")
@@ -303,8 +418,12 @@ def test_cli_records_on_another_fd_keep_stdout_free():
 def test_serve_answers_each_request_before_the_next_and_ends_at_eof(tmp_path):
     # one interpreter for the settings and the derived step (the entrypoints' coprocess): a request is answered
     # before the next one is written
-    proc = subprocess.Popen([sys.executable, "-I", "-m", "vlgrpo.launch", "serve", "fa"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env={"PATH": os.environ["PATH"]})
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-m", "vlgrpo.launch", "serve", "fa"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={"PATH": os.environ["PATH"]},
+    )
 
     def ask(*fields):
         proc.stdin.write(b"".join(f.encode() + b"\0" for f in fields))
@@ -324,10 +443,22 @@ def test_serve_answers_each_request_before_the_next_and_ends_at_eof(tmp_path):
     assert proc.wait(timeout=10) == 0
 
 
-@pytest.mark.parametrize("uri", ["https://h/?token=s3cretpw", "https://h/#s3cretpw", "https://h:s3cretpw",
-                                 "https://u:s3cretpw@h/", "http://h/ s3cretpw", "ftp://s3cretpw"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "https://h/?token=s3cretpw",
+        "https://h/#s3cretpw",
+        "https://h:s3cretpw",
+        "https://u:s3cretpw@h/",
+        "http://h/ s3cretpw",
+        "ftp://s3cretpw",
+    ],
+)
 def test_a_refused_url_is_never_shown(uri, tmp_path):
     """Attack review: a refused VLGRPO_MLFLOW_TRACKING_URI was echoed in full, token and all."""
-    lines = [p for p in _problems("fa", {"VLGRPO_MLFLOW_TRACKING_URI": uri}, str(tmp_path))
-             if p.startswith("VLGRPO_MLFLOW_TRACKING_URI: ")]
+    lines = [
+        p
+        for p in _problems("fa", {"VLGRPO_MLFLOW_TRACKING_URI": uri}, str(tmp_path))
+        if p.startswith("VLGRPO_MLFLOW_TRACKING_URI: ")
+    ]
     assert len(lines) == 1 and "s3cretpw" not in lines[0]

@@ -16,8 +16,9 @@ from vlgrpo.launch import childenv, recipes
 
 def _table(tmp_path, *lines):
     f = tmp_path / "mountinfo"
-    f.write_text("".join(f"{i + 20} 1 0:{i} / {point} rw - {fs} {src} rw\n" for i, (point, fs, src) in
-                         enumerate(lines)))
+    f.write_text(
+        "".join(f"{i + 20} 1 0:{i} / {point} rw - {fs} {src} rw\n" for i, (point, fs, src) in enumerate(lines))
+    )
     return str(f)
 
 
@@ -48,8 +49,18 @@ def test_mount_points_with_escapes_are_the_real_folder_names(tmp_path):
     assert mounts.unescape("a\\011b\\012c\\134d\\0") == "a\tb\nc\\d\\0"
 
 
-@pytest.mark.parametrize("fs, refused", [("ext4", False), ("xfs", False), ("nfs4", False), ("tmpfs", True),
-                                         ("overlay", True), ("ramfs", True), ("hugetlbfs", True)])
+@pytest.mark.parametrize(
+    "fs, refused",
+    [
+        ("ext4", False),
+        ("xfs", False),
+        ("nfs4", False),
+        ("tmpfs", True),
+        ("overlay", True),
+        ("ramfs", True),
+        ("hugetlbfs", True),
+    ],
+)
 def test_in_a_container_the_checkpoint_folder_is_a_volume_mount(tmp_path, fs, refused):
     ck = tmp_path / "ckpt"
     ck.mkdir()
@@ -57,8 +68,9 @@ def test_in_a_container_the_checkpoint_folder_is_a_volume_mount(tmp_path, fs, re
     recipes.check_checkpoint_dir(st, "VLGRPO_CHECKPOINT_DIR", str(ck))
     assert bool(st.problems) == refused
     if refused:
-        assert st.problems[0].startswith(f"VLGRPO_CHECKPOINT_DIR: {ck} is on a {fs} mount ({ck}) that does not "
-                                         "outlive the container")
+        assert st.problems[0].startswith(
+            f"VLGRPO_CHECKPOINT_DIR: {ck} is on a {fs} mount ({ck}) that does not outlive the container"
+        )
     assert not list(ck.iterdir())  # the write probe is gone
 
 
@@ -68,9 +80,11 @@ def test_the_containers_own_layer_is_refused_and_only_warned_in_a_planning_dry_r
     table = _table(tmp_path, ("/", "overlay", "overlay"))
     st = _st(tmp_path, table, ["/"])
     recipes.check_checkpoint_dir(st, "VLGRPO_CHECKPOINT_DIR", str(ck))
-    assert st.problems == [f"VLGRPO_CHECKPOINT_DIR: {ck} is inside the container's own file system, so checkpoints "
-                           f"vanish with the container; fix: mount a host or shared volume there (docker run -v "
-                           f"HOST_DIR:{ck}, or a compose volume)"]
+    assert st.problems == [
+        f"VLGRPO_CHECKPOINT_DIR: {ck} is inside the container's own file system, so checkpoints "
+        f"vanish with the container; fix: mount a host or shared volume there (docker run -v "
+        f"HOST_DIR:{ck}, or a compose volume)"
+    ]
     plan = _st(tmp_path, table, ["/"], dry_run=True, plan="8")
     recipes.check_checkpoint_dir(plan, "VLGRPO_CHECKPOINT_DIR", str(ck))
     assert plan.problems == [] and plan.notes[0].startswith("warning: VLGRPO_CHECKPOINT_DIR: ")
@@ -99,7 +113,8 @@ def test_the_protected_folders_are_the_checkpoint_folder_and_its_volume(tmp_path
     link.symlink_to(ck)
     table = _table(tmp_path, ("/", "overlay", "overlay"), (str(vol), "xfs", "/dev/sdb"))
     assert childenv.protected(str(link), ["/"], table) == (str(ck), str(vol))
-    assert childenv.protected(str(ck), [], _table(tmp_path, ("/", "ext4", "/dev/vda1"), (str(vol), "xfs", "x"))) \
-        == (str(ck),)
+    assert childenv.protected(str(ck), [], _table(tmp_path, ("/", "ext4", "/dev/vda1"), (str(vol), "xfs", "x"))) == (
+        str(ck),
+    )
     assert childenv.protected(str(tmp_path / "missing"), ["/"], table) == ()
     assert childenv.protected("", ["/"], table) == ()

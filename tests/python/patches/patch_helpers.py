@@ -49,7 +49,9 @@ def run_py(code_or_file, *, path=(), env=None, timeout=240, check=True):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") and k != "PYTHONPATH"}
     full_env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path)
     full_env.update(env or {})
-    args = [sys.executable, str(code_or_file)] if isinstance(code_or_file, Path) else [sys.executable, "-c", code_or_file]
+    args = (
+        [sys.executable, str(code_or_file)] if isinstance(code_or_file, Path) else [sys.executable, "-c", code_or_file]
+    )
     proc = subprocess.run(args, env=full_env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
     proc.json = None
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]

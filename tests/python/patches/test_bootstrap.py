@@ -37,7 +37,8 @@ def test_startup_imports_only_the_stdlib(shim_dir):
     assert "vlgrpo.patches.bootstrap" in mods, "the shim did not load the bootstrap"
     assert not [m for m in HEAVY if m in mods], f"heavy modules at start-up: {[m for m in HEAVY if m in mods]}"
     assert not [m for m in mods if m.startswith("vlgrpo.patches.fixes") or m == "vlgrpo.patches.registry"], (
-        "the fix modules load at start-up: bootstrap.install must read vlgrpo.patches.index only")
+        "the fix modules load at start-up: bootstrap.install must read vlgrpo.patches.index only"
+    )
     finder = run_py("import sys; print([type(f).__name__ for f in sys.meta_path][0])", path=[shim_dir])
     assert finder.stdout.strip() == "PostImportFinder"
 
@@ -53,17 +54,23 @@ def test_patch_applies_when_target_imported_after_startup(shim_dir):
     # the loader proxy is gone once the module executed
     assert out["loader"] == out["spec_loader"] == "SourceFileLoader"
     # one log line per process naming what was applied (stderr, through logging)
-    applied = [ln for ln in proc.stderr.splitlines() if "vlgrpo.patches: applied" in ln and "qwen3_vl_moe.router_dtype ->" in ln]
+    applied = [
+        ln
+        for ln in proc.stderr.splitlines()
+        if "vlgrpo.patches: applied" in ln and "qwen3_vl_moe.router_dtype ->" in ln
+    ]
     assert len(applied) == 1, proc.stderr
 
 
 def test_patch_applies_when_target_imported_before_install():
-    code = ("from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
-            "orig = m.Qwen3VLMoeTextSparseMoeBlock.forward\n"
-            "import vlgrpo.patches as P; P.install(); P.install()\n"  # twice: no-op
-            "f = m.Qwen3VLMoeTextSparseMoeBlock.forward\n"
-            "import json; print(json.dumps([getattr(f, '__vlgrpo_patch__', None), f.__wrapped__ is orig, "
-            "getattr(f.__wrapped__, '__vlgrpo_patch__', None)]))")
+    code = (
+        "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
+        "orig = m.Qwen3VLMoeTextSparseMoeBlock.forward\n"
+        "import vlgrpo.patches as P; P.install(); P.install()\n"  # twice: no-op
+        "f = m.Qwen3VLMoeTextSparseMoeBlock.forward\n"
+        "import json; print(json.dumps([getattr(f, '__vlgrpo_patch__', None), f.__wrapped__ is orig, "
+        "getattr(f.__wrapped__, '__vlgrpo_patch__', None)]))"
+    )
     assert run_py(code).json == ["qwen3_vl_moe.router_dtype", True, None]
 
 
@@ -73,19 +80,22 @@ def test_consumer_binding_a_module_function_gets_the_replacement(tmp_path):
     (tmp_path / "demo_target.py").write_text("def f(x):\n    return x + 1  # FAULTY\n")
     (tmp_path / "demo_fix.py").write_text(
         "def f(x):\n    return x + 2\n"
-        "def detect(fn):\n    import inspect\n    return ('FAULTY' in inspect.getsource(fn.__code__), 'marker')\n")
+        "def detect(fn):\n    import inspect\n    return ('FAULTY' in inspect.getsource(fn.__code__), 'marker')\n"
+    )
     (tmp_path / "demo_consumer.py").write_text("from demo_target import f\n")
-    code = ("from vlgrpo.patches import contract, registry\n"
-            "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
-            " 'applies_when': '',"
-            " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
-            " 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
-            "registry.IDS = registry.IDS + ('demo',)\n"
-            "from vlgrpo.patches import index\n"
-            "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
-            "import vlgrpo.patches as P; P.install()\n"
-            "import demo_consumer, demo_target\n"
-            "print(demo_consumer.f(0), demo_target.f(0), demo_target.f.__wrapped__(0))")
+    code = (
+        "from vlgrpo.patches import contract, registry\n"
+        "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+        " 'applies_when': '',"
+        " 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect', 'replacement': 'demo_fix:f',"
+        " 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
+        "registry.IDS = registry.IDS + ('demo',)\n"
+        "from vlgrpo.patches import index\n"
+        "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
+        "import vlgrpo.patches as P; P.install()\n"
+        "import demo_consumer, demo_target\n"
+        "print(demo_consumer.f(0), demo_target.f(0), demo_target.f.__wrapped__(0))"
+    )
     assert run_py(code, path=[tmp_path]).stdout.split() == ["2", "2", "1"]
 
 
@@ -94,10 +104,13 @@ def test_preexisting_sitecustomize_is_chained(shim_dir, tmp_path):
     other.mkdir()
     marker = tmp_path / "vendor-ran.txt"
     (other / "sitecustomize.py").write_text(
-        f"import sys\nopen({str(marker)!r}, 'w').write(__name__ + ' ' + __file__)\nVENDOR = 1\n")
-    code = ("import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
-            "print(json.dumps([sitecustomize.__file__, b.STATE['chained_sitecustomize'], "
-            "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR]))")
+        f"import sys\nopen({str(marker)!r}, 'w').write(__name__ + ' ' + __file__)\nVENDOR = 1\n"
+    )
+    code = (
+        "import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
+        "print(json.dumps([sitecustomize.__file__, b.STATE['chained_sitecustomize'], "
+        "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR]))"
+    )
     out = run_py(code, path=[shim_dir, other]).json
     assert out[0] == str(shim_dir / "sitecustomize.py")
     assert out[1] == str(other / "sitecustomize.py")
@@ -119,11 +132,20 @@ def test_failing_chained_sitecustomize_does_not_crash(shim_dir, tmp_path):
 def _make_venv(tmp_path: Path) -> tuple[Path, Path]:
     """A bare venv (no pip) that sees this repo's vlgrpo and the dev venv's packages through a .pth."""
     venv = tmp_path / "img"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
     py = venv / "bin" / "python"
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (site / "_dev.pth").write_text(f"{REPO / 'python' / 'src'}\n{sysconfig.get_paths()['purelib']}\n")
     return py, site
 
@@ -149,12 +171,16 @@ def test_install_sitecustomize_into_an_image_like_venv(tmp_path):
     assert res.returncode == 0, res.stderr
     assert (site / "vlgrpo_orig_sitecustomize.py").read_text() == "VENDOR_IN_PLACE = True\n"
     assert (site / "sitecustomize.py").read_text() == SHIM.read_text()
-    code = ("import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
-            "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['chained_sitecustomize'], "
-            "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR_IN_PLACE, 'torch' in sys.modules]))")
+    code = (
+        "import sitecustomize, sys, json; from vlgrpo.patches import state as b; "
+        "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['chained_sitecustomize'], "
+        "sys.modules['vlgrpo_chained_sitecustomize'].VENDOR_IN_PLACE, 'torch' in sys.modules]))"
+    )
     if shadow:  # the interpreter's own sitecustomize comes first on sys.path
-        code = ("import sitecustomize, json; from vlgrpo.patches import state as b; "
-                "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['via']]))")
+        code = (
+            "import sitecustomize, json; from vlgrpo.patches import state as b; "
+            "print(json.dumps([sitecustomize.__file__, b.STATE['installed'], b.STATE['via']]))"
+        )
         res = _run(py, code)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout) == [shadow, True, "pth"]
@@ -172,10 +198,12 @@ def test_shadowing_sitecustomize_still_gets_patches_through_pth(tmp_path):
     apport = tmp_path / "usr-lib-python3"
     apport.mkdir()
     (apport / "sitecustomize.py").write_text("APPORT = True\n")
-    code = ("import sitecustomize, json; from vlgrpo.patches import state as b\n"
-            "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
-            "print(json.dumps([getattr(sitecustomize, 'APPORT', False), b.STATE['via'], "
-            "getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None)]))")
+    code = (
+        "import sitecustomize, json; from vlgrpo.patches import state as b\n"
+        "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
+        "print(json.dumps([getattr(sitecustomize, 'APPORT', False), b.STATE['via'], "
+        "getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None)]))"
+    )
     res = _run(py, code, path=[apport])
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1]) == [True, "pth", "qwen3_vl_moe.router_dtype"]
@@ -207,9 +235,11 @@ def test_failing_patch_leaves_target_import_working():
 
 
 def test_switch_off_installs_nothing(shim_dir):
-    code = ("import json, sys\nimport vlgrpo.patches as P\n"
-            "rows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
-            "print(json.dumps([rows, [type(f).__name__ for f in sys.meta_path]]))")
+    code = (
+        "import json, sys\nimport vlgrpo.patches as P\n"
+        "rows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
+        "print(json.dumps([rows, [type(f).__name__ for f in sys.meta_path]]))"
+    )
     rows, finders = run_py(code, path=[shim_dir], env={"VLGRPO_PATCHES": "off"}).json
     assert set(rows.values()) == {"disabled"} and tuple(rows) == registry.IDS
     assert "PostImportFinder" not in finders
@@ -217,12 +247,15 @@ def test_switch_off_installs_nothing(shim_dir):
 
 
 def test_switch_disable_one_patch(shim_dir):
-    code = ("import json\nfrom transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
-            "import vlgrpo.patches as P\nrows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
-            "print(json.dumps([rows, getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None),"
-            "getattr(m.Qwen3VLMoeVisionModel.fast_pos_embed_interpolate, '__vlgrpo_patch__', None)]))")
-    rows, router, vision = run_py(code, path=[shim_dir],
-                                  env={"VLGRPO_PATCHES_DISABLED": "qwen3_vl_moe.router_dtype"}).json
+    code = (
+        "import json\nfrom transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
+        "import vlgrpo.patches as P\nrows = {r['id']: r['status'] for r in P.status(import_targets=False)}\n"
+        "print(json.dumps([rows, getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, '__vlgrpo_patch__', None),"
+        "getattr(m.Qwen3VLMoeVisionModel.fast_pos_embed_interpolate, '__vlgrpo_patch__', None)]))"
+    )
+    rows, router, vision = run_py(
+        code, path=[shim_dir], env={"VLGRPO_PATCHES_DISABLED": "qwen3_vl_moe.router_dtype"}
+    ).json
     assert rows["qwen3_vl_moe.router_dtype"] == "disabled" and router is None
     assert rows["qwen3_vl.vision_pos_embed"] == "applied" and vision == "qwen3_vl.vision_pos_embed"
     # the train-routing patch still checks the (unpatched, transformers) block: no training guard there
@@ -265,7 +298,8 @@ def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
     link.symlink_to(ours)
     own = str(ours / "sitecustomize.py")
     assert chain.find_next_sitecustomize(own, [str(before), str(ours), str(copy), str(foreign)]) == str(
-        foreign / "sitecustomize.py")
+        foreign / "sitecustomize.py"
+    )
     # sys.path names our directory through a symlink (e.g. venv lib64 -> lib)
     assert chain.find_next_sitecustomize(own, [str(link), str(foreign)]) == str(foreign / "sitecustomize.py")
     assert chain.find_next_sitecustomize(own, [str(ours), str(copy)]) is None
@@ -274,14 +308,16 @@ def test_find_next_sitecustomize_order_symlinks_and_own_copies(tmp_path):
 
 def test_spawned_worker_processes_load_the_patches_too(shim_dir):
     # vLLM workers and Ray actors are fresh interpreters (spawn): they get the bootstrap from sitecustomize as well
-    code = ("import json, multiprocessing as mp\n"
-            "def probe(q):\n"
-            "    import sys, vlgrpo.patches as P\n"
-            "    q.put([P.bootstrap_state()['via'], type(sys.meta_path[0]).__name__, 'torch' in sys.modules])\n"
-            "if __name__ == '__main__':\n"
-            "    ctx = mp.get_context('spawn'); q = ctx.Queue(); p = ctx.Process(target=probe, args=(q,))\n"
-            "    p.start(); res = q.get(timeout=60); p.join()\n"
-            "    print(json.dumps(res))\n")
+    code = (
+        "import json, multiprocessing as mp\n"
+        "def probe(q):\n"
+        "    import sys, vlgrpo.patches as P\n"
+        "    q.put([P.bootstrap_state()['via'], type(sys.meta_path[0]).__name__, 'torch' in sys.modules])\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('spawn'); q = ctx.Queue(); p = ctx.Process(target=probe, args=(q,))\n"
+        "    p.start(); res = q.get(timeout=60); p.join()\n"
+        "    print(json.dumps(res))\n"
+    )
     script = shim_dir.parent / "spawn_probe.py"
     script.write_text(code)
     assert run_py(script, path=[shim_dir]).json == ["sitecustomize", "PostImportFinder", False]
@@ -290,23 +326,26 @@ def test_spawned_worker_processes_load_the_patches_too(shim_dir):
 def test_absent_target_is_reported_never_created(tmp_path):
     (tmp_path / "demo_absent.py").write_text("class Block:\n    pass\n")
     (tmp_path / "demo_fix2.py").write_text("def f(self):\n    return 2\ndef detect(fn):\n    return True, 'x'\n")
-    code = ("import json\nfrom vlgrpo.patches import contract, registry\n"
-            "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
-            " 'applies_when': '',"
-            " 'targets': (('demo_absent', 'Block.forward'), ('demo_absent', 'Missing.forward'),"
-            " ('demo_not_installed', 'f')), 'detector': 'demo_fix2:detect', 'replacement': 'demo_fix2:f',"
-            " 'verify': 'demo_fix2:f', 'recheck_after': ()}, 'demo_fix2'),)\n"
-            "registry.IDS = registry.IDS + ('demo',)\n"
-            "from vlgrpo.patches import index\n"
-            "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
-            "import vlgrpo.patches as P\n"
-            "row = {r['id']: r for r in P.status()}['demo']\n"
-            "import demo_absent\n"
-            "print(json.dumps([row['status'], [t['status'] for t in row['targets']], [t['reason'] for t in row['targets']],"
-            " hasattr(demo_absent.Block, 'forward'), hasattr(demo_absent, 'Missing')]))")
+    code = (
+        "import json\nfrom vlgrpo.patches import contract, registry\n"
+        "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+        " 'applies_when': '',"
+        " 'targets': (('demo_absent', 'Block.forward'), ('demo_absent', 'Missing.forward'),"
+        " ('demo_not_installed', 'f')), 'detector': 'demo_fix2:detect', 'replacement': 'demo_fix2:f',"
+        " 'verify': 'demo_fix2:f', 'recheck_after': ()}, 'demo_fix2'),)\n"
+        "registry.IDS = registry.IDS + ('demo',)\n"
+        "from vlgrpo.patches import index\n"
+        "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
+        "import vlgrpo.patches as P\n"
+        "row = {r['id']: r for r in P.status()}['demo']\n"
+        "import demo_absent\n"
+        "print(json.dumps([row['status'], [t['status'] for t in row['targets']], [t['reason'] for t in row['targets']],"
+        " hasattr(demo_absent.Block, 'forward'), hasattr(demo_absent, 'Missing')]))"
+    )
     # the real patches are switched off so that status() imports only the demo targets (fast)
     status, statuses, reasons, has_forward, has_missing = run_py(
-        code, path=[tmp_path], env={"VLGRPO_PATCHES_DISABLED": ",".join(registry.IDS)}).json
+        code, path=[tmp_path], env={"VLGRPO_PATCHES_DISABLED": ",".join(registry.IDS)}
+    ).json
     assert status == "target absent" and statuses == ["target absent"] * 3
     assert "demo_absent.Block has no attribute 'forward'" in reasons[0]
     assert "demo_absent has no attribute 'Missing'" in reasons[1]

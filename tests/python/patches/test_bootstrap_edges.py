@@ -20,24 +20,29 @@ from pathlib import Path
 
 from patch_helpers import REPO, run_py
 
-DEMO = ("from vlgrpo.patches import contract, registry\n"
-        "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
-        " 'applies_when': '', 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect',"
-        " 'replacement': 'demo_fix:f', 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
-        "registry.IDS = registry.IDS + ('demo',)\n"
-        "from vlgrpo.patches import index\n"  # what `make docs-patches` would write for this registry
-        "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n")
+DEMO = (
+    "from vlgrpo.patches import contract, registry\n"
+    "registry.PATCHES = registry.PATCHES + (contract.from_dict({'id': 'demo', 'summary': '', 'upstream': '',"
+    " 'applies_when': '', 'targets': (('demo_target', 'f'),), 'detector': 'demo_fix:detect',"
+    " 'replacement': 'demo_fix:f', 'verify': 'demo_fix:f', 'recheck_after': ()}, 'demo_fix'),)\n"
+    "registry.IDS = registry.IDS + ('demo',)\n"
+    "from vlgrpo.patches import index\n"  # what `make docs-patches` would write for this registry
+    "index.IDS, index.TARGET_MODULES = registry.IDS, registry.target_modules()\n"
+)
 
 
 def _demo_files(tmp_path):
     (tmp_path / "demo_target.py").write_text("def f(x):\n    return x + 1  # FAULTY\n")
     (tmp_path / "demo_fix.py").write_text(
         "def f(x):\n    return x + 2\n"
-        "def detect(fn):\n    import inspect\n    return ('FAULTY' in inspect.getsource(fn.__code__), 'marker')\n")
+        "def detect(fn):\n    import inspect\n    return ('FAULTY' in inspect.getsource(fn.__code__), 'marker')\n"
+    )
     (tmp_path / "demo_other.py").write_text("X = 1\n")
 
 
-GREEDY = DEMO + r"""
+GREEDY = (
+    DEMO
+    + r"""
 import importlib.machinery, json, sys
 import vlgrpo.patches as P
 P.install()
@@ -54,6 +59,7 @@ import demo_other  # the next import reaches our finder
 print(json.dumps([demo_target.f(0), type(sys.meta_path[0]).__name__, type(sys.meta_path[1]).__name__,
                   P.bootstrap_state().get("late_hooks"), getattr(demo_target.f, "__vlgrpo_patch__", None)]))
 """
+)
 
 
 def test_foreign_finder_inserted_in_front_does_not_skip_the_hooks(tmp_path):
@@ -94,12 +100,17 @@ def test_a_switch_value_the_entrypoints_refuse_fails_closed_in_any_interpreter(s
     """A Ray worker can get ``VLGRPO_PATCHES=no`` from a job's runtime_env, past the entrypoint that refuses it:
     the registry's enum is ``on off``, and every other value keeps the patches on (a warning), in strict mode too
     (a bad switch never stops the interpreter that reads it)."""
-    code = ("from vlgrpo.patches import state as b; print(b.STATE['enabled'], b.STATE['installed'], "
-            "b.read_switches()[1])")
+    code = (
+        "from vlgrpo.patches import state as b; print(b.STATE['enabled'], b.STATE['installed'], b.read_switches()[1])"
+    )
     for value in ("no", "0", "false", "disable", "disabled", "NO", "of", "off,on"):
         for extra in ({}, {"VLGRPO_PATCHES_STRICT": "1"}):
             proc = run_py(code, path=[shim_dir], env={"VLGRPO_PATCHES": value, **extra})
-            assert proc.returncode == 0 and proc.stdout.split() == ["True", "True", "False"], (value, extra, proc.stderr)
+            assert proc.returncode == 0 and proc.stdout.split() == ["True", "True", "False"], (
+                value,
+                extra,
+                proc.stderr,
+            )
             assert "is not a known value; the patches stay ON" in proc.stderr, value
             assert "ValueError" not in proc.stderr
 
@@ -108,13 +119,18 @@ def test_strict_install_error_still_runs_the_shadowed_sitecustomize(shim_dir, tm
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "sitecustomize.py").write_text("print('vendor sitecustomize ran')\n")
-    proc = run_py("print('alive')", path=[shim_dir, vendor],
-                  env={"VLGRPO_PATCHES_STRICT": "1", "VLGRPO_PATCHES_DISABLED": "no.such.patch"})
+    proc = run_py(
+        "print('alive')",
+        path=[shim_dir, vendor],
+        env={"VLGRPO_PATCHES_STRICT": "1", "VLGRPO_PATCHES_DISABLED": "no.such.patch"},
+    )
     assert proc.stdout.split("\n")[:2] == ["vendor sitecustomize ran", "alive"]
     assert "unknown patch id(s) no.such.patch" in proc.stderr  # strict still reports the install error
 
 
-LEGACY = DEMO + r"""
+LEGACY = (
+    DEMO
+    + r"""
 import importlib.util, json, sys
 import vlgrpo.patches as P
 P.install()
@@ -141,6 +157,7 @@ import demo_target
 import demo_other
 print(json.dumps([demo_target.f(0), P.bootstrap_state().get("late_hooks")]))
 """
+)
 
 
 def test_target_loaded_by_a_legacy_loader_is_hooked_on_the_next_import(tmp_path):
@@ -149,8 +166,14 @@ def test_target_loaded_by_a_legacy_loader_is_hooked_on_the_next_import(tmp_path)
     script.write_text(LEGACY)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     env["PYTHONPATH"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "demo_target.py")], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "demo_target.py")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'
 
@@ -164,13 +187,21 @@ def test_legacy_loaded_target_is_not_hooked_half_executed(tmp_path):
     script.write_text(LEGACY)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     env["PYTHONPATH"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "demo_target.py")], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "demo_target.py")],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == '[2, ["demo_target"]]'
 
 
-TWO_LATE = DEMO.replace("'targets': (('demo_target', 'f'),)", "'targets': (('demo_target', 'f'), ('demo_target2', 'f'))") + r"""
+TWO_LATE = (
+    DEMO.replace("'targets': (('demo_target', 'f'),)", "'targets': (('demo_target', 'f'), ('demo_target2', 'f'))")
+    + r"""
 import importlib.machinery, json, sys
 import vlgrpo.patches as P
 P.install()
@@ -187,6 +218,7 @@ assert "vlgrpo.patches.engine" not in sys.modules
 import demo_other  # the late hooks import the engine (and what it imports) from here
 print(json.dumps([demo_target.f(0), demo_target2.f(0), P.bootstrap_state()["hook_errors"]]))
 """
+)
 
 
 def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
@@ -195,10 +227,18 @@ def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
     _demo_files(tmp_path)
     (tmp_path / "demo_target2.py").write_text("def f(x):\n    return x + 1  # FAULTY\n")
     for env in ({}, {"VLGRPO_PATCHES_STRICT": "1"}):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", TWO_LATE],
-                              env={**{k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")},
-                                   "PYTHONPATH": str(tmp_path), **env},
-                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", TWO_LATE],
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")},
+                "PYTHONPATH": str(tmp_path),
+                **env,
+            },
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.strip().splitlines()[-1] == "[2, 2, []]"
         # -X importtime prints one line per module execution
@@ -209,11 +249,18 @@ def test_late_hooks_do_not_run_inside_an_import_lookup(tmp_path):
 def _bare_python(tmp_path):
     """A venv of the base interpreter without pip and without vlgrpo (as an image after `pip uninstall vlgrpo`)."""
     venv = tmp_path / "img"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
     py = str(venv / "bin" / "python")
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return py, Path(site)
 
 
@@ -237,9 +284,15 @@ def test_shim_without_vlgrpo_still_runs_the_sitecustomize_it_moved_aside(tmp_pat
     (site / "sitecustomize.py").write_text(VENDOR)
     src = REPO / "python" / "src"
     assert subprocess.run([py, "-c", PROBE], env=_env(site), capture_output=True, text=True).stdout.split() == [
-        "sitecustomize", "False"], "the vendor file is not the imported sitecustomize before the install"
-    subprocess.run([py, "-m", "vlgrpo", "patches", "install-sitecustomize", "--site-packages", str(site), "--no-pth"],
-                   check=True, capture_output=True, env=_env(site, src))
+        "sitecustomize",
+        "False",
+    ], "the vendor file is not the imported sitecustomize before the install"
+    subprocess.run(
+        [py, "-m", "vlgrpo", "patches", "install-sitecustomize", "--site-packages", str(site), "--no-pth"],
+        check=True,
+        capture_output=True,
+        env=_env(site, src),
+    )
     assert (site / "vlgrpo_orig_sitecustomize.py").read_text() == VENDOR
     with_vlgrpo = subprocess.run([py, "-c", PROBE], env=_env(site, src), capture_output=True, text=True)
     assert with_vlgrpo.stdout.split() == ["vlgrpo_chained_sitecustomize", "True"], with_vlgrpo.stderr
@@ -258,8 +311,9 @@ def test_install_into_a_venv_keeps_whether_its_own_sitecustomize_ran(tmp_path):
     before = subprocess.run([py, "-c", PROBE], env=_env(), capture_output=True, text=True).stdout.split()
     ran_before = before[0] != "None"
     src = REPO / "python" / "src"
-    subprocess.run([py, "-m", "vlgrpo", "patches", "install-sitecustomize"], check=True, capture_output=True,
-                   env=_env(src))
+    subprocess.run(
+        [py, "-m", "vlgrpo", "patches", "install-sitecustomize"], check=True, capture_output=True, env=_env(src)
+    )
     expected = "vlgrpo_chained_sitecustomize" if ran_before else "None"
     with_vlgrpo = subprocess.run([py, "-c", PROBE], env=_env(src), capture_output=True, text=True)
     assert with_vlgrpo.stdout.split() == [expected, "True"], (before, with_vlgrpo.stderr)

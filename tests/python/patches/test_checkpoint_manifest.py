@@ -65,8 +65,11 @@ def test_save_writes_one_manifest_per_writer_and_a_resume_restores_everything(sa
     root = _copy(src, tmp_path)
     step = root / "global_step_1"
     parts = sorted(p.name for p in step.iterdir() if manifest.is_manifest(p.name))
-    assert parts == ["vlgrpo-manifest-actor-rank-00000.json", "vlgrpo-manifest-actor-rank-00001.json",
-                     "vlgrpo-manifest-rollouter.json"]
+    assert parts == [
+        "vlgrpo-manifest-actor-rank-00000.json",
+        "vlgrpo-manifest-actor-rank-00001.json",
+        "vlgrpo-manifest-rollouter.json",
+    ]
     listed = manifest.inventory(step)
     assert "actor/fsdp_config.json" in listed and "data.pt" in listed
     assert "actor/model_world_size_2_rank_1.pt" in listed and "actor/extra_state_world_size_2_rank_0.pt" in listed
@@ -162,12 +165,14 @@ def test_foreign_owned_file_refused_on_every_rank(saved, tmp_path):
 def test_detector_on_a_fixed_loader(tmp_path):
     import ast
 
-    src = ("import hashlib, torch\n"
-           "class M:\n"
-           "    def load_checkpoint(self, p):\n"
-           "        return torch.load(p, weights_only=True)\n"
-           "    def save_checkpoint(self, p):\n"
-           "        torch.save({}, p); hashlib.sha256()\n")
+    src = (
+        "import hashlib, torch\n"
+        "class M:\n"
+        "    def load_checkpoint(self, p):\n"
+        "        return torch.load(p, weights_only=True)\n"
+        "    def save_checkpoint(self, p):\n"
+        "        torch.save({}, p); hashlib.sha256()\n"
+    )
     tree = ast.parse(src)
     load, save = tree.body[1].body
     assert checkpoint_manifest.is_faulty(load, src)[0] is False

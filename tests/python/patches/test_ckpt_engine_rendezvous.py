@@ -33,8 +33,10 @@ def _free_port():
 
 def test_unreachable_peer_ends_within_the_bound_naming_the_stage(shim_dir):
     start = time.monotonic()
-    code = (f"import runpy, sys; sys.argv = ['x', '1', '2', '{_free_port()}']; "
-            f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
+    code = (
+        f"import runpy, sys; sys.argv = ['x', '1', '2', '{_free_port()}']; "
+        f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"
+    )
     out = run_py(code, path=[shim_dir], env={fix.TIMEOUT_ENV: "4"}, timeout=120, check=False)
     wall = time.monotonic() - start
     assert out.json is not None, out.stderr[-3000:]
@@ -52,6 +54,7 @@ def test_unreachable_peer_ends_within_the_bound_naming_the_stage(shim_dir):
 def scenario_argv():
     def argv(rank, world, port):
         return [sys.executable, str(SCRIPT), str(rank), str(world), str(port)]
+
     return argv
 
 
@@ -65,8 +68,11 @@ def _popen(args, shim_dir, env):
 
 def test_unpatched_engine_waits_past_the_bound(shim_dir, scenario_argv):
     """The fault on the unpatched code: the same call is still waiting well after the bound the patch keeps."""
-    proc = _popen(scenario_argv(1, 2, _free_port()), shim_dir,
-                  {"VLGRPO_PATCHES_DISABLED": "checkpoint_engine.rendezvous_timeout", fix.TIMEOUT_ENV: "2"})
+    proc = _popen(
+        scenario_argv(1, 2, _free_port()),
+        shim_dir,
+        {"VLGRPO_PATCHES_DISABLED": "checkpoint_engine.rendezvous_timeout", fix.TIMEOUT_ENV: "2"},
+    )
     try:
         with pytest.raises(subprocess.TimeoutExpired):
             proc.communicate(timeout=25)  # import (~10 s under load) + 2 s bound + margin
@@ -95,15 +101,19 @@ def test_healthy_late_peer_is_not_cut_off(shim_dir, scenario_argv):
 
 
 def test_detector_reads_verl_080_sources():
-    nccl = find_function((VERL / "checkpoint_engine" / "nccl_checkpoint_engine.py").read_text(),
-                         "NCCLCheckpointEngine.init_process_group")
-    hccl = find_function((VERL / "checkpoint_engine" / "hccl_checkpoint_engine.py").read_text(),
-                         "HCCLCheckpointEngine.init_process_group")
+    nccl = find_function(
+        (VERL / "checkpoint_engine" / "nccl_checkpoint_engine.py").read_text(),
+        "NCCLCheckpointEngine.init_process_group",
+    )
+    hccl = find_function(
+        (VERL / "checkpoint_engine" / "hccl_checkpoint_engine.py").read_text(),
+        "HCCLCheckpointEngine.init_process_group",
+    )
     assert fix.is_faulty(nccl) == (True, fix.is_faulty(nccl)[1]) and "init_collective_group" in fix.is_faulty(nccl)[1]
     assert fix.is_faulty(hccl)[0] is True and "stateless_init_process_group" in fix.is_faulty(hccl)[1]
 
 
-FIXED = '''
+FIXED = """
 class NCCLCheckpointEngine:
     def init_process_group(self, rank, world_size, master_metadata):
         if rank < 0:
@@ -115,7 +125,7 @@ class NCCLCheckpointEngine:
             collective.barrier(self.group_name)
 
         run_group_init_with_timeout(_init, timeout_s=get_init_timeout_s())
-'''
+"""
 
 
 def test_not_applied_where_the_rendezvous_is_already_bounded():

@@ -29,16 +29,20 @@ def test_status_json_verify_in_a_plain_process():
     assert rows["qwen3_vl.text_rotary_device"]["status"] == "applied"
     assert rows["npu.qwen3_vl_moe.train_routing"]["status"] == "not needed"
     npu_target = {t["target"]: t for t in rows["npu.qwen3_vl_moe.train_routing"]["targets"]}
-    assert "No module named 'torch_npu'" in npu_target[
-        "verl.models.transformers.npu_patch.NPUQwen3VLMoeTextSparseMoeBlock.forward"]["reason"]
+    assert (
+        "No module named 'torch_npu'"
+        in npu_target["verl.models.transformers.npu_patch.NPUQwen3VLMoeTextSparseMoeBlock.forward"]["reason"]
+    )
     assert all(r["verify"] == "ok" for r in rows.values()), {k: r["verify"] for k, r in rows.items()}
 
 
 def test_status_text_and_exit_code_on_failure():
-    code = ("import dataclasses, sys\nfrom vlgrpo.patches import registry, cli\n"
-            "registry.PATCHES = tuple(dataclasses.replace(r, replacement='vlgrpo.patches.no_such_module:forward')"
-            " if r.id == 'qwen3_vl_moe.router_dtype' else r for r in registry.PATCHES)\n"
-            "sys.exit(cli.main(['status']))")
+    code = (
+        "import dataclasses, sys\nfrom vlgrpo.patches import registry, cli\n"
+        "registry.PATCHES = tuple(dataclasses.replace(r, replacement='vlgrpo.patches.no_such_module:forward')"
+        " if r.id == 'qwen3_vl_moe.router_dtype' else r for r in registry.PATCHES)\n"
+        "sys.exit(cli.main(['status']))"
+    )
     proc = run_py(code, check=False)
     assert proc.returncode == 2
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("qwen3_vl_moe.router_dtype"))
@@ -48,10 +52,12 @@ def test_status_text_and_exit_code_on_failure():
 def test_verify_failure_counts_only_where_the_fix_is_live():
     """A self-test that raises fails an applied patch (exit 2) but not one that is not needed in this interpreter
     (e.g. a transformers 5.x block the 4.57.x-shaped self-test cannot build): there it is reported as n/a."""
-    code = ("import dataclasses, json, sys\nfrom vlgrpo.patches import registry, cli\n"
-            "registry.PATCHES = tuple(dataclasses.replace(r, verify='vlgrpo.patches.no_such_module:verify')"
-            " if r.id == '{pid}' else r for r in registry.PATCHES)\n"
-            "sys.exit(cli.main(['status', '--verify', '--json']))")
+    code = (
+        "import dataclasses, json, sys\nfrom vlgrpo.patches import registry, cli\n"
+        "registry.PATCHES = tuple(dataclasses.replace(r, verify='vlgrpo.patches.no_such_module:verify')"
+        " if r.id == '{pid}' else r for r in registry.PATCHES)\n"
+        "sys.exit(cli.main(['status', '--verify', '--json']))"
+    )
     live = run_py(code.format(pid="qwen3_vl_moe.router_dtype"), check=False)  # applied on 4.57.6
     assert live.returncode == 2
     row = {r["id"]: r for r in json.loads(live.stdout)["patches"]}["qwen3_vl_moe.router_dtype"]
@@ -97,8 +103,10 @@ def test_unknown_subcommand():
 
 def test_table_rewrites_only_its_block_and_check_names_a_stale_one(tmp_path):
     doc = tmp_path / "doc.md"
-    stale = ("# t\n<!-- BEGIN GENERATED: patches -->\nSTALE-BODY\n<!-- END GENERATED: patches -->\ntail\n"
-             "<!-- BEGIN GENERATED: patches-summary -->\nSTALE-BODY\n<!-- END GENERATED: patches-summary -->\n")
+    stale = (
+        "# t\n<!-- BEGIN GENERATED: patches -->\nSTALE-BODY\n<!-- END GENERATED: patches -->\ntail\n"
+        "<!-- BEGIN GENERATED: patches-summary -->\nSTALE-BODY\n<!-- END GENERATED: patches-summary -->\n"
+    )
     doc.write_text(stale)
     for summary in ((), ("--summary",)):
         proc = _cli("patches", "table", *summary, "--check", "--file", str(doc))

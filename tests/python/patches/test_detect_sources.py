@@ -36,23 +36,65 @@ NPU = "verl/models/transformers/npu_patch.py"
 SERVER = "verl/workers/rollout/vllm_rollout/vllm_async_server.py"
 
 CASES = [  # (release root, file, qualname, detector, faulty, words in the reason)
-    ("transformers", TF, "Qwen3VLVisionModel.fast_pos_embed_interpolate", pos_embed_fix.is_faulty, True, "pos_embed.weight.device"),
-    ("transformers", TF_MOE, "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate", pos_embed_fix.is_faulty, True,
-     "pos_embed.weight.device"),
-    ("verl", "verl/models/transformers/qwen3_vl.py", "fast_pos_embed_interpolate", pos_embed_fix.is_faulty, False, "takes no device"),
+    (
+        "transformers",
+        TF,
+        "Qwen3VLVisionModel.fast_pos_embed_interpolate",
+        pos_embed_fix.is_faulty,
+        True,
+        "pos_embed.weight.device",
+    ),
+    (
+        "transformers",
+        TF_MOE,
+        "Qwen3VLMoeVisionModel.fast_pos_embed_interpolate",
+        pos_embed_fix.is_faulty,
+        True,
+        "pos_embed.weight.device",
+    ),
+    (
+        "verl",
+        "verl/models/transformers/qwen3_vl.py",
+        "fast_pos_embed_interpolate",
+        pos_embed_fix.is_faulty,
+        False,
+        "takes no device",
+    ),
     ("transformers", TF, "Qwen3VLTextRotaryEmbedding.forward", text_rotary_fix.is_faulty, True, "inv_freq"),
-    ("transformers", TF_MOE, "Qwen3VLMoeTextRotaryEmbedding.forward", text_rotary_fix.is_faulty, True,
-     "inv_freq"),
-    ("transformers", TF_MOE, "Qwen3VLMoeTextSparseMoeBlock.forward", router_dtype.is_faulty, True,
-     "cast to hidden_states.dtype, then scattered into zeros_like(router_logits)"),
-    ("transformers", TF_MOE, "Qwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty, False,
-     "both train and eval"),
-    ("verl-0.7.1", NPU, "NPUQwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty, True,
-     "only under `if not self.training`"),
-    ("verl", NPU, "NPUQwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty, False,
-     "both train and eval"),
-    ("verl", NPU, "NPUQwen3VLMoeTextSparseMoeBlock.forward", router_dtype.is_faulty, False,
-     "cast to the dtype of the tensor they are scattered into"),
+    ("transformers", TF_MOE, "Qwen3VLMoeTextRotaryEmbedding.forward", text_rotary_fix.is_faulty, True, "inv_freq"),
+    (
+        "transformers",
+        TF_MOE,
+        "Qwen3VLMoeTextSparseMoeBlock.forward",
+        router_dtype.is_faulty,
+        True,
+        "cast to hidden_states.dtype, then scattered into zeros_like(router_logits)",
+    ),
+    (
+        "transformers",
+        TF_MOE,
+        "Qwen3VLMoeTextSparseMoeBlock.forward",
+        npu_routing.is_faulty,
+        False,
+        "both train and eval",
+    ),
+    (
+        "verl-0.7.1",
+        NPU,
+        "NPUQwen3VLMoeTextSparseMoeBlock.forward",
+        npu_routing.is_faulty,
+        True,
+        "only under `if not self.training`",
+    ),
+    ("verl", NPU, "NPUQwen3VLMoeTextSparseMoeBlock.forward", npu_routing.is_faulty, False, "both train and eval"),
+    (
+        "verl",
+        NPU,
+        "NPUQwen3VLMoeTextSparseMoeBlock.forward",
+        router_dtype.is_faulty,
+        False,
+        "cast to the dtype of the tensor they are scattered into",
+    ),
 ]
 
 
@@ -64,8 +106,9 @@ def _file(root: str, rel: str) -> Path:
     return _root(root) / rel
 
 
-@pytest.mark.parametrize("root,rel,qualname,detector,faulty,words", CASES,
-                         ids=[f"{c[0]}:{c[2]}:{c[3].__name__}" for c in CASES])
+@pytest.mark.parametrize(
+    "root,rel,qualname,detector,faulty,words", CASES, ids=[f"{c[0]}:{c[2]}:{c[3].__name__}" for c in CASES]
+)
 def test_detector_verdict_on_installed_source(root, rel, qualname, detector, faulty, words):
     node = source.find_function(_file(root, rel).read_text(), qualname)
     got, reason = detector(node)
@@ -104,9 +147,9 @@ def test_reasons_name_the_line_of_the_installed_file():
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as moe
 
     for bound, detector, words in (
-            (moe.Qwen3VLMoeTextSparseMoeBlock.forward, router_dtype.is_faulty,
-             "zeros_like(router_logits).scatter_("),
-            (vl.Qwen3VLTextRotaryEmbedding.forward, text_rotary_fix.is_faulty, "self.inv_freq")):
+        (moe.Qwen3VLMoeTextSparseMoeBlock.forward, router_dtype.is_faulty, "zeros_like(router_logits).scatter_("),
+        (vl.Qwen3VLTextRotaryEmbedding.forward, text_rotary_fix.is_faulty, "self.inv_freq"),
+    ):
         func = inspect.unwrap(bound)  # the upstream function (also when a vlgrpo patch is bound over it)
         faulty, reason = detector(func)
         assert faulty, reason

@@ -22,8 +22,10 @@ SCRIPT = SCENARIOS / "vllm_encoder_cache.py"
 def _scenario(shim_dir, reset, disabled=False):
     if not (VLLM / ".installed").is_file():
         pytest.fail(f"vLLM 0.13.0's sources are not in {VLLM}; run `make vllm-0.13.0` (make test-python does)")
-    env = {"VLGRPO_TEST_VLLM_PATH": os.pathsep.join([str(VLLM / "src"), str(VLLM / "deps")]),
-           "VLGRPO_TEST_RESET": "1" if reset else "0"}
+    env = {
+        "VLGRPO_TEST_VLLM_PATH": os.pathsep.join([str(VLLM / "src"), str(VLLM / "deps")]),
+        "VLGRPO_TEST_RESET": "1" if reset else "0",
+    }
     if disabled:
         env["VLGRPO_PATCHES_DISABLED"] = "rollout.encoder_cache_reset"
     out = run_py(SCRIPT, path=[shim_dir], env=env).json
@@ -59,11 +61,15 @@ def test_detector_on_vllm_013_and_on_a_scheduler_that_resets_its_encoder_cache()
     source = (VLLM / "src" / "vllm" / "v1" / "core" / "sched" / "scheduler.py").read_text()
     faulty, reason = fix.is_faulty(find_function(source, "Scheduler.reset_prefix_cache"))
     assert faulty and "encoder outputs" in reason
-    fixed = ("class Scheduler:\n    def reset_prefix_cache(self, reset_running_requests=False):\n"
-             "        ok = self.kv_cache_manager.reset_prefix_cache()\n"
-             "        self.encoder_cache_manager.reset()\n        return ok\n")
+    fixed = (
+        "class Scheduler:\n    def reset_prefix_cache(self, reset_running_requests=False):\n"
+        "        ok = self.kv_cache_manager.reset_prefix_cache()\n"
+        "        self.encoder_cache_manager.reset()\n        return ok\n"
+    )
     assert fix.is_faulty(find_function(fixed, "Scheduler.reset_prefix_cache")) == (
-        False, "reset_prefix_cache already resets the encoder cache")
+        False,
+        "reset_prefix_cache already resets the encoder cache",
+    )
 
 
 def test_verify_passes():

@@ -28,8 +28,17 @@ def test_fix_module_has_the_record_the_detector_and_the_self_check(name):
     assert name.rsplit(".", 1)[1] == record["id"].replace(".", "_"), "a fix module is named after its patch id"
     assert callable(module.is_faulty) and callable(module.verify)
     assert record["detector"] == f"{name}:is_faulty" and record["verify"] == f"{name}:verify"
-    assert {"id", "summary", "upstream", "applies_when", "targets", "detector", "replacement", "verify",
-            "recheck_after"} <= set(record)
+    assert {
+        "id",
+        "summary",
+        "upstream",
+        "applies_when",
+        "targets",
+        "detector",
+        "replacement",
+        "verify",
+        "recheck_after",
+    } <= set(record)
     assert registry.get(record["id"]) == contract.from_dict(record, name), "the registry holds the module's record"
     refs = [record["replacement"]] + [t[2] for t in record["targets"] if len(t) > 2]
     for ref in refs:  # every "module:attribute" the record names resolves (imports torch for some)
@@ -47,21 +56,32 @@ def test_start_up_index_is_the_one_the_registry_generates():
     assert {m: list(ids) for m, ids in index.TARGET_MODULES.items()} == registry.target_modules()
 
 
-GOOD = {"id": "demo.fix", "summary": "s", "upstream": "u", "applies_when": "a", "targets": (("m", "C.f"),),
-        "detector": "pkg.mod:detect", "replacement": "pkg.mod:f", "verify": "pkg.mod:verify"}
+GOOD = {
+    "id": "demo.fix",
+    "summary": "s",
+    "upstream": "u",
+    "applies_when": "a",
+    "targets": (("m", "C.f"),),
+    "detector": "pkg.mod:detect",
+    "replacement": "pkg.mod:f",
+    "verify": "pkg.mod:verify",
+}
 
 
-@pytest.mark.parametrize(("change", "field", "words"), [
-    ({"detector": None}, "detector", "is missing"),
-    ({"replacment": "pkg.mod:f"}, "replacment", "is not a record field"),
-    ({"id": "Demo fix"}, "id", "is 'Demo fix'"),
-    ({"replacement": "pkg.mod.f"}, "replacement", "'package.module:attribute'"),
-    ({"targets": ()}, "targets", "non-empty"),
-    ({"targets": (("m",),)}, "targets", "has the entry ('m',)"),
-    ({"recheck_after": (("m", "f", "x"),)}, "recheck_after", "(module, function) string pairs"),
-    ({"wraps": "yes"}, "wraps", "is 'yes'"),
-    ({"summary": 3}, "summary", "a string"),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"detector": None}, "detector", "is missing"),
+        ({"replacment": "pkg.mod:f"}, "replacment", "is not a record field"),
+        ({"id": "Demo fix"}, "id", "is 'Demo fix'"),
+        ({"replacement": "pkg.mod.f"}, "replacement", "'package.module:attribute'"),
+        ({"targets": ()}, "targets", "non-empty"),
+        ({"targets": (("m",),)}, "targets", "has the entry ('m',)"),
+        ({"recheck_after": (("m", "f", "x"),)}, "recheck_after", "(module, function) string pairs"),
+        ({"wraps": "yes"}, "wraps", "is 'yes'"),
+        ({"summary": 3}, "summary", "a string"),
+    ],
+)
 def test_a_malformed_record_names_its_module_and_field(change, field, words):
     record = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
     with pytest.raises(contract.RecordError) as err:
@@ -97,17 +117,23 @@ def _own_wrapping(path: Path) -> list:
             imported |= {a.asname or a.name for a in n.names}
     found = []
     for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
         for t in targets:
-            if isinstance(t, ast.Attribute) and (t.attr == "__wrapped__" or isinstance(t.value, ast.Name)
-                                                 and t.value.id in imported):
+            if isinstance(t, ast.Attribute) and (
+                t.attr == "__wrapped__" or isinstance(t.value, ast.Name) and t.value.id in imported
+            ):
                 found.append(f"{node.lineno}: {ast.unparse(t)} = ...")
         if isinstance(node, ast.Call):
             name = ast.unparse(node.func)
             if name.split(".")[-1] in ("wraps", "update_wrapper") or (
-                    name == "setattr" and node.args and isinstance(node.args[0], ast.Name)
-                    and node.args[0].id in imported):
+                name == "setattr" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in imported
+            ):
                 found.append(f"{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -122,7 +148,9 @@ def test_fix_module_installs_nothing_itself(name):
 
 def test_the_own_wrapping_check_sees_each_form(tmp_path):
     bad = tmp_path / "bad_fix.py"
-    bad.write_text("import functools\nimport torch\n\ndef make(original):\n    @functools.wraps(original)\n"
-                   "    def f(*a):\n        return original(*a)\n    f.__wrapped__ = original\n    torch.load = f\n"
-                   "    setattr(torch, 'save', f)\n    return f\n")
+    bad.write_text(
+        "import functools\nimport torch\n\ndef make(original):\n    @functools.wraps(original)\n"
+        "    def f(*a):\n        return original(*a)\n    f.__wrapped__ = original\n    torch.load = f\n"
+        "    setattr(torch, 'save', f)\n    return f\n"
+    )
     assert sorted(int(x.split(":")[0]) for x in _own_wrapping(bad)) == [5, 8, 9, 10]

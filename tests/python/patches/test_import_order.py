@@ -28,8 +28,12 @@ import pytest
 from patch_helpers import REPO, run_py
 
 PACKAGE = REPO / "python" / "src" / "vlgrpo" / "patches"
-HEAVY = ("vlgrpo.patches.moe_experts", "vlgrpo.patches.moe_routing", "vlgrpo.patches.qwen3_vl_pos_embed",
-         "vlgrpo.patches.text_rotary")
+HEAVY = (
+    "vlgrpo.patches.moe_experts",
+    "vlgrpo.patches.moe_routing",
+    "vlgrpo.patches.qwen3_vl_pos_embed",
+    "vlgrpo.patches.text_rotary",
+)
 
 PROBE = r"""
 import importlib, json, sys

@@ -35,21 +35,28 @@ def fresh_support(monkeypatch):
 @pytest.fixture
 def force(monkeypatch):
     """``force(method)``: make every device/dtype use ``method`` in this test."""
+
     def _force(method):
         table = {}
         monkeypatch.setattr(me, "_SUPPORT", table)
         monkeypatch.setattr(me, "method_for", lambda device, dtype: (method, "forced by the test"))
+
     return _force
 
 
 def make_experts(experts=8, hidden=16, inter=8, top_k=2, seed=0, dtype=torch.float32):
-    cfg = Qwen3VLMoeTextConfig(hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts,
-                               num_experts_per_tok=top_k, hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=hidden,
+        moe_intermediate_size=inter,
+        num_experts=experts,
+        num_experts_per_tok=top_k,
+        hidden_act="silu",
+    )
     torch.manual_seed(seed)
     mod = m.Qwen3VLMoeTextExperts(cfg)
     with torch.no_grad():
-        mod.gate_up_proj.normal_(0, hidden ** -0.5)
-        mod.down_proj.normal_(0, inter ** -0.5)
+        mod.gate_up_proj.normal_(0, hidden**-0.5)
+        mod.down_proj.normal_(0, inter**-0.5)
     mod.config = cfg
     return mod.to(dtype)
 
@@ -72,8 +79,12 @@ def run(fn, mod, x, dense, idx, grad_out):
     xi, di = x.clone().requires_grad_(True), dense.clone().requires_grad_(True)
     out = fn(mod, xi, di, idx)
     (out.float() * grad_out).sum().backward()
-    return out.detach(), {"hidden_states": xi.grad, "routing_weights": di.grad,
-                          "gate_up_proj": mod.gate_up_proj.grad.clone(), "down_proj": mod.down_proj.grad.clone()}
+    return out.detach(), {
+        "hidden_states": xi.grad,
+        "routing_weights": di.grad,
+        "gate_up_proj": mod.gate_up_proj.grad.clone(),
+        "down_proj": mod.down_proj.grad.clone(),
+    }
 
 
 def rel(a, b):
@@ -110,8 +121,9 @@ def test_fp32_matches_transformers_4576(shape, training, method, force):
         # of unchosen experts; the block builds that matrix by scattering into zeros, which passes on only the chosen
         # entries (the replacement's gradient elsewhere is 0, as in the original's training path)
         assert got_g["routing_weights"].scatter(1, idx, 0.0).abs().max() == 0
-        got_g["routing_weights"], want_g["routing_weights"] = (g["routing_weights"].gather(1, idx)
-                                                               for g in (got_g, want_g))
+        got_g["routing_weights"], want_g["routing_weights"] = (
+            g["routing_weights"].gather(1, idx) for g in (got_g, want_g)
+        )
     for name in want_g:
         assert rel(got_g[name], want_g[name]) < 1e-5, name
     if only is not None:  # experts without tokens get exactly zero gradients
@@ -156,15 +168,20 @@ def test_eval_dtype_promotes_with_fp32_routing_like_transformers_4576():
     x = torch.randn(1, 4, 16).to(torch.bfloat16)
     dense, idx = routing(4, 8, 2)  # float32 routing matrix
     with torch.no_grad():
-        assert ORIGINAL(mod, x, dense, idx).dtype == me.grouped_experts_forward(mod, x, dense, idx).dtype == torch.float32
+        assert (
+            ORIGINAL(mod, x, dense, idx).dtype == me.grouped_experts_forward(mod, x, dense, idx).dtype == torch.float32
+        )
 
 
 def test_wrong_routing_shapes_are_named():
     mod = make_experts()
     x = torch.randn(1, 4, 16)
     dense, idx = routing(4, 8, 2)
-    with pytest.raises(ValueError, match=r"routing_weights has shape \(4, 2\); expected the dense \(tokens=4, "
-                                         r"num_experts=8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"routing_weights has shape \(4, 2\); expected the dense \(tokens=4, "
+        r"num_experts=8\)",
+    ):
         me.grouped_experts_forward(mod, x, dense.gather(1, idx), idx)  # compact top-k weights (the B04 kind)
     with pytest.raises(ValueError, match=r"router_indices has shape \(3, 2\)"):
         me.grouped_experts_forward(mod, x, dense, idx[:3])
@@ -187,7 +204,9 @@ def test_other_devices_run_the_original():
     forward = me.make_grouped_experts_forward(original)
     mod = make_experts()
     meta = torch.empty(1, 4, 16, device="meta")
-    assert forward(mod, meta, torch.empty(4, 8, device="meta"), torch.empty(4, 2, dtype=torch.long, device="meta")) is meta
+    assert (
+        forward(mod, meta, torch.empty(4, 8, device="meta"), torch.empty(4, 2, dtype=torch.long, device="meta")) is meta
+    )
     dense, idx = routing(4, 8, 2)
     forward(mod, torch.randn(1, 4, 16), dense, idx)
     assert calls == ["meta"]
@@ -195,6 +214,7 @@ def test_other_devices_run_the_original():
 
 
 # --- the routing plan: sorted once, counted once --------------------------------------------------------------------
+
 
 def test_routing_plan_is_a_stable_sort_with_group_ends():
     idx = torch.tensor([[3, 0], [0, 2], [3, 2], [1, 0]])
@@ -208,6 +228,7 @@ def test_routing_plan_is_a_stable_sort_with_group_ends():
 
 # --- the first-use check --------------------------------------------------------------------------------------------
 
+
 def test_first_use_check_runs_once_per_device_and_dtype(fresh_support, monkeypatch):
     calls = []
     real = me.check_method
@@ -216,7 +237,10 @@ def test_first_use_check_runs_once_per_device_and_dtype(fresh_support, monkeypat
     assert me.method_for("cpu", torch.float32) == first and me.method_for(torch.device("cpu"), torch.float32) == first
     me.method_for("cpu", torch.bfloat16)
     if me._grouped_mm_function() is not None:
-        assert calls == [(torch.device("cpu"), torch.float32, me.GROUPED), (torch.device("cpu"), torch.bfloat16, me.GROUPED)]
+        assert calls == [
+            (torch.device("cpu"), torch.float32, me.GROUPED),
+            (torch.device("cpu"), torch.bfloat16, me.GROUPED),
+        ]
     assert set(me.support_info()) == {"cpu float32", "cpu bfloat16"}
 
 
@@ -279,6 +303,7 @@ def test_check_method_reports_small_errors_for_both_methods():
 
 # --- stacking with the router-dtype fix, inside the real 4.57.6 block and model ----------------------------------
 
+
 def test_real_block_with_router_fix_and_grouped_experts_matches_original(monkeypatch):
     from vlgrpo.patches import moe_routing
 
@@ -302,6 +327,7 @@ def test_real_block_with_router_fix_and_grouped_experts_matches_original(monkeyp
 
 # --- torch.compile and FSDP2 -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_torch_compile_of_a_caller_gives_the_same_values(dtype):
     # the first-use decisions of this process (grouped_mm on this CPU where it passes); under torch.compile the
@@ -322,6 +348,7 @@ def test_torch_compile_of_a_caller_gives_the_same_values(dtype):
 
 # --- detection on the real code of the releases installed for the tests ------------------------------------------
 
+
 def _veomni_experts():
     path = VEOMNI / "veomni" / "models" / "transformers" / "qwen3_vl_moe" / "modeling_qwen3_vl_moe.py"
     if not path.is_file():
@@ -338,8 +365,9 @@ def test_detector_on_real_code(verl_071):
     faulty, reason = fix.is_faulty(_veomni_experts())  # VeOmni's fused-MoE experts subclass: left alone
     assert not faulty and "not the 3-argument" in reason and "calls super().forward" in reason
     # verl's NPU experts have the eval repeat too, but they are not a target of this patch (NPU: verl's experts)
-    npu = source.find_function((VERL_071 / "verl/models/transformers/npu_patch.py").read_text(),
-                               "NPUQwen3VLMoeTextExperts.forward")
+    npu = source.find_function(
+        (VERL_071 / "verl/models/transformers/npu_patch.py").read_text(), "NPUQwen3VLMoeTextExperts.forward"
+    )
     assert fix.is_faulty(npu)[0] is True
 
 
@@ -350,7 +378,8 @@ def test_detector_on_a_5x_style_dispatching_forward():
     wrapper = ast.parse(
         "def forward(self, *args, **kwargs):\n"
         "    experts_forward = experts_interface.get_interface(self.config._experts_implementation, original)\n"
-        "    return experts_forward(self, *args, **kwargs)\n").body[0]
+        "    return experts_forward(self, *args, **kwargs)\n"
+    ).body[0]
     faulty, reason = fix.is_faulty(wrapper)
     assert not faulty and "transformers' own experts implementations" in reason
     eager_5x = ast.parse(
@@ -373,8 +402,10 @@ def test_verify_passes_and_catches_a_wrong_combine(monkeypatch):
 def test_fsdp2_sharded_experts_on_two_cpu_ranks_match_the_unsharded_loop():
     # gloo on the CPU: the experts' 3-D parameters sharded on dim 0 over 2 ranks (the real training layout), 3 AdamW
     # steps against an unsharded copy running the original loop (tests/gpu checks the same on CUDA, with offload)
-    launch = ("import runpy, sys; sys.argv = ['torchrun', '--standalone', '--nproc_per_node', '2', "
-              f"{str(SCENARIOS / 'fsdp_experts.py')!r}]; runpy.run_module('torch.distributed.run', run_name='__main__')")
+    launch = (
+        "import runpy, sys; sys.argv = ['torchrun', '--standalone', '--nproc_per_node', '2', "
+        f"{str(SCENARIOS / 'fsdp_experts.py')!r}]; runpy.run_module('torch.distributed.run', run_name='__main__')"
+    )
     out = run_py(launch, env={"OMP_NUM_THREADS": "1"}).json
     assert out and "crash" not in out, out
     assert out["world"] == 2 and out["param_type"] == "DTensor"
@@ -396,8 +427,10 @@ def test_all_three_moe_patches_in_one_process(shim_dir, verl_071):
     assert out["block_forward_patches"] == ["qwen3_vl_moe.router_dtype", "npu.qwen3_vl_moe.train_routing"]
     assert out["experts_forward"] == ["moe_experts.py", "qwen3_vl_moe.grouped_experts"]
     assert out["npu_experts_forward"] == ["npu_patch.py", None]  # not a target: verl's NPU experts
-    assert out["block_classes"] == ["transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe",
-                                    "verl.models.transformers.npu_patch"]
+    assert out["block_classes"] == [
+        "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe",
+        "verl.models.transformers.npu_patch",
+    ]
     assert out["npu"]["experts_class"] == "NPUQwen3VLMoeTextExperts"
     for name, tol in (("transformers", 0.03), ("npu", 1e-5)):  # bf16 autocast (B03) / fp32
         for mode in ("train", "eval"):

@@ -22,13 +22,20 @@ from vlgrpo.patches import moe_routing, source, state
 from vlgrpo.patches.fixes import npu_qwen3_vl_moe_train_routing as npu_routing
 from vlgrpo.patches.fixes import qwen3_vl_moe_router_dtype as router_dtype
 
-ORIGINAL_FORWARD = getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__wrapped__", m.Qwen3VLMoeTextSparseMoeBlock.forward)
+ORIGINAL_FORWARD = getattr(
+    m.Qwen3VLMoeTextSparseMoeBlock.forward, "__wrapped__", m.Qwen3VLMoeTextSparseMoeBlock.forward
+)
 SCATTER_ERROR = re.escape("scatter(): Expected self.dtype to be equal to src.dtype")
 
 
 def make_block(seed=0, hidden=16, inter=8, experts=8, top_k=2):
-    cfg = Qwen3VLMoeTextConfig(hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts,
-                               num_experts_per_tok=top_k, hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=hidden,
+        moe_intermediate_size=inter,
+        num_experts=experts,
+        num_experts_per_tok=top_k,
+        hidden_act="silu",
+    )
     torch.manual_seed(seed)
     block = m.Qwen3VLMoeTextSparseMoeBlock(cfg)
     with torch.no_grad():
@@ -95,25 +102,39 @@ def test_train_equals_eval_equals_reference_outputs_and_gradients(forward):
 def tiny_vl_moe_config():
     """The real Qwen3-VL-30B-A3B config, scaled down (same structure, token ids, rope layout, 48x48 pos grid)."""
     raw = json.loads(MODEL_CONFIG.read_text())
-    raw["text_config"].update(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1,
-                              num_hidden_layers=2, intermediate_size=64, moe_intermediate_size=16, num_experts=8,
-                              num_experts_per_tok=2)
+    raw["text_config"].update(
+        hidden_size=32,
+        head_dim=16,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_hidden_layers=2,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_experts=8,
+        num_experts_per_tok=2,
+    )
     raw["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
     raw["text_config"].pop("dtype")  # checkpoint storage dtype (bf16); these tests build fp32 weights
-    raw["vision_config"].update(depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32,
-                                deepstack_visual_indexes=[0, 1])
+    raw["vision_config"].update(
+        depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32, deepstack_visual_indexes=[0, 1]
+    )
     return Qwen3VLMoeConfig(**raw)
 
 
 def image_batch(cfg, grid=(1, 4, 4)):
     t, h, w = grid
-    n_img = t * h * w // cfg.vision_config.spatial_merge_size ** 2
+    n_img = t * h * w // cfg.vision_config.spatial_merge_size**2
     ids = [1, 2, cfg.vision_start_token_id] + [cfg.image_token_id] * n_img + [cfg.vision_end_token_id, 5, 6, 7]
     input_ids = torch.tensor([ids])
-    patch = cfg.vision_config.in_channels * cfg.vision_config.temporal_patch_size * cfg.vision_config.patch_size ** 2
+    patch = cfg.vision_config.in_channels * cfg.vision_config.temporal_patch_size * cfg.vision_config.patch_size**2
     pixel_values = torch.randn(t * h * w, patch)
-    return dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), pixel_values=pixel_values,
-                image_grid_thw=torch.tensor([list(grid)]), labels=input_ids.clone())
+    return dict(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        pixel_values=pixel_values,
+        image_grid_thw=torch.tensor([list(grid)]),
+        labels=input_ids.clone(),
+    )
 
 
 def test_tiny_qwen3_vl_moe_model_trains_under_mixed_precision(monkeypatch):
@@ -158,6 +179,7 @@ def _train_under_autocast(model, batch, ref_fp32):
 
 # --- detectors on the real code of several releases --------------------------------------------------------------
 
+
 def _source_fn(path, qualname):
     return source.find_function(path.read_text(), qualname)
 
@@ -171,8 +193,10 @@ def test_router_detector_on_real_code():
     assert faulty is False and "no scatter" in reason
     import verl
 
-    npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
-                         "NPUQwen3VLMoeTextSparseMoeBlock.forward")
+    npu_080 = _source_fn(
+        __import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
+        "NPUQwen3VLMoeTextSparseMoeBlock.forward",
+    )
     assert router_dtype.is_faulty(npu_080)[0] is False  # casts to router_logits.dtype
 
 
@@ -180,8 +204,10 @@ def test_train_routing_detector_on_real_code(verl_071):
     import verl
 
     npu_071 = _source_fn(VERL_071 / "verl/models/transformers/npu_patch.py", "NPUQwen3VLMoeTextSparseMoeBlock.forward")
-    npu_080 = _source_fn(__import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
-                         "NPUQwen3VLMoeTextSparseMoeBlock.forward")
+    npu_080 = _source_fn(
+        __import__("pathlib").Path(verl.__file__).parent / "models/transformers/npu_patch.py",
+        "NPUQwen3VLMoeTextSparseMoeBlock.forward",
+    )
     faulty, reason = npu_routing.is_faulty(npu_071)
     assert faulty is True and "not self.training" in reason
     assert npu_routing.is_faulty(npu_080)[0] is False
@@ -190,6 +216,7 @@ def test_train_routing_detector_on_real_code(verl_071):
 
 
 # --- VeOmni 0.1.9a5 binds its own copy of the faulty forward (the VeOmni recipe never goes through verl) ---------
+
 
 def _veomni_scenario(shim_dir, env=None):
     if not (VEOMNI / "veomni").is_dir():

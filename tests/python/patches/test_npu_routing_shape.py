@@ -17,8 +17,9 @@ TOKENS, HIDDEN, EXPERTS, TOP_K = 4, 16, 8, 2  # the case's minimal input
 
 
 def _block():
-    cfg = Qwen3VLMoeTextConfig(hidden_size=HIDDEN, moe_intermediate_size=8, num_experts=EXPERTS,
-                               num_experts_per_tok=TOP_K, hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=HIDDEN, moe_intermediate_size=8, num_experts=EXPERTS, num_experts_per_tok=TOP_K, hidden_act="silu"
+    )
     torch.manual_seed(0)
     block = m.Qwen3VLMoeTextSparseMoeBlock(cfg)
     with torch.no_grad():

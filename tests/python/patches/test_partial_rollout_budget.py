@@ -16,8 +16,11 @@ PATCH = "fully_async.partial_rollout_budget"
 
 
 def _run(tmp_path, shim_dir, partial=True, abort_at=6000, disabled=False):
-    env = {"VLGRPO_TEST_PARTIAL": "1" if partial else "0", "VLGRPO_TEST_ABORT_AT": str(abort_at),
-           "VLGRPO_TEST_TMP": str(tmp_path)}
+    env = {
+        "VLGRPO_TEST_PARTIAL": "1" if partial else "0",
+        "VLGRPO_TEST_ABORT_AT": str(abort_at),
+        "VLGRPO_TEST_TMP": str(tmp_path),
+    }
     if disabled:
         env["VLGRPO_PATCHES_DISABLED"] = PATCH
     out = run_py(SCRIPT, path=[shim_dir], env=env).json
@@ -64,10 +67,12 @@ def test_not_needed_on_verl_091_which_has_pr_7207(shim_dir):
     faulty, reason = fix.is_faulty(gen)
     assert not faulty and "PR #7207" in reason
     stubs = ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict")
-    proc = run_py(f"import sys, json; sys.path.insert(0, {str(SCENARIOS)!r}); from stub_modules import StubFinder; "
-                  f"sys.meta_path.append(StubFinder({stubs!r})); import vlgrpo.patches as p; "
-                  f"r = {{x['id']: x for x in p.status()}}; print(json.dumps(r[{PATCH!r}]))",
-                  path=[shim_dir, VERL_091])
+    proc = run_py(
+        f"import sys, json; sys.path.insert(0, {str(SCENARIOS)!r}); from stub_modules import StubFinder; "
+        f"sys.meta_path.append(StubFinder({stubs!r})); import vlgrpo.patches as p; "
+        f"r = {{x['id']: x for x in p.status()}}; print(json.dumps(r[{PATCH!r}]))",
+        path=[shim_dir, VERL_091],
+    )
     row = proc.json
     assert row["status"] == "not needed", row
     assert any(t["status"] == "not needed" and "PR #7207" in t["reason"] for t in row["targets"]), row

@@ -61,8 +61,14 @@ def _original(cls):
 def _tower(cls, config_cls, dtype=torch.float32, device="cpu", seed=0):
     vision = json.loads(CONFIG.read_text())["vision_config"]
     assert vision["num_position_embeddings"] == 2304 and vision["spatial_merge_size"] == 2
-    vision.update(hidden_size=HIDDEN, num_heads=4, intermediate_size=128, depth=1, out_hidden_size=HIDDEN,
-                  deepstack_visual_indexes=[0])
+    vision.update(
+        hidden_size=HIDDEN,
+        num_heads=4,
+        intermediate_size=128,
+        depth=1,
+        out_hidden_size=HIDDEN,
+        deepstack_visual_indexes=[0],
+    )
     vision.pop("model_type", None)
     torch.manual_seed(seed)
     model = cls(config_cls(**vision)).eval()
@@ -79,10 +85,14 @@ def towers():
     def get(kind="dense", dtype=torch.float32, device="cpu"):
         key = (kind, dtype, device)
         if key not in made:
-            cls, cfg = ((tq.Qwen3VLVisionModel, tq.Qwen3VLVisionConfig) if kind == "dense"
-                        else (tqm.Qwen3VLMoeVisionModel, tqm.Qwen3VLMoeVisionConfig))
+            cls, cfg = (
+                (tq.Qwen3VLVisionModel, tq.Qwen3VLVisionConfig)
+                if kind == "dense"
+                else (tqm.Qwen3VLMoeVisionModel, tqm.Qwen3VLMoeVisionConfig)
+            )
             made[key] = _tower(cls, cfg, dtype, device)
         return made[key]
+
     return get
 
 
@@ -190,7 +200,7 @@ def test_unknown_method_is_named(towers):
 GRAD_GRIDS = [
     [[1, 16, 16], [1, 32, 48]],
     [[2, 8, 12]],
-    [[1, 28, 28]] * 8,                       # one size, copied (broadcast path)
+    [[1, 28, 28]] * 8,  # one size, copied (broadcast path)
     [[1, 8, 8], [1, 16, 16], [1, 8, 8]] * 6,  # few sizes, many copies (index_select path)
 ]
 
@@ -204,8 +214,11 @@ def _grad(fn, model, grid, upstream):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["dense", "moe"])
 def test_gradients_match_transformers_4576(kind, device):
-    cls, cfg = ((tq.Qwen3VLVisionModel, tq.Qwen3VLVisionConfig) if kind == "dense"
-                else (tqm.Qwen3VLMoeVisionModel, tqm.Qwen3VLMoeVisionConfig))
+    cls, cfg = (
+        (tq.Qwen3VLVisionModel, tq.Qwen3VLVisionConfig)
+        if kind == "dense"
+        else (tqm.Qwen3VLMoeVisionModel, tqm.Qwen3VLMoeVisionConfig)
+    )
     model = _tower(cls, cfg, device=device)
     for grid in GRAD_GRIDS:
         grid_t = torch.tensor(grid, device=device)
@@ -275,15 +288,27 @@ def test_weight_on_cpu_grid_on_cuda_without_hooks():
     got.sum().backward()
     want.sum().backward()
     assert offloaded.pos_embed.weight.grad.device.type == "cpu"
-    torch.testing.assert_close(offloaded.pos_embed.weight.grad, plain.pos_embed.weight.grad.cpu(),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(offloaded.pos_embed.weight.grad, plain.pos_embed.weight.grad.cpu(), rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Host reads, caching
 # ----------------------------------------------------------------------------------------------------------------
-_HOST_READS = {"tolist", "item", "__bool__", "__int__", "__index__", "__float__", "nonzero", "numpy", "cpu",
-               "unique", "unique_consecutive", "__iter__", "__len__"}
+_HOST_READS = {
+    "tolist",
+    "item",
+    "__bool__",
+    "__int__",
+    "__index__",
+    "__float__",
+    "nonzero",
+    "numpy",
+    "cpu",
+    "unique",
+    "unique_consecutive",
+    "__iter__",
+    "__len__",
+}
 
 
 class _CountHostReads(TorchFunctionMode):
@@ -383,12 +408,15 @@ def test_cache_filled_under_inference_mode_serves_training(towers):
 # ----------------------------------------------------------------------------------------------------------------
 # Errors, detection, verify
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("grid, match", [
-    (torch.tensor([[1.0, 4.0, 4.0]]), "integer tensor"),
-    (torch.tensor([1, 4, 4]), "shape"),
-    (torch.tensor([[1, 4, 5]]), r"grid_thw\[0\].*spatial_merge_size=2"),
-    (torch.tensor([[1, 4, 4], [0, 4, 4]]), r"grid_thw\[1\]"),
-])
+@pytest.mark.parametrize(
+    "grid, match",
+    [
+        (torch.tensor([[1.0, 4.0, 4.0]]), "integer tensor"),
+        (torch.tensor([1, 4, 4]), "shape"),
+        (torch.tensor([[1, 4, 5]]), r"grid_thw\[0\].*spatial_merge_size=2"),
+        (torch.tensor([[1, 4, 4], [0, 4, 4]]), r"grid_thw\[1\]"),
+    ],
+)
 def test_bad_grid_thw_is_named(towers, grid, match):
     with pytest.raises(ValueError, match=match):
         pe.fast_pos_embed_interpolate(towers("dense"), grid)

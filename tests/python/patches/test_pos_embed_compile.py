@@ -30,8 +30,14 @@ GRID = [[1, 16, 16], [1, 32, 48], [2, 8, 12]]
 
 def tower(device, dtype=torch.float32, hidden=64):
     vision = json.loads(CONFIG.read_text())["vision_config"]
-    vision.update(hidden_size=hidden, num_heads=4, intermediate_size=128, depth=1, out_hidden_size=hidden,
-                  deepstack_visual_indexes=[0])
+    vision.update(
+        hidden_size=hidden,
+        num_heads=4,
+        intermediate_size=128,
+        depth=1,
+        out_hidden_size=hidden,
+        deepstack_visual_indexes=[0],
+    )
     vision.pop("model_type", None)
     torch.manual_seed(0)
     model = tq.Qwen3VLVisionModel(tq.Qwen3VLVisionConfig(**vision))
@@ -43,6 +49,7 @@ def tower(device, dtype=torch.float32, hidden=64):
 def caller(model):
     def f(grid_thw, scale):
         return (model.fast_pos_embed_interpolate(grid_thw) * scale).tanh()
+
     return f
 
 

@@ -22,8 +22,13 @@ V091 = REPO / ".cache/verl-0.9.1" / ROLLOUTER
 
 
 def _run(tmp_path, shim_dir, rows, epochs, workers=0, disabled=False):
-    env = {"VLGRPO_TEST_TMP": str(tmp_path), "VLGRPO_TEST_ROWS": str(rows), "VLGRPO_TEST_EPOCHS": str(epochs),
-           "VLGRPO_TEST_STOP": "5", "VLGRPO_TEST_WORKERS": str(workers)}
+    env = {
+        "VLGRPO_TEST_TMP": str(tmp_path),
+        "VLGRPO_TEST_ROWS": str(rows),
+        "VLGRPO_TEST_EPOCHS": str(epochs),
+        "VLGRPO_TEST_STOP": "5",
+        "VLGRPO_TEST_WORKERS": str(workers),
+    }
     if disabled:
         env["VLGRPO_PATCHES_DISABLED"] = PATCH
     out = run_py(SCRIPT, path=[shim_dir], env=env, timeout=480).json
@@ -73,7 +78,8 @@ def test_patched_two_epochs_with_a_dataloader_worker(tmp_path, shim_dir):
     assert sorted(by_epoch[0]) == sorted(by_epoch[1]) == list(range(24))
     assert out["second"]["end_global_steps"] == out["second"]["total_generated"] == 48
     assert sorted(out["first"]["uids"] + out["second"]["uids"]) == sorted(
-        f"uid_sample_{(c - 1) // 24}_{c}" for c in range(1, 49))
+        f"uid_sample_{(c - 1) // 24}_{c}" for c in range(1, 49)
+    )
 
 
 def test_detector_faulty_on_v080_and_v091():
@@ -94,11 +100,16 @@ def _replace_method(source, name, new_source):
 
 def test_not_needed_when_save_checkpoint_records_the_in_flight_samples():
     """The shape an upstream fix must take: the save looks at the queued / running samples too."""
-    fixed = _replace_method(V080.read_text(), "save_checkpoint", (
-        "async def save_checkpoint(self, folder):\n"
-        "    state = self.train_dataloader.state_dict()\n"
-        "    state['pending'] = [s.sample_id for s in self.pending_queue._queue]\n"
-        "    torch.save(state, folder)\n"))
+    fixed = _replace_method(
+        V080.read_text(),
+        "save_checkpoint",
+        (
+            "async def save_checkpoint(self, folder):\n"
+            "    state = self.train_dataloader.state_dict()\n"
+            "    state['pending'] = [s.sample_id for s in self.pending_queue._queue]\n"
+            "    torch.save(state, folder)\n"
+        ),
+    )
     faulty, reason = fix.is_faulty(rollouter_source=fixed)
     assert not faulty and "records the queued and running samples" in reason
 

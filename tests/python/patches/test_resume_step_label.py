@@ -48,9 +48,12 @@ def test_detector_faulty_on_verl_091_and_not_on_pr_7935s_fix():
     src = REPO / ".cache/verl-0.9.1/verl/experimental/fully_async_policy/fully_async_trainer.py"
     m = _methods(src)
     assert fix.is_faulty(m["load_checkpoint"], fit=m["fit"])[0]
-    fixed = ast.parse(ast.unparse(m["load_checkpoint"]).replace(
-        "self.current_param_version * self.trigger_parameter_sync_step + 1",
-        "self.current_param_version * self.trigger_parameter_sync_step")).body[0]
+    fixed = ast.parse(
+        ast.unparse(m["load_checkpoint"]).replace(
+            "self.current_param_version * self.trigger_parameter_sync_step + 1",
+            "self.current_param_version * self.trigger_parameter_sync_step",
+        )
+    ).body[0]
     faulty, reason = fix.is_faulty(fixed, fit=m["fit"])
     assert not faulty and "PR #7935" in reason
 

@@ -17,7 +17,9 @@ SCRIPT = SCENARIOS / "vllm_generate.py"
 
 
 def _scenario(tmp_path, shim_dir, env=None):
-    code = f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}]; runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"
+    code = (
+        f"import runpy, sys; sys.argv = ['x', {str(tmp_path)!r}]; runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"
+    )
     out = run_py(code, path=[shim_dir], env=env).json
     assert "crash" not in out, out.get("crash")
     return out
@@ -45,7 +47,8 @@ def test_detector_sees_an_existing_ban(tmp_path, monkeypatch):
         "class Server:\n"
         "    async def generate(self, prompt_ids, sampling_params, request_id):\n"
         "        hf = self.model_config.hf_config\n"
-        "        sampling_params['logit_bias'] = {hf.video_token_id: -100, hf.image_token_id: -100}\n")
+        "        sampling_params['logit_bias'] = {hf.video_token_id: -100, hf.image_token_id: -100}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("fixed_server")
     try:

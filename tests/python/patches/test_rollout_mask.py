@@ -32,8 +32,10 @@ def _scenario(out_dir, mode, env=None):
     shim = out_dir / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(SHIM.read_text())
-    code = (f"import runpy, sys; sys.argv = ['x', {str(out_dir)!r}, {mode!r}]; "
-            f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
+    code = (
+        f"import runpy, sys; sys.argv = ['x', {str(out_dir)!r}, {mode!r}]; "
+        f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')"
+    )
     out = run_py(code, path=[shim], env=env).json
     assert out is not None and "crash" not in out, (out or {}).get("crash")
     return out
@@ -69,16 +71,22 @@ def test_unpatched_verl_crashes_on_the_minimal_input(full):
     runs = out["runs"]
     # <|vision_start|><|video_pad|>: get_rope_index indexes the missing video grid
     assert runs["unpatched/start_video_pad"]["exc"] == ["TypeError", "'NoneType' object is not subscriptable"]
-    assert runs["unpatched/start_video_pad"]["where"][-2:] == ["agent_loop.py:_compute_position_ids",
-                                                            "modeling_qwen3_vl.py:get_rope_index"]
+    assert runs["unpatched/start_video_pad"]["where"][-2:] == [
+        "agent_loop.py:_compute_position_ids",
+        "modeling_qwen3_vl.py:get_rope_index",
+    ]
     # <|vision_start|><|image_pad|>: a second image span with one grid (transformers 5.x: StopIteration here)
     assert runs["unpatched/start_image_pad"]["exc"] == [
-        "IndexError", "index 1 is out of bounds for dimension 0 with size 1"]
+        "IndexError",
+        "index 1 is out of bounds for dimension 0 with size 1",
+    ]
     assert runs["unpatched/start_image_pad"]["where"][-1] == "modeling_qwen3_vl.py:get_rope_index"
     # a lone <|image_pad|> passes the rollout worker and breaks the actor forward (verl's _get_input_embeds)
     assert runs["unpatched/image_pad"]["exc"] is None
     assert out["forward"]["unpatched/image_pad"] == [
-        "ValueError", "Image features and image tokens do not match: tokens: 65, features 64"]
+        "ValueError",
+        "Image features and image tokens do not match: tokens: 65, features 64",
+    ]
     # a lone <|video_pad|> raises nowhere on this path: it reaches the batch as a trained (mask 1) token
     resp = _response(saved["unpatched/video_pad"])
     assert (resp == VIDEO_PAD).sum() == 1 and saved["unpatched/video_pad"]["response_mask"].sum() == len(resp)
@@ -178,13 +186,17 @@ def test_one_warning_per_masked_sample(full):
     for name in BAD:
         log = out["runs"][f"patched/{name}"]["log"]
         assert len(log) == 1 and log[0][0] == "WARNING", log
-        token, label = {"image": (IMAGE_PAD, "<|image_pad|>"), "video": (VIDEO_PAD, "<|video_pad|>"),
-                        "vision": (VISION_START, "<|vision_start|>")}[name.split("_")[-2]]
+        token, label = {
+            "image": (IMAGE_PAD, "<|image_pad|>"),
+            "video": (VIDEO_PAD, "<|video_pad|>"),
+            "vision": (VISION_START, "<|vision_start|>"),
+        }[name.split("_")[-2]]
         assert log[0][1] == (
             f"vlgrpo.patches: {PATCH}: sample uid=uid-{name}, index=7: the policy generated vision "
             f"token(s) {token} {label} x1 (1 in all) in its response; replaced them by pad id {PAD} and set the "
             f"sample's response_mask to 0 (sample masked: no policy loss from it) so position ids and the actor "
-            f"forward do not crash (verl issue #5817)")
+            f"forward do not crash (verl issue #5817)"
+        )
     for name in ("clean", "tool_image", "mid_vision_start"):
         assert out["runs"][f"unpatched/{name}"]["log"] == []
 
@@ -238,7 +250,8 @@ def test_detector_sees_a_guard_in_a_called_method(tmp_path, monkeypatch):
         "            output.response_mask = [0] * len(output.response_mask)\n"
         "    def _compute_position_ids(self, input_ids):\n"
         "        image_token_id = 1\n"
-        "        return input_ids == image_token_id\n")
+        "        return input_ids == image_token_id\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("guarded_worker")
     try:
@@ -260,8 +273,9 @@ def test_verify_passes():
 def test_warning_names_each_id_and_count():
     from types import SimpleNamespace
 
-    found = rollout_mask.generated_placeholders([1, VIDEO_PAD, IMAGE_PAD, VIDEO_PAD, IMAGE_PAD], [1, 1, 1, 1, 0],
-                                                [IMAGE_PAD, VIDEO_PAD])
+    found = rollout_mask.generated_placeholders(
+        [1, VIDEO_PAD, IMAGE_PAD, VIDEO_PAD, IMAGE_PAD], [1, 1, 1, 1, 0], [IMAGE_PAD, VIDEO_PAD]
+    )
     assert found == {VIDEO_PAD: 2, IMAGE_PAD: 1}  # the last 151655 is a tool token (mask 0)
     text = rollout_mask.warning_text("uid=u", found, SimpleNamespace(), PAD)
     assert re.search(r"token\(s\) 151655 x1, 151656 x2 \(3 in all\)", text), text
@@ -300,8 +314,11 @@ def test_an_error_in_the_check_hands_verl_the_sample_unchanged(monkeypatch):
     async def original(self, output, validate, **kwargs):
         seen.append(output)
 
-    worker = SimpleNamespace(model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=IMAGE_PAD)),
-                             tokenizer=SimpleNamespace(pad_token_id=PAD), processor=None)
+    worker = SimpleNamespace(
+        model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=IMAGE_PAD)),
+        tokenizer=SimpleNamespace(pad_token_id=PAD),
+        processor=None,
+    )
     odd = SimpleNamespace(response_ids=["not an id"], response_mask=[1])
     asyncio.run(rollout_mask.make_agent_loop_postprocess(original)(worker, odd, False))
     assert seen == [odd]
@@ -310,7 +327,7 @@ def test_an_error_in_the_check_hands_verl_the_sample_unchanged(monkeypatch):
         asyncio.run(rollout_mask.make_agent_loop_postprocess(original)(worker, odd, False))
 
 
-_FAKE_AGENT_LOOP = '''
+_FAKE_AGENT_LOOP = """
 class AgentLoopWorker:
     def __init__(self, hf_config, pad_token_id):
         import types
@@ -331,9 +348,9 @@ class AgentLoopWorker:
     def _compute_position_ids(self, input_ids):
         image_token_id = self.model_config.hf_config.image_token_id
         return [int(t == image_token_id) for t in input_ids]  # like verl's mm_token_type_ids: not a guard
-'''
+"""
 
-_E2E = r'''
+_E2E = r"""
 import asyncio, json, types
 import verl.experimental.agent_loop.agent_loop as al
 import vlgrpo.patches as P
@@ -343,7 +360,7 @@ out = types.SimpleNamespace(response_ids=[5, 151656, 6], response_mask=[1, 1, 1]
 got = asyncio.run(al.AgentLoopWorker(cfg, 151643)._agent_loop_postprocess(out, False, uid="u"))
 fn = al.AgentLoopWorker._agent_loop_postprocess
 print(json.dumps([row["status"], row["reason"], getattr(fn, "__vlgrpo_patch__", None), got]))
-'''
+"""
 
 
 @pytest.mark.parametrize("guarded", (False, True))

@@ -34,8 +34,12 @@ def other_host():
         _ip("link", "set", ns_if, "netns", ns)
         _ip("addr", "add", f"{net}.1/24", "dev", host_if)
         _ip("link", "set", host_if, "up")
-        for cmd in (("addr", "add", f"{net}.2/24", "dev", ns_if), ("link", "set", ns_if, "up"),
-                    ("link", "set", "lo", "up"), ("route", "add", "default", "via", f"{net}.1")):
+        for cmd in (
+            ("addr", "add", f"{net}.2/24", "dev", ns_if),
+            ("link", "set", ns_if, "up"),
+            ("link", "set", "lo", "up"),
+            ("route", "add", "default", "via", f"{net}.1"),
+        ):
             _ip("netns", "exec", ns, "ip", *cmd)
         yield ns
     finally:
@@ -74,8 +78,9 @@ def test_detector_on_verl_091_source_and_a_loopback_server():
 
     src = (REPO / ".cache/verl-0.9.1/verl/workers/rollout/vllm_rollout/vllm_async_server.py").read_text()
     assert fix.is_faulty(None, src)[0]  # no released verl binds elsewhere
-    assert not fix.is_faulty(None, src.replace("run_uvicorn(app, args, self._server_address)",
-                                               "run_uvicorn(app, args, '127.0.0.1')"))[0]
+    assert not fix.is_faulty(
+        None, src.replace("run_uvicorn(app, args, self._server_address)", "run_uvicorn(app, args, '127.0.0.1')")
+    )[0]
 
 
 def test_verify_passes():

@@ -16,7 +16,10 @@ from vlgrpo.patches import text_rotary
 from vlgrpo.patches.fixes import qwen3_vl_text_rotary_device as text_rotary_fix
 
 ROPE = {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True}
-CASES = [(dense.Qwen3VLTextRotaryEmbedding, Qwen3VLTextConfig), (moe.Qwen3VLMoeTextRotaryEmbedding, Qwen3VLMoeTextConfig)]
+CASES = [
+    (dense.Qwen3VLTextRotaryEmbedding, Qwen3VLTextConfig),
+    (moe.Qwen3VLMoeTextRotaryEmbedding, Qwen3VLMoeTextConfig),
+]
 
 
 def _upstream(cls):

@@ -25,8 +25,21 @@ VLLM = REPO / ".cache" / "vllm-0.13.0"
 #: what the verl targets import but the CPU test environment lacks (they come with vLLM / the trainer images)
 STAND_INS = ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict", "cupy")
 #: what vLLM 0.13.0's scheduler imports but the CPU test environment lacks (scenarios/vllm_encoder_cache.py)
-VLLM_STAND_INS = ("openai_harmony", "xgrammar", "diskcache", "fastapi", "llguidance", "cpuinfo", "msgspec", "cbor2",
-                  "gguf", "zmq", "blake3", "sniffio", "torchvision")
+VLLM_STAND_INS = (
+    "openai_harmony",
+    "xgrammar",
+    "diskcache",
+    "fastapi",
+    "llguidance",
+    "cpuinfo",
+    "msgspec",
+    "cbor2",
+    "gguf",
+    "zmq",
+    "blake3",
+    "sniffio",
+    "torchvision",
+)
 #: packages (besides the stand-ins) whose modules this file's imports add and takes out again afterwards
 CLEANED = ("vllm", "veomni")
 
@@ -161,12 +174,16 @@ def test_unpatch_binds_the_original_again_in_this_interpreter(isolated):
     rechecks = {(m, f): getattr(sys.modules[m], f) for m, f in record.recheck_after if m in sys.modules}
 
     statuses = P.apply(record.id)
-    assert "failed" not in statuses.values(), {k: engine.RESULTS[k]["reason"] for k in engine.RESULTS if k[0] == record.id}
+    assert "failed" not in statuses.values(), {
+        k: engine.RESULTS[k]["reason"] for k in engine.RESULTS if k[0] == record.id
+    }
     applied = [t for t in before if statuses[t.name] == "applied"]
     if not applied:
         assert errors, f"{record.id}: no target applied though every target module imports: {statuses}"
-        pytest.skip(f"{record.id}: no target is faulty here; its other target modules do not import: "
-                    + "; ".join(f"{m} ({e})" for m, e in errors.items()))
+        pytest.skip(
+            f"{record.id}: no target is faulty here; its other target modules do not import: "
+            + "; ".join(f"{m} ({e})" for m, e in errors.items())
+        )
     for t in applied:
         now = _bound(t)
         assert now is not before[t] and engine.ours(now) == record.id, t
@@ -227,13 +244,15 @@ def test_unknown_id_and_malformed_target_are_named():
 
 
 def test_status_reports_an_undone_patch_as_disabled_until_applied_again():
-    code = ("import json\nimport vlgrpo.patches as P\nP.install()\n"
-            "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
-            "pid = 'qwen3_vl_moe.router_dtype'\n"
-            "def row():\n    return {r['id']: r for r in P.status(import_targets=False)}[pid]\n"
-            "first = row()['status']\nP.unpatch(pid)\nundone = row()\nP.apply(pid)\n"
-            "print(json.dumps([first, undone['status'], undone['reason'], row()['status'],"
-            " m.Qwen3VLMoeTextSparseMoeBlock.forward.__vlgrpo_patch__]))")
+    code = (
+        "import json\nimport vlgrpo.patches as P\nP.install()\n"
+        "from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m\n"
+        "pid = 'qwen3_vl_moe.router_dtype'\n"
+        "def row():\n    return {r['id']: r for r in P.status(import_targets=False)}[pid]\n"
+        "first = row()['status']\nP.unpatch(pid)\nundone = row()\nP.apply(pid)\n"
+        "print(json.dumps([first, undone['status'], undone['reason'], row()['status'],"
+        " m.Qwen3VLMoeTextSparseMoeBlock.forward.__vlgrpo_patch__]))"
+    )
     first, undone, reason, again, marker = run_py(code).json
     assert (first, undone, again, marker) == ("applied", "disabled", "applied", "qwen3_vl_moe.router_dtype")
     assert "undone in this process by vlgrpo.patches.unpatch('qwen3_vl_moe.router_dtype')" in reason

@@ -26,8 +26,15 @@ CASES = [
     {"name": "npu_tp4_dp4_two_nodes", "tp": 4, "dp": 4, "nodes": 2, "devices": 8, "platform": "npu"},
     {"name": "npu_tp2_dp2_two_replicas", "tp": 2, "dp": 2, "nodes": 1, "devices": 8, "platform": "npu"},
     {"name": "npu_tp8_dp1", "tp": 8, "dp": 1, "nodes": 2, "devices": 8, "platform": "npu"},
-    {"name": "npu_tp4_dp2_dp_local_unset", "tp": 4, "dp": 2, "nodes": 1, "devices": 8, "platform": "npu",
-     "dp_local_none": True},
+    {
+        "name": "npu_tp4_dp2_dp_local_unset",
+        "tp": 4,
+        "dp": 2,
+        "nodes": 1,
+        "devices": 8,
+        "platform": "npu",
+        "dp_local_none": True,
+    },
 ]
 
 
@@ -79,9 +86,16 @@ def test_other_layouts_match_with_the_patch(runs, name):
     assert matched(runs["patched"]["cases"][name]), runs["patched"]["cases"][name]
 
 
-@pytest.mark.parametrize("name,unpatched_ok", [("cuda_tp4_dp2", True), ("npu_tp8_dp1", True),
-                                               ("npu_tp2_dp4", False), ("npu_tp4_dp4_two_nodes", False),
-                                               ("npu_tp2_dp2_two_replicas", False)])
+@pytest.mark.parametrize(
+    "name,unpatched_ok",
+    [
+        ("cuda_tp4_dp2", True),
+        ("npu_tp8_dp1", True),
+        ("npu_tp2_dp4", False),
+        ("npu_tp4_dp4_two_nodes", False),
+        ("npu_tp2_dp2_two_replicas", False),
+    ],
+)
 def test_unpatched_layouts_the_fault_reaches_and_those_it_does_not(runs, name, unpatched_ok):
     # CUDA: vLLM offsets local_rank itself, so verl 0.8.0 is right there and the patch changes nothing;
     # DP = 1: unchanged
@@ -107,13 +121,26 @@ def test_detector_on_verl_080_and_on_verl_091_which_carries_the_fix():
 def test_receiver_rank_reference_values():
     from types import SimpleNamespace as NS
 
-    pc = NS(data_parallel_size=2, data_parallel_rank_local=1, tensor_parallel_size=4, pipeline_parallel_size=1,
-            world_size=4, nnodes_within_dp=1)
+    pc = NS(
+        data_parallel_size=2,
+        data_parallel_rank_local=1,
+        tensor_parallel_size=4,
+        pipeline_parallel_size=1,
+        world_size=4,
+        nnodes_within_dp=1,
+    )
     assert [fix.receiver_rank(r, pc) for r in range(4)] == [4, 5, 6, 7]  # Ascend: engine-local ranks
     assert [fix.receiver_rank(r, pc) for r in range(4, 8)] == [4, 5, 6, 7]  # CUDA: already offset
     assert fix.receiver_rank(3, NS(data_parallel_size=1)) == 3 and fix.receiver_rank(2, None) == 2
-    fallback = NS(data_parallel_size=4, data_parallel_rank_local=None, data_parallel_rank=3,
-                  data_parallel_size_local=2, tensor_parallel_size=4, pipeline_parallel_size=1, world_size=4)
+    fallback = NS(
+        data_parallel_size=4,
+        data_parallel_rank_local=None,
+        data_parallel_rank=3,
+        data_parallel_size_local=2,
+        tensor_parallel_size=4,
+        pipeline_parallel_size=1,
+        world_size=4,
+    )
     assert fix.receiver_rank(1, fallback) == 5  # DP rank 3 is the second engine of its node
 
 

@@ -27,8 +27,12 @@ def qwen3vl_processor(tokenizer, image_processor, model_dir: str = MODEL_30B):
     proc.image_processor, proc.tokenizer, proc.video_processor = image_processor, tokenizer, None
     with open(os.path.join(model_dir, "chat_template.json"), encoding="utf-8") as fh:
         proc.chat_template = json.load(fh)["chat_template"]
-    for name, text in (("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
-                       ("vision_end", "<|vision_end|>")):
+    for name, text in (
+        ("image", "<|image_pad|>"),
+        ("video", "<|video_pad|>"),
+        ("vision_start", "<|vision_start|>"),
+        ("vision_end", "<|vision_end|>"),
+    ):
         setattr(proc, f"{name}_token", text)
         setattr(proc, f"{name}_token_id", tokenizer.convert_tokens_to_ids(text))
     return proc
@@ -54,5 +58,3 @@ def set_override(argv: list[str], key: str, value: str | None) -> list[str]:
     if not done and value is not None:
         out.append(f"{key}={value}")
     return out
-
-

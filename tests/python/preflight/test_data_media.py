@@ -23,7 +23,13 @@ def verl_build():
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     ds = object.__new__(RLHFDataset)
-    ds.image_key, ds.video_key, ds.audio_key, ds.prompt_key, ds.processor = "images", "videos", "audios", "prompt", object()
+    ds.image_key, ds.video_key, ds.audio_key, ds.prompt_key, ds.processor = (
+        "images",
+        "videos",
+        "audios",
+        "prompt",
+        object(),
+    )
     return lambda row: ds._build_messages(dict(row), "prompt")
 
 
@@ -49,8 +55,9 @@ class _Work:
     def __init__(self, train):
         from omegaconf import OmegaConf
 
-        self.data = OmegaConf.create({"train_files": [train], "val_files": [], "image_key": "images",
-                                      "prompt_key": "prompt"})
+        self.data = OmegaConf.create(
+            {"train_files": [train], "val_files": [], "image_key": "images", "prompt_key": "prompt"}
+        )
 
 
 def _parquet(tmp_path, rows, name="train.parquet"):
@@ -80,8 +87,15 @@ def test_url_beside_a_local_path_is_what_verl_hands_on(tmp_path, verl_build, png
     assert [f.code for f in rep.findings] == ["media.image-source"] and "URL" in rep.findings[0].what
 
 
-@pytest.mark.parametrize("entry", [{"image": "https://example.invalid/a.png"}, {"image": "s3://bucket/a.png"},
-                                   {"image_url": "http://127.0.0.1/a.png"}, {"image": "HTTP://127.0.0.1/A.PNG"}])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"image": "https://example.invalid/a.png"},
+        {"image": "s3://bucket/a.png"},
+        {"image_url": "http://127.0.0.1/a.png"},
+        {"image": "HTTP://127.0.0.1/A.PNG"},
+    ],
+)
 def test_other_remote_sources(tmp_path, entry):
     assert verl_image_source(entry)[0] == "url"
     assert "media.image-source" in [f.code for f in _check(_parquet(tmp_path, [_row(entry)])).findings]
@@ -105,8 +119,15 @@ def test_bytes_win_over_an_image_field_as_in_verl(verl_build, png):
     assert verl_image_source(entry)[0] == "bytes"
 
 
-@pytest.mark.parametrize("entry,kind", [({"image": "img/a.png"}, "relative"), ({"image": "/nonexistent/a.png"}, "missing"),
-                                        ({"path": "/x.png"}, "none"), ({"image": "data:image/png;base64,AAAA"}, "data-uri")])
+@pytest.mark.parametrize(
+    "entry,kind",
+    [
+        ({"image": "img/a.png"}, "relative"),
+        ({"image": "/nonexistent/a.png"}, "missing"),
+        ({"path": "/x.png"}, "none"),
+        ({"image": "data:image/png;base64,AAAA"}, "data-uri"),
+    ],
+)
 def test_paths_and_data_uris(entry, kind):
     assert verl_image_source(entry)[0] == kind
 
@@ -125,12 +146,15 @@ def test_the_converted_sample_is_clean(tmp_path):
     assert rep.findings == []
 
 
-@pytest.mark.parametrize("row", [
-    {"prompt": [{"role": "user", "content": "<video>What happens?"}], "videos": [{"video": "/tmp/x.mp4"}]},
-    {"prompt": [{"role": "user", "content": "<video>What happens?"}]},
-    {"prompt": [{"role": "user", "content": "<audio>Transcribe."}], "audios": [{"audio": "/tmp/x.wav"}]},
-    {"prompt": [{"role": "user", "content": "Plain text."}], "videos": [{"video": "/tmp/x.mp4"}]},
-])
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"prompt": [{"role": "user", "content": "<video>What happens?"}], "videos": [{"video": "/tmp/x.mp4"}]},
+        {"prompt": [{"role": "user", "content": "<video>What happens?"}]},
+        {"prompt": [{"role": "user", "content": "<audio>Transcribe."}], "audios": [{"audio": "/tmp/x.wav"}]},
+        {"prompt": [{"role": "user", "content": "Plain text."}], "videos": [{"video": "/tmp/x.mp4"}]},
+    ],
+)
 def test_video_and_audio_rows_are_refused(tmp_path, row):
     rep = _check(_parquet(tmp_path, [row]))
     assert "media.video" in [f.code for f in rep.findings]

@@ -39,13 +39,17 @@ def test_sweep_of_the_pinned_stack_finds_c10_and_reports_its_counts(pinned, root
     reach = Counter(env_audit.reach(s.variable) for s in sites)
     gated = [s for s in sites if s.gates]
     with capsys.disabled():
-        print(f"\nenv audit of {', '.join(sorted(roots))}: {pinned['files']} files read, {len(sites)} assert/raise "
-              f"sites on environment values ({dict(Counter(s.package for s in sites))}); variable passed by the "
-              f"launch: {dict(reach)}; gated by a setting: {len(gated)}")
+        print(
+            f"\nenv audit of {', '.join(sorted(roots))}: {pinned['files']} files read, {len(sites)} assert/raise "
+            f"sites on environment values ({dict(Counter(s.package for s in sites))}); variable passed by the "
+            f"launch: {dict(reach)}; gated by a setting: {len(gated)}"
+        )
         for s in sites:
             if env_audit.reach(s.variable) == "passed":
-                print(f"  passed: {s.package} {s.file}:{s.line} {s.variable}: {s.kind} {s.test[:70]}"
-                      + (f" [gates: {'; '.join(s.gates)}]" if s.gates else ""))
+                print(
+                    f"  passed: {s.package} {s.file}:{s.line} {s.variable}: {s.kind} {s.test[:70]}"
+                    + (f" [gates: {'; '.join(s.gates)}]" if s.gates else "")
+                )
     site = _cumem(pinned)
     assert site.variable == "PYTORCH_CUDA_ALLOC_CONF" and site.kind == "assert" and site.cls == "CuMemAllocator"
     assert "Expandable segments are not compatible with memory pool" in site.message
@@ -54,12 +58,15 @@ def test_sweep_of_the_pinned_stack_finds_c10_and_reports_its_counts(pinned, root
     assert env_audit.reach("PYTORCH_CUDA_ALLOC_CONF") == "passed" and env_audit.reach("PYTORCH_ALLOC_CONF") == "passed"
 
 
-@pytest.mark.parametrize("value, accepted", [
-    ("expandable_segments:True", False),
-    ("max_split_size_mb:512,expandable_segments:True", False),
-    ("expandable_segments:False", True),
-    ("max_split_size_mb:512", True),
-])
+@pytest.mark.parametrize(
+    "value, accepted",
+    [
+        ("expandable_segments:True", False),
+        ("max_split_size_mb:512,expandable_segments:True", False),
+        ("expandable_segments:False", True),
+        ("max_split_size_mb:512", True),
+    ],
+)
 def test_the_site_is_evaluated_as_vllms_assert_would(pinned, value, accepted):
     """Against vLLM 0.13.0's own assertion: its test compiled from the source and run on the value."""
     site = _cumem(pinned)
@@ -103,8 +110,11 @@ def test_the_variables_a_finding_can_come_from_are_the_committed_ones(pinned):
     give (sites whose test evaluate() can run)."""
     from vlgrpo.preflight import env_audit
 
-    found = {s.variable for s in pinned["sites"]
-             if env_audit.evaluate(s, "x") is not None or env_audit.evaluate(s, "") is not None}
+    found = {
+        s.variable
+        for s in pinned["sites"]
+        if env_audit.evaluate(s, "x") is not None or env_audit.evaluate(s, "") is not None
+    }
     assert found == set(env_audit.EVALUABLE_VARIABLES)
 
 

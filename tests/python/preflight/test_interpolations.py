@@ -14,15 +14,18 @@ from vlgrpo.preflight import run_preflight
 from vlgrpo.preflight.rules import interpolations
 
 
-@pytest.mark.parametrize("text,kinds", [
-    ("${oc.env:SECRET_X}", [("resolver", "oc.env")]),
-    ("exp_${oc.env:X,default}", [("resolver", "oc.env")]),
-    ("${oc.decode:${oc.env:Y}}", [("resolver", "oc.decode"), ("resolver", "oc.env")]),
-    ("run-${now:%H%M}", [("resolver", "now")]),
-    ("${data.max_prompt_length}", [("node", "${data.max_prompt_length}")]),
-    ("\\${oc.env:X}", []),
-    ("plain_name", []),
-])
+@pytest.mark.parametrize(
+    "text,kinds",
+    [
+        ("${oc.env:SECRET_X}", [("resolver", "oc.env")]),
+        ("exp_${oc.env:X,default}", [("resolver", "oc.env")]),
+        ("${oc.decode:${oc.env:Y}}", [("resolver", "oc.decode"), ("resolver", "oc.env")]),
+        ("run-${now:%H%M}", [("resolver", "now")]),
+        ("${data.max_prompt_length}", [("node", "${data.max_prompt_length}")]),
+        ("\\${oc.env:X}", []),
+        ("plain_name", []),
+    ],
+)
 def test_omegaconf_grammar_classifies(text, kinds):
     assert interpolations(text) == kinds
 

@@ -38,9 +38,11 @@ def pinned(roots):
 def test_sweep_of_the_pinned_stack_finds_c08_and_reports_its_counts(pinned, roots, capsys):
     swallowed = pinned["swallowed"]
     with capsys.disabled():
-        print(f"\nkwargs audit of verl -> VeOmni/vLLM/transformers: {pinned['calls']} calls with keywords resolved, "
-              f"{len(swallowed)} keyword(s) swallowed, {pinned['undecided']} undecided (forwarded or read as a "
-              f"whole), {len(pinned['drops'])} argument builder(s) dropping values")
+        print(
+            f"\nkwargs audit of verl -> VeOmni/vLLM/transformers: {pinned['calls']} calls with keywords resolved, "
+            f"{len(swallowed)} keyword(s) swallowed, {pinned['undecided']} undecided (forwarded or read as a "
+            f"whole), {len(pinned['drops'])} argument builder(s) dropping values"
+        )
         for s in swallowed:
             print(f"  swallowed: {s.verl_file}:{s.line} {s.callee}({s.keyword}={s.value})")
         for d in pinned["drops"]:
@@ -89,9 +91,14 @@ def _tree_with(tmp_path, src_root, rel, old, new):
 def test_a_callee_that_reads_the_keyword_is_not_a_finding(roots, tmp_path):
     verl_root, callees = roots
     rel = os.path.join("veomni", "distributed", "torch_parallelize.py")
-    variant = _tree_with(tmp_path, VEOMNI, rel, "    parallel_state = get_parallel_state()\n",
-                         "    parallel_state = get_parallel_state()\n"
-                         "    mixed_precision = kwargs.pop('enable_mixed_precision', mixed_precision)\n")
+    variant = _tree_with(
+        tmp_path,
+        VEOMNI,
+        rel,
+        "    parallel_state = get_parallel_state()\n",
+        "    parallel_state = get_parallel_state()\n"
+        "    mixed_precision = kwargs.pop('enable_mixed_precision', mixed_precision)\n",
+    )
     for name in os.listdir(VEOMNI):  # the rest of VeOmni as it is
         if not os.path.exists(os.path.join(variant, name)):
             os.symlink(os.path.join(VEOMNI, name), os.path.join(variant, name))
@@ -100,8 +107,10 @@ def test_a_callee_that_reads_the_keyword_is_not_a_finding(roots, tmp_path):
             os.symlink(os.path.join(VEOMNI, "veomni", name), os.path.join(variant, "veomni", name))
     for name in os.listdir(os.path.join(VEOMNI, "veomni", "distributed")):
         if not os.path.exists(os.path.join(variant, "veomni", "distributed", name)):
-            os.symlink(os.path.join(VEOMNI, "veomni", "distributed", name),
-                       os.path.join(variant, "veomni", "distributed", name))
+            os.symlink(
+                os.path.join(VEOMNI, "veomni", "distributed", name),
+                os.path.join(variant, "veomni", "distributed", name),
+            )
     result = audit.sweep(verl_root, dict(callees, veomni=variant))
     assert not [s for s in result["swallowed"] if s.keyword == "enable_mixed_precision"]
 
@@ -109,8 +118,13 @@ def test_a_callee_that_reads_the_keyword_is_not_a_finding(roots, tmp_path):
 def test_verl_with_pr_6644s_keyword_is_not_a_finding(roots, tmp_path):
     verl_root, callees = roots
     rel = os.path.join("verl", "workers", "engine", "veomni", "transformer_impl.py")
-    fixed = _tree_with(tmp_path, verl_root, rel, "enable_mixed_precision=self.engine_config.mixed_precision",
-                       "mixed_precision=self.engine_config.mixed_precision")
+    fixed = _tree_with(
+        tmp_path,
+        verl_root,
+        rel,
+        "enable_mixed_precision=self.engine_config.mixed_precision",
+        "mixed_precision=self.engine_config.mixed_precision",
+    )
     assert audit.sweep(fixed, callees)["swallowed"] == []
     unfixed = _tree_with(tmp_path / "u", verl_root, rel, "enable_mixed_precision=", "enable_mixed_precision=")
     assert [s.keyword for s in audit.sweep(unfixed, callees)["swallowed"]] == ["enable_mixed_precision"]
@@ -149,9 +163,23 @@ def test_cli_prints_the_sweep(roots):
     import subprocess
 
     verl_root, _ = roots
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo.preflight.kwargs_audit", "--verl", verl_root,
-                           "--callee", f"veomni={VEOMNI}", "--callee", f"vllm={VLLM}"],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vlgrpo.preflight.kwargs_audit",
+            "--verl",
+            verl_root,
+            "--callee",
+            f"veomni={VEOMNI}",
+            "--callee",
+            f"vllm={VLLM}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     import json
 

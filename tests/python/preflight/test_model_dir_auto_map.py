@@ -13,8 +13,13 @@ import pytest
 from vlgrpo.preflight.model_dir import check_model_dir
 from vlgrpo.preflight.report import Report
 
-FILES = ["config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
-         "video_preprocessor_config.json"]
+FILES = [
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+]
 AUTO_MAP = {"AutoProcessor": "processing_x.XProcessor"}
 
 

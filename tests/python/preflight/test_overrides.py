@@ -23,9 +23,17 @@ RECIPES = {"fa": "entrypoints/fully-async-grpo.sh", "vo": "entrypoints/veomni-gr
 
 def _recipe(owner: str) -> dict:
     """The recipe's module, fixed-keys note and template, as the entrypoint holds them (bash sources the file)."""
-    out = subprocess.run(["bash", "-c", f'source {RECIPES[owner]}; printf "%s\\0" "${{VG_PROGRAM[2]}}" '
-                          '"$VG_FIXED_NOTE" "${VG_TEMPLATE[@]}"'], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.split("\0")[:-1]
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source {RECIPES[owner]}; printf "%s\\0" "${{VG_PROGRAM[2]}}" "$VG_FIXED_NOTE" "${{VG_TEMPLATE[@]}}"',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")[:-1]
     return {"module": out[0], "fixed_note": out[1], "template": out[2:]}
 
 
@@ -41,8 +49,14 @@ def recipes():
 
 def _check(recipes, key, value, owner="fa"):
     r = recipes[owner]
-    return overrides.check([Entry(key, value, 1)], owner=owner, module=r["module"], template=r["template"],
-                           fixed_note=r["fixed_note"], base=r["base"])
+    return overrides.check(
+        [Entry(key, value, 1)],
+        owner=owner,
+        module=r["module"],
+        template=r["template"],
+        fixed_note=r["fixed_note"],
+        base=r["base"],
+    )
 
 
 def _composed_value(recipes, owner, texts):
@@ -98,7 +112,11 @@ REFUSED = [
     ("reward_model.reward_loop_module_path", "/data/rm.py", "reaches code loading"),
     ("+actor_rollout_ref.actor._target_", "os.system", "reaches code loading"),
     # what verl then trusts or deletes (attack review: a /dev/shm model copy planted by another user was loaded)
-    ("actor_rollout_ref.model.use_shm", True, "changes what the job trusts or keeps: verl copies the model to /dev/shm"),
+    (
+        "actor_rollout_ref.model.use_shm",
+        True,
+        "changes what the job trusts or keeps: verl copies the model to /dev/shm",
+    ),
     ("critic.model.use_shm", True, "changes what the job trusts or keeps"),
     ("trainer.del_local_ckpt_after_load", True, "verl deletes the checkpoint folder a resume loaded"),
     ("reward.reward_manager.source", "importlib", "changes what the job trusts or keeps"),
@@ -140,8 +158,11 @@ REFUSED = [
     # the inference engine's own arguments: vLLM reads unique prefixes and imports the classes some options name
     ("+actor_rollout_ref.rollout.engine_kwargs.vllm.trust_remote_cod", True, "the inference engine's own argument"),
     ("+actor_rollout_ref.rollout.engine_kwargs.vllm.tokenizer", "evil_tok", "the inference engine's own argument"),
-    ("+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls", "evil.Ext",
-     "the inference engine's own argument"),
+    (
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls",
+        "evil.Ext",
+        "the inference engine's own argument",
+    ),
     ("+actor_rollout_ref.rollout.engine_kwargs.vllm.limit_mm_per.video", 5, "the inference engine's own argument"),
     # a config group or a whole section
     ("model_engine", "megatron", "is a top-level key of verl's config"),
@@ -193,12 +214,20 @@ def test_a_code_finding_names_verl_s_own_line(recipes):
 
 # ---- the sweep, against verl's real source -------------------------------------------------------------------------
 KNOWN_CODE_KEYS = {
-    "custom_reward_function.path", "reward.custom_reward_function.path", "reward.reward_manager.module.path",
-    "reward_model.reward_loop_module_path", "data.custom_cls.path", "actor_rollout_ref.model.trust_remote_code",
-    "critic.model.trust_remote_code", "data.trust_remote_code", "actor_rollout_ref.model.external_lib",
-    "actor_rollout_ref.rollout.agent.agent_loop_config_path", "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "custom_reward_function.path",
+    "reward.custom_reward_function.path",
+    "reward.reward_manager.module.path",
+    "reward_model.reward_loop_module_path",
+    "data.custom_cls.path",
+    "actor_rollout_ref.model.trust_remote_code",
+    "critic.model.trust_remote_code",
+    "data.trust_remote_code",
+    "actor_rollout_ref.model.external_lib",
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path",
     "actor_rollout_ref.rollout.multi_turn.function_tool_path",
-    "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module", "actor_rollout_ref.rollout._target_",
+    "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module",
+    "actor_rollout_ref.rollout._target_",
 }
 
 
@@ -220,12 +249,16 @@ def test_sweep_covers_the_preflight_s_hand_list_except_keys_verl_never_reads(rec
 
     s = code_sinks.sweep()
     found = code_sinks.keys_in_config(s.hits, recipes["fa"]["base"], s.copies)
-    missing = [k for k in CODE_LOADING_KEYS
-               if overrides._node(recipes["fa"]["base"], k) is not overrides._MISSING and k not in found]
+    missing = [
+        k
+        for k in CODE_LOADING_KEYS
+        if overrides._node(recipes["fa"]["base"], k) is not overrides._MISSING and k not in found
+    ]
     for key in missing:
         holder = key.split(".")[-2]
-        uses = subprocess.run(["grep", "-rn", "--include=*.py", holder, verl_package_dir()], capture_output=True,
-                              text=True).stdout.splitlines()
+        uses = subprocess.run(
+            ["grep", "-rn", "--include=*.py", holder, verl_package_dir()], capture_output=True, text=True
+        ).stdout.splitlines()
         reads = [u for u in uses if f"{holder}:" not in u and f"{holder} =" not in u]
         assert reads == [], (key, reads)
     assert len(missing) <= 1  # custom_async_server.path: declared in 0.8.0's RolloutConfig, never read
@@ -237,18 +270,19 @@ def test_sweep_reads_the_source_not_a_list(tmp_path):
     pkg = tmp_path / "verl"
     pkg.mkdir()
     (pkg / "loader.py").write_text(
-        "import importlib\n\n"
-        "def load(name):\n    mod = name.strip()\n    return importlib.import_module(mod)\n")
+        "import importlib\n\ndef load(name):\n    mod = name.strip()\n    return importlib.import_module(mod)\n"
+    )
     (pkg / "main.py").write_text(
         "from verl.loader import load\n\n"
         "def run(config):\n    plugin = config.extras.get('plugin_module')\n    load(plugin)\n"
-        "    config.other.size = config.extras.size\n")
-    (pkg / "migrate.py").write_text(
-        "def migrate(config):\n    config.extras.plugin_module = config.legacy.plugin\n")
+        "    config.other.size = config.extras.size\n"
+    )
+    (pkg / "migrate.py").write_text("def migrate(config):\n    config.extras.plugin_module = config.legacy.plugin\n")
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"extras": {"plugin_module": None, "size": 1}, "legacy": {"plugin": None},
-                            "other": {"size": 2}})
+    cfg = OmegaConf.create(
+        {"extras": {"plugin_module": None, "size": 1}, "legacy": {"plugin": None}, "other": {"size": 2}}
+    )
     s = code_sinks.Sweep(str(pkg))
     found = code_sinks.keys_in_config(s.hits, cfg, s.copies)
     assert set(found) == {"extras.plugin_module", "legacy.plugin"}, found
@@ -258,19 +292,22 @@ def test_sweep_reads_the_source_not_a_list(tmp_path):
 
 
 # ---- the file --------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "reason"), [
-    ("a: &x 1\nb: *x\n", "anchors and aliases"),
-    ("trainer.total_epochs: !!python/object:os.system 3\n", "tags"),
-    ("trainer.total_epochs: !!str 3\n", "tags"),
-    ("trainer:\n  total_epochs: 3\n", "a mapping or a list"),
-    ("trainer.logger: [console]\n", "a mapping or a list"),
-    ("- trainer.total_epochs\n", "is not a YAML mapping"),
-    ("trainer.total_epochs: 3\ntrainer.total_epochs: 4\n", "is given twice"),
-    ("trainer.total_epochs: 3\n+trainer.total_epochs: 4\n", "is given twice"),
-    ("a: [\n", "is not valid YAML"),
-    ("x: " + "1" * (overrides.MAX_BYTES + 1) + "\n", "larger than"),
-    (b"\xff\xfe: 1\n", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("a: &x 1\nb: *x\n", "anchors and aliases"),
+        ("trainer.total_epochs: !!python/object:os.system 3\n", "tags"),
+        ("trainer.total_epochs: !!str 3\n", "tags"),
+        ("trainer:\n  total_epochs: 3\n", "a mapping or a list"),
+        ("trainer.logger: [console]\n", "a mapping or a list"),
+        ("- trainer.total_epochs\n", "is not a YAML mapping"),
+        ("trainer.total_epochs: 3\ntrainer.total_epochs: 4\n", "is given twice"),
+        ("trainer.total_epochs: 3\n+trainer.total_epochs: 4\n", "is given twice"),
+        ("a: [\n", "is not valid YAML"),
+        ("x: " + "1" * (overrides.MAX_BYTES + 1) + "\n", "larger than"),
+        (b"\xff\xfe: 1\n", "not UTF-8"),
+    ],
+)
 def test_the_file_is_plain_key_value_yaml(tmp_path, text, reason):
     f = tmp_path / "ov.yaml"
     f.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -280,11 +317,17 @@ def test_the_file_is_plain_key_value_yaml(tmp_path, text, reason):
 
 def test_the_file_keeps_order_lines_and_yaml_types(tmp_path):
     f = tmp_path / "ov.yaml"
-    f.write_text("# comment\n\nalgorithm.kl_ctrl.kl_coef: 0.001\ntrainer.total_epochs: 3\n+a.b: null\nx.y: 'text'\n"
-                 "z: true\n")
+    f.write_text(
+        "# comment\n\nalgorithm.kl_ctrl.kl_coef: 0.001\ntrainer.total_epochs: 3\n+a.b: null\nx.y: 'text'\nz: true\n"
+    )
     got = [(e.key, e.value, e.line) for e in overrides.read_file(str(f))]
-    assert got == [("algorithm.kl_ctrl.kl_coef", 0.001, 3), ("trainer.total_epochs", 3, 4), ("+a.b", None, 5),
-                   ("x.y", "text", 6), ("z", True, 7)]
+    assert got == [
+        ("algorithm.kl_ctrl.kl_coef", 0.001, 3),
+        ("trainer.total_epochs", 3, 4),
+        ("+a.b", None, 5),
+        ("x.y", "text", 6),
+        ("z", True, 7),
+    ]
     (tmp_path / "empty.yaml").write_text("# nothing\n")
     assert overrides.read_file(str(tmp_path / "empty.yaml")) == []
 
@@ -303,18 +346,23 @@ def test_cli_prints_nul_separated_overrides_or_exits_2_naming_file_and_key(tmp_p
     assert overrides.main(args + ["--file", str(bad), "--"] + r["template"]) == 2
     out = capsys.readouterr()
     assert out.out == ""
-    assert f"fully-async-grpo.sh: error: VLGRPO_OVERRIDES_FILE ({bad}, line 2): custom_reward_function.path: " in out.err
+    assert (
+        f"fully-async-grpo.sh: error: VLGRPO_OVERRIDES_FILE ({bad}, line 2): custom_reward_function.path: " in out.err
+    )
     assert "1 problem(s) in VLGRPO_OVERRIDES_FILE; nothing was started" in out.err
     os.chmod(bad, 0o666)  # the one path rule: a file others can write is refused before it is read
     assert overrides.main(args + ["--file", str(bad), "--"] + r["template"]) == 2
     assert "VLGRPO_OVERRIDES_FILE" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, secret", [
-    ('password: "SECRETPW123\n', "SECRETPW123"),
-    ("[global]\nindex-url = https://__token__:pypi-AgEIcHlwaS5vcmc@example.org/simple\n", "pypi-AgEIcHlwaS5vcmc"),
-    ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key: [x\n", "AKIAIOSFODNN"),
-])
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ('password: "SECRETPW123\n', "SECRETPW123"),
+        ("[global]\nindex-url = https://__token__:pypi-AgEIcHlwaS5vcmc@example.org/simple\n", "pypi-AgEIcHlwaS5vcmc"),
+        ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key: [x\n", "AKIAIOSFODNN"),
+    ],
+)
 def test_a_yaml_error_names_the_problem_and_place_never_the_text(tmp_path, text, secret):
     # the setting can be pointed at any readable file, a credentials file included: PyYAML's message quotes a
     # snippet of it, which would reach the launch's log

@@ -48,14 +48,20 @@ def test_b10_a_dataclass_field_missing_from_the_yaml_needs_plus_not_a_wrong_sugg
     assert hits == []
 
 
-@pytest.mark.parametrize("extra, nearest", [
-    ("+actor_rollout_ref.rollout.enable_sleep_modee=False", "+actor_rollout_ref.rollout.enable_sleep_mode=False"),
-    ("+trainer.total_epoch=1", "trainer.total_epochs=1"),
-    ("+actor_rollout_ref.actor.fsdp_config.param_ofload=True", "actor_rollout_ref.actor.fsdp_config.param_offload=True"),
-    ("+algorithm.kl_ctrl.kl_coeff=0.1", "algorithm.kl_ctrl.kl_coef=0.1"),
-    ("+async_training.staleness_treshold=0.5", "async_training.staleness_threshold=0.5"),
-    ("+actor_rollout_ref.actor.optim.lr_warmup_step=5", "actor_rollout_ref.actor.optim.lr_warmup_steps=5"),
-])
+@pytest.mark.parametrize(
+    "extra, nearest",
+    [
+        ("+actor_rollout_ref.rollout.enable_sleep_modee=False", "+actor_rollout_ref.rollout.enable_sleep_mode=False"),
+        ("+trainer.total_epoch=1", "trainer.total_epochs=1"),
+        (
+            "+actor_rollout_ref.actor.fsdp_config.param_ofload=True",
+            "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+        ),
+        ("+algorithm.kl_ctrl.kl_coeff=0.1", "algorithm.kl_ctrl.kl_coef=0.1"),
+        ("+async_training.staleness_treshold=0.5", "async_training.staleness_threshold=0.5"),
+        ("+actor_rollout_ref.actor.optim.lr_warmup_step=5", "actor_rollout_ref.actor.optim.lr_warmup_steps=5"),
+    ],
+)
 def test_more_typos_under_plus(base_argv, extra, nearest):
     """A dataclass section (RolloutConfig, FSDPEngineConfig, KLControlConfig, FSDPOptimizerConfig) or a plain mapping
     (trainer, async_training): each typo is refused with the one near key of the same section."""
@@ -64,13 +70,16 @@ def test_more_typos_under_plus(base_argv, extra, nearest):
     assert f.fix.startswith(f"use {nearest} "), f.fix
 
 
-@pytest.mark.parametrize("extra", [
-    "+actor_rollout_ref.rollout.limit_images=2",  # RolloutConfig field, not in rollout.yaml
-    "+actor_rollout_ref.model.override_config.rope_theta=1000000",  # free-form (empty mapping in the YAML)
-    "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_partial_prefills=1",  # free-form
-    "+data.cache_dir=/tmp/verl-cache",  # not in the YAML; RLHFDataset reads config.get("cache_dir")
-    "+reward_model.reward_kwargs.overlong_buffer_cfg.warmup=1",  # reward_kwargs: read by migrate_legacy_reward_impl
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "+actor_rollout_ref.rollout.limit_images=2",  # RolloutConfig field, not in rollout.yaml
+        "+actor_rollout_ref.model.override_config.rope_theta=1000000",  # free-form (empty mapping in the YAML)
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_partial_prefills=1",  # free-form
+        "+data.cache_dir=/tmp/verl-cache",  # not in the YAML; RLHFDataset reads config.get("cache_dir")
+        "+reward_model.reward_kwargs.overlong_buffer_cfg.warmup=1",  # reward_kwargs: read by migrate_legacy_reward_impl
+    ],
+)
 def test_keys_verl_consumes_are_accepted(base_argv, extra):
     """No key finding (other checks may still judge the value: limit_images=2 lets video through, rules.video-enabled)."""
     _, hits = _one(base_argv, extra)

@@ -29,12 +29,12 @@ BAD_VALUES = [
     ("data.max_prompt_length", "null"),
     ("data.max_response_length", "2048.5"),
     ("trainer.nnodes", "null"),
-    ("trainer.n_gpus_per_node", ""),          # `key=` composes to ''
+    ("trainer.n_gpus_per_node", ""),  # `key=` composes to ''
     ("rollout.n_gpus_per_node", "0"),
     ("rollout.nnodes", "[1,2]"),
     ("actor_rollout_ref.rollout.n", "abc"),
     ("+" + EK, "abc"),
-    ("data.image_key", "null"),               # verl would silently train without the images
+    ("data.image_key", "null"),  # verl would silently train without the images
     ("data.train_files", "null"),
     ("actor_rollout_ref.model.path", "''"),
 ]
@@ -64,8 +64,9 @@ def test_wrong_number_alone_is_a_finding_not_a_crash(fixed_argv, value):
     assert [f.where.key for f in report.errors] == ["data.max_prompt_length"]
 
 
-@pytest.mark.parametrize("value, says", [("${data.nope}", "data.nope"), ("${oc.env:VLGRPO_SURELY_UNSET_X}",
-                                                                             "VLGRPO_SURELY_UNSET_X")])
+@pytest.mark.parametrize(
+    "value, says", [("${data.nope}", "data.nope"), ("${oc.env:VLGRPO_SURELY_UNSET_X}", "VLGRPO_SURELY_UNSET_X")]
+)
 def test_unresolvable_interpolation_is_a_finding(fixed_argv, monkeypatch, value, says):
     monkeypatch.delenv("VLGRPO_SURELY_UNSET_X", raising=False)
     argv = set_override(fixed_argv, "data.max_response_length", value)
@@ -77,8 +78,12 @@ def test_unresolvable_interpolation_is_a_finding(fixed_argv, monkeypatch, value,
 
 def test_group_override_with_package_is_accepted_and_a_bad_one_is_named(fixed_argv):
     # Hydra composes `actor@actor_rollout_ref.actor=dp_actor` (the defaults-list entry of ppo_trainer.yaml)
-    ok = run_preflight(fixed_argv + ["actor@actor_rollout_ref.actor=dp_actor"], check_data=False,
-                       model_path=MODEL_30B, devices_per_node=16)
+    ok = run_preflight(
+        fixed_argv + ["actor@actor_rollout_ref.actor=dp_actor"],
+        check_data=False,
+        model_path=MODEL_30B,
+        devices_per_node=16,
+    )
     assert [f.line() for f in ok.errors] == []
     # a bad option of one group is pinned on that override only, not on every group override
     argv = fixed_argv + ["actor@actor_rollout_ref.actor=nope", "model_engine=dp"]
@@ -124,8 +129,9 @@ def _write(path, rows, drop=()):
     schema = arrow_schema()
     for name in drop:
         schema = schema.remove(schema.get_field_index(name))
-    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k not in drop} for r in rows],
-                                        schema=schema), path)
+    pq.write_table(
+        pa.Table.from_pylist([{k: v for k, v in r.items() if k not in drop} for r in rows], schema=schema), path
+    )
     return path
 
 

@@ -115,19 +115,24 @@ def test_a_checkpoint_folder_on_ram_is_refused_for_a_launch_and_warned_in_a_plan
     root = tempfile.mkdtemp(dir="/dev/shm", prefix="vlgrpo-ckpt-")
     try:
         argv = _with_ckpt(fixed_argv, root, "disable")
-        launch = _codes(run_preflight(argv, check_data=False, devices_per_node=16, purpose="launch"),
-                        "rules.checkpoint-storage")
-        plan = _codes(run_preflight(argv, check_data=False, devices_per_node=16, purpose="plan"),
-                      "rules.checkpoint-storage")
+        launch = _codes(
+            run_preflight(argv, check_data=False, devices_per_node=16, purpose="launch"), "rules.checkpoint-storage"
+        )
+        plan = _codes(
+            run_preflight(argv, check_data=False, devices_per_node=16, purpose="plan"), "rules.checkpoint-storage"
+        )
         assert [f.severity for f in launch] == ["error"] and "tmpfs" in launch[0].what
         assert [f.severity for f in plan] == ["warning"]
-        assert not _codes(run_preflight(_with_ckpt(fixed_argv, tmp_path, "disable"), check_data=False,
-                                        devices_per_node=16), "rules.checkpoint-storage")
+        assert not _codes(
+            run_preflight(_with_ckpt(fixed_argv, tmp_path, "disable"), check_data=False, devices_per_node=16),
+            "rules.checkpoint-storage",
+        )
     finally:
         shutil.rmtree(root)
 
 
 # ---- retention (VLGRPO_CHECKPOINTS_TO_KEEP -> trainer.max_actor_ckpt_to_keep) -----------------------------------
+
 
 def _verl_peak(keep, saves, tmp_path):
     """The most checkpoint folders on disk at once while verl v0.8.0's own BaseCheckpointManager rotates ``saves``
@@ -172,8 +177,9 @@ def _default_keep():
     return int(fa.default)
 
 
-def test_save_freq_5_with_the_default_retention_passes_only_when_kept_checkpoints_fit(fixed_argv, tmp_path,
-                                                                                       monkeypatch):
+def test_save_freq_5_with_the_default_retention_passes_only_when_kept_checkpoints_fit(
+    fixed_argv, tmp_path, monkeypatch
+):
     root = tmp_path / "ckpt"
     root.mkdir()
     need = 31_070_754_032 * 12
@@ -191,8 +197,9 @@ def test_save_freq_5_with_the_default_retention_passes_only_when_kept_checkpoint
         if hits:
             assert f"keeping {keep} checkpoint(s) needs {peak} x 372.8 GB = {peak * need / 1e9:.1f} GB" in hits[0].what
             assert report.exit_code == 2
-            plan = _codes(run_preflight(argv, check_data=False, devices_per_node=16, purpose="plan"),
-                          "rules.checkpoint-space")
+            plan = _codes(
+                run_preflight(argv, check_data=False, devices_per_node=16, purpose="plan"), "rules.checkpoint-space"
+            )
             assert [h.severity for h in plan] == ["warning"]
 
 

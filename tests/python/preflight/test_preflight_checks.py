@@ -45,8 +45,11 @@ def _code_literals_outside_the_declarations() -> set[str]:
     for fn in sorted(os.listdir(PKG)):
         if fn.endswith(".py") and fn != "checks.py":
             tree = ast.parse(open(os.path.join(PKG, fn), encoding="utf-8").read())
-            found |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                      and n.value in checks.CODES}
+            found |= {
+                n.value
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in checks.CODES
+            }
     return found
 
 
@@ -71,21 +74,34 @@ def test_checks_declare_known_codes_and_inputs_given_before_them():
     given = {c for check in checks.CHECKS for c in check.codes} | set(checks.RUNNER_CODES)
     assert given == set(checks.CODES)  # every code has a check (or the runner) that gives it
     code_loading = {c.code for c in checks.CODES.values() if c.runs_code}
-    assert code_loading == {"security.trust-remote-code", "security.code-loading", "security.target",
-                            "model.auto-map", "model.python-file", "model.redirect", "patches.safety-off"}
+    assert code_loading == {
+        "security.trust-remote-code",
+        "security.code-loading",
+        "security.target",
+        "model.auto-map",
+        "model.python-file",
+        "model.redirect",
+        "patches.safety-off",
+    }
 
 
 def test_codes_subcommand_lists_every_check_and_code_from_the_declarations():
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "codes", "--json"], capture_output=True,
-                          text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "preflight", "codes", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [c["check"] for c in doc["checks"]] == [c.name for c in checks.CHECKS]
     assert [r["code"] for r in doc["codes"]] == list(checks.CODES)
     row = next(r for r in doc["codes"] if r["code"] == "security.target")
     assert row["runs_code"] is True and row["checks"] == ["code-loading"] and row["severity"] == "error"
-    text = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "codes"], capture_output=True, text=True,
-                          cwd=REPO, timeout=60).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "preflight", "codes"], capture_output=True, text=True, cwd=REPO, timeout=60
+    ).stdout
     assert all(code in text for code in checks.CODES)
 
 
@@ -125,8 +141,9 @@ def test_runner_crash_undeclared_codes_and_withheld_outputs():
 
     report = Report()
     ctx = Context(report, argv=[])
-    log = run_checks([Check("a", ("argv",), ("thing",), ("x.declared",), give_a),
-                      Check("b", ("thing",), (), (), never)], ctx)
+    log = run_checks(
+        [Check("a", ("argv",), ("thing",), ("x.declared",), give_a), Check("b", ("thing",), (), (), never)], ctx
+    )
     assert log[0]["undeclared"] == ["x.other"] and log[0]["findings"] == 2
     assert log[1] == {"check": "b", "status": "skipped", "reason": "thing: a gave no thing"}
     with pytest.raises(CheckCrashed) as info:

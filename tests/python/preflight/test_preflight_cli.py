@@ -18,9 +18,13 @@ def test_argv_file_json_subprocess(tmp_path, fixed_argv):
     less than one 30B checkpoint, an error for a launch and a warning for a plan)."""
     path = tmp_path / "argv"
     path.write_text("\n".join(fixed_argv) + "\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--argv-file", str(path),
-                           "--json"],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vlgrpo", "preflight", "--purpose", "plan", "--argv-file", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == doc["exit_code"] == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert doc["schema_version"] == 1 and doc["ok"] is True
@@ -41,19 +45,35 @@ def test_findings_exit_2_one_line_each(tmp_path, capsys):
     assert rc == 2
     dup = [line for line in out if line.startswith("ERROR [schema.duplicate-key]")]
     assert len(dup) == 2 and all(f"argv[{len(argv) - 2}]" in line or f"argv[{len(argv) - 1}]" in line for line in dup)
-    assert any(line.startswith("ERROR [schema.plus-on-existing]") and "fix: remove the '+': data.truncation=left" in line
-               for line in out)
+    assert any(
+        line.startswith("ERROR [schema.plus-on-existing]") and "fix: remove the '+': data.truncation=left" in line
+        for line in out
+    )
     assert out[-1].startswith("result: ")
     assert any(line.startswith("verl 0.8.0 | module verl.trainer.main_ppo | config ppo_trainer") for line in out)
 
 
 def test_standalone_overrides_after_dashdash(capsys):
-    rc = cli.main(["--no-data", "--module", "verl.trainer.main_ppo", "--json", "--",
-                   "data.max_prompt_length=1024", "data.max_prompt_length=1024", f"actor_rollout_ref.model.path={MODEL_30B}"])
+    rc = cli.main(
+        [
+            "--no-data",
+            "--module",
+            "verl.trainer.main_ppo",
+            "--json",
+            "--",
+            "data.max_prompt_length=1024",
+            "data.max_prompt_length=1024",
+            f"actor_rollout_ref.model.path={MODEL_30B}",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert rc == 2
     dup = [f for f in doc["findings"] if f["code"] == "schema.duplicate-key"]
-    assert dup[0]["where"] == {"position": 4, "override": "data.max_prompt_length=1024", "key": "data.max_prompt_length"}
+    assert dup[0]["where"] == {
+        "position": 4,
+        "override": "data.max_prompt_length=1024",
+        "key": "data.max_prompt_length",
+    }
 
 
 def test_bad_argv_is_exit_2(tmp_path, capsys):
@@ -78,9 +98,18 @@ def test_internal_error_is_exit_1(monkeypatch, tmp_path, capsys):
 
 def test_report_line_format():
     r = Report()
-    r.add(Finding("schema.unknown-key", "error", "key 'a.b' does not exist",
-                  Where(position=7, override="a.b=1", key="a.b"), "Hydra stops", "remove it"))
-    assert r.findings[0].line() == ("ERROR [schema.unknown-key] argv[7] 'a.b=1': key 'a.b' does not exist "
-                                    "-- why: Hydra stops -- fix: remove it")
+    r.add(
+        Finding(
+            "schema.unknown-key",
+            "error",
+            "key 'a.b' does not exist",
+            Where(position=7, override="a.b=1", key="a.b"),
+            "Hydra stops",
+            "remove it",
+        )
+    )
+    assert r.findings[0].line() == (
+        "ERROR [schema.unknown-key] argv[7] 'a.b=1': key 'a.b' does not exist -- why: Hydra stops -- fix: remove it"
+    )
     assert r.exit_code == 2 and not r.ok
     assert os.linesep not in r.findings[0].line()

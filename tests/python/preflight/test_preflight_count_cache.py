@@ -70,7 +70,9 @@ def _reference(counter, ref, row: dict, patch: int) -> tuple[int, int]:
     images = [_open_image(it, ".") for it in row["images"]]
     messages = build_messages(row["prompt"], images)
     raw = ref.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    got = ref(text=[raw], images=[counter.pre_resize(im, it, patch_size=patch) for im, it in zip(images, row["images"])])
+    got = ref(
+        text=[raw], images=[counter.pre_resize(im, it, patch_size=patch) for im, it in zip(images, row["images"])]
+    )
     return len(got["input_ids"][0]), sum(int(g.prod()) for g in got["image_grid_thw"]) // 4
 
 
@@ -117,7 +119,10 @@ def test_warm_run_reads_the_cache_and_a_changed_row_recounts_only_itself(counter
     warm, c2 = _records(counter, cache, data)
     assert warm == cold and (c2.rows_counted, c2.rows_reused, c2.files_from_cache) == (0, 40, 1)
     # one row's question changes (a longer prompt): only that row is counted again, and its new count is right
-    rows[7] = {**rows[7], "prompt": [{"role": "user", "content": rows[7]["prompt"][0]["content"] + " Show every step."}]}
+    rows[7] = {
+        **rows[7],
+        "prompt": [{"role": "user", "content": rows[7]["prompt"][0]["content"] + " Show every step."}],
+    }
     _write(rows, data)
     changed, c3 = _records(counter, cache, data)
     assert (c3.rows_counted, c3.rows_reused, c3.files_from_cache) == (1, 39, 0)
@@ -131,8 +136,13 @@ def test_a_changed_processor_setting_misses(counter, shipped, tmp_path):
     data = _write(rows, str(tmp_path / "five.parquet"))
     cache = open_cache_dir(str(tmp_path / "cache"))
     before, _ = _records(counter, cache, data)
-    other = PromptCounter(MODEL_30B, filter_patch_size=14, mm_processor_kwargs={"max_pixels": 65536},
-                          tokenizer=counter.tokenizer, image_processor=counter.image_processor)
+    other = PromptCounter(
+        MODEL_30B,
+        filter_patch_size=14,
+        mm_processor_kwargs={"max_pixels": 65536},
+        tokenizer=counter.tokenizer,
+        image_processor=counter.image_processor,
+    )
     recs, counts = _records(other, cache, data)
     assert counts.rows_counted == 5 and counts.files_from_cache == 0 and recs != before
     ref = qwen3vl_processor(counter.tokenizer, counter.image_processor)

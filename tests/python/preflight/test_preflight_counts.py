@@ -18,8 +18,10 @@ from vlgrpo.preflight import run_preflight
 from vlgrpo.preflight.dataset import PromptCounter, build_messages, pre_resize_hw
 
 #: 52 tokens with the folder's tokenizer (checked below)
-QUESTION = ("In the figure, the quadrilateral ABCD is a rhombus with side length 5 and angle A = 60 degrees. "
-            "Find the length of the longer diagonal BD. Give the exact value, then put the answer in a box, please.")
+QUESTION = (
+    "In the figure, the quadrilateral ABCD is a rhombus with side length 5 and angle A = 60 degrees. "
+    "Find the length of the longer diagonal BD. Give the exact value, then put the answer in a box, please."
+)
 
 
 def _png(size: tuple[int, int]) -> bytes:
@@ -34,9 +36,14 @@ def _one_row_parquet(folder, image_entry: dict) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    row = {"data_source": "hiyouga/geometry3k", "prompt": [{"role": "user", "content": "<image>" + QUESTION}],
-           "images": [image_entry], "ability": "math", "reward_model": {"style": "rule", "ground_truth": "5"},
-           "extra_info": {"split": "train", "index": 0, "answer": "5", "question": QUESTION}}
+    row = {
+        "data_source": "hiyouga/geometry3k",
+        "prompt": [{"role": "user", "content": "<image>" + QUESTION}],
+        "images": [image_entry],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": "5"},
+        "extra_info": {"split": "train", "index": 0, "answer": "5", "question": QUESTION},
+    }
     path = os.path.join(str(folder), "one.parquet")
     pq.write_table(pa.Table.from_pylist([row]), path)
     return path
@@ -79,8 +86,13 @@ def test_344_image_is_121_tokens_in_the_rollout_and_100_by_verls_filter(counter)
     assert counter.count(messages, [img]) == (183, 121)
     assert counter.count_filter(messages, [img]) == (162, 100)
     # the rollout's 183 = the Qwen3-VL chat layout with 121 image pads, tokenized by the folder's tokenizer
-    text = ("<|im_start|>user\n<|vision_start|>" + "<|image_pad|>" * 121 + "<|vision_end|>" + QUESTION
-            + "<|im_end|>\n<|im_start|>assistant\n")
+    text = (
+        "<|im_start|>user\n<|vision_start|>"
+        + "<|image_pad|>" * 121
+        + "<|vision_end|>"
+        + QUESTION
+        + "<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert len(counter.tokenizer(text, add_special_tokens=False)["input_ids"]) == 183
     # and transformers' own Qwen3VLProcessor on the image pre-resized with the processor's patch size
     ref = qwen3vl_processor(counter.tokenizer, counter.image_processor)
@@ -210,20 +222,43 @@ def test_entrypoint_with_max_prompt_length_170_stops_on_the_row(row_344, tmp_pat
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     (bin_dir / "python3").chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if (not k.startswith("VLGRPO_") or k == "VLGRPO_PATCHES_STRICT") and k != "RAY_ADDRESS"}
-    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu",
-                "VLGRPO_PLAN_DEVICES_PER_NODE": "16", "VLGRPO_MODEL_PATH": MODEL_30B, "VLGRPO_TRAIN_FILE": row_344,
-                "VLGRPO_VAL_FILE": row_344, "VLGRPO_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
-                "VLGRPO_MAX_PROMPT_LENGTH": "170", "VLGRPO_LOGGER": "console"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("VLGRPO_") or k == "VLGRPO_PATCHES_STRICT") and k != "RAY_ADDRESS"
+    }
+    env.update(
+        {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "VLGRPO_DRY_RUN": "1",
+            "VLGRPO_PLATFORM": "npu",
+            "VLGRPO_PLAN_DEVICES_PER_NODE": "16",
+            "VLGRPO_MODEL_PATH": MODEL_30B,
+            "VLGRPO_TRAIN_FILE": row_344,
+            "VLGRPO_VAL_FILE": row_344,
+            "VLGRPO_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+            "VLGRPO_MAX_PROMPT_LENGTH": "170",
+            "VLGRPO_LOGGER": "console",
+        }
+    )
     (tmp_path / "ckpt").mkdir()
-    proc = subprocess.run([os.path.join(REPO, "entrypoints", "fully-async-grpo.sh")], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [os.path.join(REPO, "entrypoints", "fully-async-grpo.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
-    assert any(ln.startswith("WARNING [data.over-budget]") and "row 0: 183 tokens (121 image)" in ln
-               and "max_prompt_length 170" in ln for ln in lines), proc.stderr[-3000:]
+    assert any(
+        ln.startswith("WARNING [data.over-budget]")
+        and "row 0: 183 tokens (121 image)" in ln
+        and "max_prompt_length 170" in ln
+        for ln in lines
+    ), proc.stderr[-3000:]
     assert any(ln.startswith("ERROR [data.all-rows-dropped]") for ln in lines)
     assert not any("[rules.image-patch-size]" in ln or "[data.rollout-overlong]" in ln for ln in lines)

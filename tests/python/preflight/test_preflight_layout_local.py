@@ -18,15 +18,18 @@ def _layout(report):
 
 def _argv(fixed_argv, tn, td, rn, rd):
     argv = fixed_argv
-    for key, value in (("trainer.nnodes", tn), ("trainer.n_gpus_per_node", td), ("rollout.nnodes", rn),
-                       ("rollout.n_gpus_per_node", rd)):
+    for key, value in (
+        ("trainer.nnodes", tn),
+        ("trainer.n_gpus_per_node", td),
+        ("rollout.nnodes", rn),
+        ("rollout.n_gpus_per_node", rd),
+    ):
         argv = set_override(argv, key, str(value))
     return argv
 
 
 @pytest.mark.parametrize("address", [None, "", "local"])
-def test_one_plus_one_node_of_16_on_one_16_device_node_without_ray_address_is_refused(fixed_argv, monkeypatch,
-                                                                                      address):
+def test_one_plus_one_node_of_16_on_one_16_device_node_without_ray_address_is_refused(fixed_argv, monkeypatch, address):
     if address is None:
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
     else:

@@ -21,6 +21,7 @@ def _codes(report):
 
 # --- model folder -------------------------------------------------------------------------------------------
 
+
 def test_shipped_model_folder_is_clean():
     report = Report()
     info = check_model_dir(MODEL_30B, report)
@@ -81,6 +82,7 @@ def test_missing_tokenizer_files(model_copy):
 
 # --- token counting -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "hw, patch, expected",
     [
@@ -111,8 +113,13 @@ def test_1600px_image_is_2500_tokens_and_full_prompt_matches_reference(counter):
     messages = build_messages([{"role": "user", "content": "<image>" + question}], [img])
     total, image_tokens = counter.count(messages, [img])
     assert image_tokens == 2500
-    expected_text = ("<|im_start|>user\n<|vision_start|>" + "<|image_pad|>" * 2500 + "<|vision_end|>" + question
-                     + "<|im_end|>\n<|im_start|>assistant\n")
+    expected_text = (
+        "<|im_start|>user\n<|vision_start|>"
+        + "<|image_pad|>" * 2500
+        + "<|vision_end|>"
+        + question
+        + "<|im_end|>\n<|im_start|>assistant\n"
+    )
     ids = counter.tokenizer(expected_text, add_special_tokens=False)["input_ids"]
     assert ids.count(151655) == 2500
     assert total == len(ids)
@@ -125,11 +132,15 @@ def test_image_processor_uses_the_folders_own_numbers(counter):
     assert (ip.patch_size, ip.merge_size) == (cfg["patch_size"], cfg["merge_size"]) == (16, 2)
     # pixel bounds the processor resizes with (preprocess uses min_pixels/max_pixels when no size is passed):
     # the folder's, not the slow processor's 28*28*1280 default
-    assert (ip.min_pixels, ip.max_pixels) == (
-        cfg["size"]["shortest_edge"], cfg["size"]["longest_edge"]) == (65536, 16777216)
+    assert (
+        (ip.min_pixels, ip.max_pixels)
+        == (cfg["size"]["shortest_edge"], cfg["size"]["longest_edge"])
+        == (65536, 16777216)
+    )
 
 
 # --- data checks through preflight ----------------------------------------------------------------------------
+
 
 def test_sample_data_summary(clean_fixed_report):
     data = clean_fixed_report.summary["data"]
@@ -195,8 +206,10 @@ def test_budget_below_every_row_with_filtering_on(fixed_argv):
     argv = set_override(argv, "actor_rollout_ref.rollout.max_model_len", None)
     report = run_preflight(argv)
     dropped = [f for f in report.findings if f.code == "data.all-rows-dropped"]
-    assert sorted(f.what.split(" row")[0] for f in dropped) == ["verl's overlong filter drops every train",
-                                                              "verl's overlong filter drops every val"]
+    assert sorted(f.what.split(" row")[0] for f in dropped) == [
+        "verl's overlong filter drops every train",
+        "verl's overlong filter drops every val",
+    ]
     assert dropped[0].where.position == argv.index("data.max_prompt_length=100")
     assert report.exit_code == 2
 

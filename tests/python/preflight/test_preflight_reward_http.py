@@ -19,8 +19,9 @@ def _codes(report, code):
 
 def _with_reward_model(argv, key="reward.reward_model"):
     argv = set_override(argv, f"{key}.enable", "True")
-    argv = set_override(argv, f"{key}.model_path" if key.startswith("reward.") else f"{key}.model.path",
-                        "/models/genrm")
+    argv = set_override(
+        argv, f"{key}.model_path" if key.startswith("reward.") else f"{key}.model.path", "/models/genrm"
+    )
     return set_override(argv, f"{key}.rollout.name", "vllm")
 
 

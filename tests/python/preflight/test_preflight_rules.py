@@ -54,6 +54,7 @@ def test_fixed_argv_is_clean(clean_fixed_report):
 
 # --- B09: max_model_len ----------------------------------------------------------------------------------
 
+
 def test_b09a_max_model_len_below_prompt_plus_response(fixed_argv):
     argv = set_override(fixed_argv, "actor_rollout_ref.rollout.max_model_len", "8192")
     report = run_preflight(argv, check_data=False)
@@ -89,12 +90,16 @@ def test_b09_max_model_len_above_max_position_embeddings(fixed_argv):
 def test_b09_rollout_expert_parallel_must_equal_tp_times_dp(fixed_argv):
     argv = set_override(fixed_argv, "actor_rollout_ref.rollout.expert_parallel_size", "4")  # tp=2, dp=1
     report = run_preflight(argv, check_data=False)
-    hits = [f for f in _by_code(report, "verl.dataclass")
-            if "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in f.what]
+    hits = [
+        f
+        for f in _by_code(report, "verl.dataclass")
+        if "expert_parallel_size must be equal to tensor_model_parallel_size * data_parallel_size" in f.what
+    ]
     assert hits and hits[0].where.key == "actor_rollout_ref.rollout"
 
 
 # --- B13: checkpoint engine backend --------------------------------------------------------------------------
+
 
 def test_b13_hccl_backend_is_not_registered_and_nccl_is_explained(fixed_argv):
     argv = fixed_argv + ["actor_rollout_ref.rollout.checkpoint_engine.backend=hccl"]
@@ -117,6 +122,7 @@ def test_b13_declared_backends_read_from_installed_source():
 
 
 # --- B05: vision placeholder tokens --------------------------------------------------------------------------
+
 
 def test_b05_pinned_verl_does_not_ban_placeholders(clean_fixed_report):
     info = clean_fixed_report.summary["vision_tokens"]
@@ -162,6 +168,7 @@ def test_b05_warns_when_the_mask_patch_is_disabled(fixed_argv, monkeypatch):
 
 # --- B19: VeOmni layout ------------------------------------------------------------------------------------
 
+
 def test_b19_veomni_fsdp_size_must_match_world_size():
     argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.nnodes", "1")  # dp_size/fsdp_size stays 16 on 8
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
@@ -178,16 +185,19 @@ def test_b19_veomni_fsdp_size_must_match_world_size():
 def test_b19_veomni_expert_parallel_must_divide_world_size():
     argv = set_override(read_argv(UPSTREAM_VEOMNI), "actor_rollout_ref.actor.veomni.expert_parallel_size", "3")
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
-    assert any("expert_parallel_size=3 does not divide world size 16" in f.what
-               for f in _by_code(report, "rules.veomni-layout"))
+    assert any(
+        "expert_parallel_size=3 does not divide world size 16" in f.what
+        for f in _by_code(report, "rules.veomni-layout")
+    )
 
 
 def test_validate_config_runs_for_main_ppo():
     # verl's validate_config: ppo_mini_batch_size must not exceed train_batch_size without dynamic bsz
     argv = set_override(read_argv(UPSTREAM_VEOMNI), "data.train_batch_size", "16")
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
-    assert any("train_batch_size (16) must be >= actor.ppo_mini_batch_size (32)" in f.what
-               for f in report.findings), [f.line() for f in report.findings]
+    assert any("train_batch_size (16) must be >= actor.ppo_mini_batch_size (32)" in f.what for f in report.findings), [
+        f.line() for f in report.findings
+    ]
 
 
 def test_upstream_fully_async_has_no_verl_assert_failures():
@@ -247,6 +257,7 @@ def test_reward_migration_from_source_equals_verls_import():
 
 
 # --- verl issue #6615: rollout DP > 1 on Ascend needs the weight-sync patch ----------------------------------------
+
 
 def test_rollout_dp_with_the_weight_sync_patch_off_is_refused_on_npu(fixed_argv, monkeypatch):
     from omegaconf import OmegaConf

@@ -31,7 +31,9 @@ def test_the_records_mark_the_code_execution_and_exposure_fixes():
     assert "weights_only=False" in marked["checkpoint.manifest"]
     assert "unauthenticated" in marked["rollout.server_loopback"]
     # fixes of crashes, hangs and numbers are not safety fixes
-    assert not {"qwen3_vl.vision_pos_embed", "rollout.weight_sync_dp_rank", "fully_async.resume_step_label"} & set(marked)
+    assert not {"qwen3_vl.vision_pos_embed", "rollout.weight_sync_dp_rank", "fully_async.resume_step_label"} & set(
+        marked
+    )
 
 
 def test_patches_off_for_a_launch_is_refused_naming_both_safety_patches(fixed_argv, monkeypatch):

@@ -49,14 +49,21 @@ def test_upstream_veomni_composes_and_its_faults_are_named():
     # drops False booleans from vLLM's command line, B08); data.image_patch_size stays at verl's default 14 while
     # Qwen3-VL's processor uses 16, so verl's overlong filter counts image tokens wrong (B06, verl issue #6592); and it
     # allows video inputs on vLLM 0.13.0 (C01)
-    assert [f.code for f in report.errors] == ["vllm.setting-dropped", "vllm.setting-dropped",
-                                               "rules.image-patch-size", "rules.video-enabled"], [
-        f.line() for f in report.errors]
+    assert [f.code for f in report.errors] == [
+        "vllm.setting-dropped",
+        "vllm.setting-dropped",
+        "rules.image-patch-size",
+        "rules.video-enabled",
+    ], [f.line() for f in report.errors]
     assert report.exit_code == 2
     # both max_model_len settings are 4096 >= 1024 + 2048, under the 32768 override of max_position_embeddings
     b = report.summary["token_budget"]
     assert (b["needed"], b["max_model_len"], b["engine_max_model_len"], b["max_position_embeddings"]) == (
-        3072, 4096, 4096, 32768)
+        3072,
+        4096,
+        4096,
+        32768,
+    )
 
 
 def test_duplicates_name_both_positions():
@@ -100,7 +107,7 @@ def test_plus_on_existing_key_missing_plus_and_unknown_key():
 
 
 def test_list_given_as_string_json_form():
-    argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.logger", "'[\"console\",\"wandb\"]'")
+    argv = set_override(read_argv(UPSTREAM_VEOMNI), "trainer.logger", '\'["console","wandb"]\'')
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
     (f,) = _find(report, "schema.list-as-string")
     assert f.fix == "trainer.logger=[console,wandb]"
@@ -138,8 +145,11 @@ def test_remote_code_and_code_loading_keys_are_refused():
     a `_target_` swapped in by an override, and a key that makes verl import a user file — each an error at
     its argv position. The upstream scripts set none of them (test_upstream_veomni_composes_and_its_faults_are_named)."""
     base = read_argv(UPSTREAM_VEOMNI)
-    extra = ["data.trust_remote_code=True", "reward.reward_manager._target_=os.system",
-             "custom_reward_function.path=/tmp/reward.py"]
+    extra = [
+        "data.trust_remote_code=True",
+        "reward.reward_manager._target_=os.system",
+        "custom_reward_function.path=/tmp/reward.py",
+    ]
     argv = base + extra
     report = run_preflight(argv, check_data=False, model_path=MODEL_30B)
     (t,) = _find(report, "security.trust-remote-code")

@@ -76,8 +76,9 @@ def test_b19_pinned_veomni_builds_the_30b_model_on_meta(veomni_src, monkeypatch)
     built = report.summary["veomni_build"]
     assert built["stage"] == "ok", built
     # VeOmni's own class for transformers < 5.2 (not transformers' class, not the >=5.2 generated one)
-    assert built["model_class"] == ("veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe."
-                                   "Qwen3VLMoeForConditionalGeneration")
+    assert built["model_class"] == (
+        "veomni.models.transformers.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeForConditionalGeneration"
+    )
     assert built["parameters"] == _reference_parameter_count() > 30_000_000_000
     # the tiny image forward ran: 4 image tokens, random-init loss near ln(vocab 151936) = 11.93
     assert built["forward"]["image_tokens"] == 4 and abs(built["forward"]["loss"] - math.log(151936)) < 0.5
@@ -87,15 +88,21 @@ def test_b19_pinned_veomni_builds_the_30b_model_on_meta(veomni_src, monkeypatch)
 def test_b19_dry_run_one_geo3k_image_row(veomni_src, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     env["PYTHONPATH"] = veomni_src
-    proc = subprocess.run([sys.executable, DRY_RUN, str(tmp_path / "scaled")], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=REPO)  # a hang guard, not a speed check
+    proc = subprocess.run(
+        [sys.executable, DRY_RUN, str(tmp_path / "scaled")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=REPO,
+    )  # a hang guard, not a speed check
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "crash" not in out, out.get("crash")
     assert out["model_class"].startswith("veomni.models.transformers.qwen3_vl_moe.")
     assert out["devices"] == ["cpu"] and out["dtypes"] == ["torch.bfloat16"]
     assert out["pos_embed"] == [2304, 32]  # the 30B tower's 48 x 48 position grid, width scaled down
     # the processor's own expansion: one <|image_pad|> per merged 2 x 2 patch block
-    (t, h, w), = out["image_grid_thw"]
+    ((t, h, w),) = out["image_grid_thw"]
     assert out["image_pad_tokens"] == t * h * w // 4 and out["pixel_values"] == [t * h * w, 3 * 2 * 16 * 16]
     assert out["response_tokens"] >= 2
     # random init (std 0.02): the logits are near zero, so the loss is near ln(vocab)
@@ -145,8 +152,11 @@ def register_qwen3_vl_moe_modeling(architecture):
     return RefusesImages
 '''
 
-VARIANTS = {"no-entry": "# this VeOmni ships no Qwen3-VL-MoE model\n", "text-only": TEXT_ONLY,
-            "refuses-images": REFUSES_IMAGES}
+VARIANTS = {
+    "no-entry": "# this VeOmni ships no Qwen3-VL-MoE model\n",
+    "text-only": TEXT_ONLY,
+    "refuses-images": REFUSES_IMAGES,
+}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -42,10 +42,14 @@ def test_verl_drops_false_booleans_from_vllms_command_line():
     """verl 0.8.0 vllm_rollout/utils.py build_cli_args_from_config, run from the installed source."""
     from vlgrpo.preflight.verl_checks import load_function
 
-    build = load_function("workers/rollout/vllm_rollout/utils.py", "build_cli_args_from_config", {"json": json},
-                          import_fallback=False)
+    build = load_function(
+        "workers/rollout/vllm_rollout/utils.py", "build_cli_args_from_config", {"json": json}, import_fallback=False
+    )
     assert build({"enable_chunked_prefill": False, "enforce_eager": True, "max_model_len": 4096}) == [
-        "--enforce_eager", "--max_model_len", "4096"]
+        "--enforce_eager",
+        "--max_model_len",
+        "4096",
+    ]
     assert drops_false() is True
 
 
@@ -70,12 +74,20 @@ def test_b08_when_chunked_prefill_really_is_off():
     """vLLM's --no-enable-chunked-prefill (BooleanOptionalAction) through engine_kwargs does reach vLLM: then
     SchedulerConfig refuses max_num_batched_tokens 5120 < max_model_len, 32768 through override_config or 262144
     from the model itself."""
-    base = [a for a in _veomni(**{"actor_rollout_ref.rollout.max_model_len": None,
-                                  "actor_rollout_ref.rollout.enable_chunked_prefill": None})
-            if not a.startswith(f"+{EK}.max_model_len=")] + [f"+{EK}.no_enable_chunked_prefill=True"]
-    for argv, mml in ((base, 32768),
-                      (set_override(base, "actor_rollout_ref.model.override_config.max_position_embeddings", None),
-                       262144)):
+    base = [
+        a
+        for a in _veomni(
+            **{
+                "actor_rollout_ref.rollout.max_model_len": None,
+                "actor_rollout_ref.rollout.enable_chunked_prefill": None,
+            }
+        )
+        if not a.startswith(f"+{EK}.max_model_len=")
+    ] + [f"+{EK}.no_enable_chunked_prefill=True"]
+    for argv, mml in (
+        (base, 32768),
+        (set_override(base, "actor_rollout_ref.model.override_config.max_position_embeddings", None), 262144),
+    ):
         report = _run(argv)
         (f,) = _by_code(report, "vllm.max-num-batched-tokens")
         assert f"max_num_batched_tokens (5120) is smaller than max_model_len ({mml})" in f.what
@@ -88,18 +100,28 @@ def test_b08_when_chunked_prefill_really_is_off():
 def test_prefix_caching_false_is_dropped_too():
     report = _run(_veomni())  # upstream sets enable_chunked_prefill=False and enable_prefix_caching=False
     dropped = sorted(f.where.key for f in _by_code(report, "vllm.setting-dropped"))
-    assert dropped == ["actor_rollout_ref.rollout.enable_chunked_prefill",
-                       "actor_rollout_ref.rollout.enable_prefix_caching"]
-    fixed = _veomni(**{"actor_rollout_ref.rollout.enable_chunked_prefill": "True",
-                       "actor_rollout_ref.rollout.enable_prefix_caching": "True"})
+    assert dropped == [
+        "actor_rollout_ref.rollout.enable_chunked_prefill",
+        "actor_rollout_ref.rollout.enable_prefix_caching",
+    ]
+    fixed = _veomni(
+        **{
+            "actor_rollout_ref.rollout.enable_chunked_prefill": "True",
+            "actor_rollout_ref.rollout.enable_prefix_caching": "True",
+        }
+    )
     fixed.append(f"+{EK}.limit_mm_per_prompt={{image:1,video:0}}")  # upstream allows video (rules.video-enabled)
     assert _run(fixed).errors == []
 
 
 def test_more_vllm_engine_rules():
     """Three more of vLLM 0.13.0's config rules on the arguments verl builds."""
-    ok = _veomni(**{"actor_rollout_ref.rollout.enable_chunked_prefill": "True",
-                    "actor_rollout_ref.rollout.enable_prefix_caching": "True"})
+    ok = _veomni(
+        **{
+            "actor_rollout_ref.rollout.enable_chunked_prefill": "True",
+            "actor_rollout_ref.rollout.enable_prefix_caching": "True",
+        }
+    )
     # SchedulerConfig: max_num_batched_tokens >= max_num_seqs (verl's default max_num_seqs is 1024)
     r = _run(set_override(ok, "actor_rollout_ref.rollout.max_num_batched_tokens", "1000"))
     (f,) = _by_code(r, "vllm.max-num-batched-tokens")
@@ -108,7 +130,8 @@ def test_more_vllm_engine_rules():
     for bad in ("1.2", "0"):
         r = _run(set_override(ok, "actor_rollout_ref.rollout.gpu_memory_utilization", bad))
         assert [x.where.key for x in _by_code(r, "vllm.gpu-memory-utilization")] == [
-            "actor_rollout_ref.rollout.gpu_memory_utilization"], bad
+            "actor_rollout_ref.rollout.gpu_memory_utilization"
+        ], bad
     # _get_and_verify_max_len: vLLM checks against the folder's own 262144 (verl's override_config does not reach it)
     long = [f"+{EK}.max_model_len=300000" if a.startswith(f"+{EK}.max_model_len=") else a for a in ok]
     r = _run(set_override(long, "actor_rollout_ref.rollout.max_model_len", "300000"))
@@ -116,10 +139,18 @@ def test_more_vllm_engine_rules():
     assert "max_model_len (300000)" in f.what and "max_position_embeddings=262144" in f.what
     # SchedulerConfig: partial prefills need chunked prefill; max_long_partial_prefills <= max_num_partial_prefills
     r = _run(ok + [f"+{EK}.max_num_partial_prefills=2", f"+{EK}.max_long_partial_prefills=3"])
-    assert "max_long_partial_prefills (3) is larger than max_num_partial_prefills (2)" in \
-        _by_code(r, "vllm.partial-prefill")[0].what
-    r = _run(ok + [f"+{EK}.max_num_partial_prefills=2", f"+{EK}.no_enable_chunked_prefill=True",
-                   "actor_rollout_ref.rollout.max_num_batched_tokens=8192"])
+    assert (
+        "max_long_partial_prefills (3) is larger than max_num_partial_prefills (2)"
+        in _by_code(r, "vllm.partial-prefill")[0].what
+    )
+    r = _run(
+        ok
+        + [
+            f"+{EK}.max_num_partial_prefills=2",
+            f"+{EK}.no_enable_chunked_prefill=True",
+            "actor_rollout_ref.rollout.max_num_batched_tokens=8192",
+        ]
+    )
     assert "needs chunked prefill on" in _by_code(r, "vllm.partial-prefill")[0].what
     # MultiModalConfig: limit_mm_per_prompt counts >= 0
     r = _run(ok + [f"+{EK}.limit_mm_per_prompt={{image:-1,video:0}}"])
@@ -128,6 +159,7 @@ def test_more_vllm_engine_rules():
 
 def test_rollout_parallel_sizes_against_the_rollouts_devices(fixed_argv):
     """verl 0.8.0 places vLLM replicas of TP x DP x PP devices (replica.py, llm_server.py, vllm_async_server.py)."""
+
     def run(**kw):
         argv = list(fixed_argv)
         for k, v in kw.items():
@@ -173,17 +205,39 @@ def test_mirror_gives_vllms_own_verdict_on_every_case():
     on every case (and name the same numbers for the batched-tokens rule); a pin change shows up here."""
     if not os.path.isfile(os.path.join(VLLM, ".installed")):
         pytest.fail(f"vLLM 0.13.0 is not installed in {VLLM}; run `make vllm-0.13.0` (make test-python does)")
-    resolved = [{"max_model_len": m, "max_num_batched_tokens": b, "max_num_seqs": s, "enable_chunked_prefill": c,
-                 "gpu_memory_utilization": g, **extra} for m, b, s, c, g, extra in CASES]
-    code = ("import json, sys\nfrom vlgrpo.preflight.vllm_engine import check_with_vllm\n"
-            f"print('RESULT ' + json.dumps([check_with_vllm(c, {MODEL_30B!r}) for c in json.load(sys.stdin)]))\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(VLLM, "src"), os.path.join(VLLM, "deps"),
-                                                       os.path.join(REPO, "python", "src")]))
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(resolved), capture_output=True, text=True,
-                          env=env, timeout=600, check=False)
+    resolved = [
+        {
+            "max_model_len": m,
+            "max_num_batched_tokens": b,
+            "max_num_seqs": s,
+            "enable_chunked_prefill": c,
+            "gpu_memory_utilization": g,
+            **extra,
+        }
+        for m, b, s, c, g, extra in CASES
+    ]
+    code = (
+        "import json, sys\nfrom vlgrpo.preflight.vllm_engine import check_with_vllm\n"
+        f"print('RESULT ' + json.dumps([check_with_vllm(c, {MODEL_30B!r}) for c in json.load(sys.stdin)]))\n"
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [os.path.join(VLLM, "src"), os.path.join(VLLM, "deps"), os.path.join(REPO, "python", "src")]
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(resolved),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-2000:] + proc.stderr[-3000:]
-    real = json.loads(line[len("RESULT "):])
+    real = json.loads(line[len("RESULT ") :])
     text_config = text_config_of(MODEL_30B)
     broke_something = 0
     for case, theirs in zip(resolved, real):

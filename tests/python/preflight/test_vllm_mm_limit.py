@@ -38,8 +38,11 @@ def runs():
         pytest.fail(f"vLLM 0.13.0's sources are not in {VLLM}; run `make vllm-0.13.0` (make test-python does)")
     limits = [_recipe_limits("fa"), _recipe_limits("vo"), {"image": 1}]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_") and k != "PYTHONPATH"}
-    env.update(VLGRPO_TEST_VLLM_PATH=os.pathsep.join([os.path.join(VLLM, "src"), os.path.join(VLLM, "deps")]),
-               VLGRPO_TEST_LIMITS=json.dumps(limits), VLGRPO_TEST_IMAGE=IMAGE)
+    env.update(
+        VLGRPO_TEST_VLLM_PATH=os.pathsep.join([os.path.join(VLLM, "src"), os.path.join(VLLM, "deps")]),
+        VLGRPO_TEST_LIMITS=json.dumps(limits),
+        VLGRPO_TEST_IMAGE=IMAGE,
+    )
     proc = subprocess.run([sys.executable, SCRIPT], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "crash" not in out, out["crash"] + proc.stderr[-3000:]

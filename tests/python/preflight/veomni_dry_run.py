@@ -42,11 +42,26 @@ try:
     with open(os.path.join(MODEL, "config.json"), encoding="utf-8") as fh:
         cfg = json.load(fh)
     text, vision = cfg["text_config"], cfg["vision_config"]
-    text.update(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
-                num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    text.update(
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
     text["rope_scaling"]["mrope_section"] = [4, 2, 2]  # sums to head_dim / 2, as [24, 20, 20] does for 128
-    vision.update(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                  deepstack_visual_indexes=[0, 1, 2])
+    vision.update(
+        depth=3,
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        out_hidden_size=64,
+        deepstack_visual_indexes=[0, 1, 2],
+    )
     folder = sys.argv[1]
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as fh:
@@ -71,11 +86,16 @@ try:
     with open(os.path.join(MODEL, "preprocessor_config.json"), encoding="utf-8") as fh:
         size = json.load(fh)["size"]
     # the slow processor (the fast one needs torchvision) with the folder's pixel bounds, which the fast one keeps
-    improc = AutoImageProcessor.from_pretrained(MODEL, use_fast=False, min_pixels=size["shortest_edge"],
-                                                max_pixels=size["longest_edge"])
+    improc = AutoImageProcessor.from_pretrained(
+        MODEL, use_fast=False, min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"]
+    )
     proc = qwen3vl_processor(tok, improc, MODEL)  # transformers' own processor, without the video processor
-    messages = [{"role": "user", "content": [{"type": "image"},
-                                             {"type": "text", "text": row["problem"].replace("<image>", "")}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "image"}, {"type": "text", "text": row["problem"].replace("<image>", "")}],
+        }
+    ]
     prompt = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     full = prompt + row["answer"] + "<|im_end|>\n"
     batch = proc(text=[full], images=[image], return_tensors="pt")
@@ -95,16 +115,23 @@ try:
     model.train()
     # verl 0.8.0 VeOmniEngine._apply_veomni_input_transforms hands VeOmni the placeholder masks (without them
     # VeOmni all-gathers input_ids over its sequence-parallel group, i.e. needs torch.distributed)
-    res = model(input_ids=ids, attention_mask=batch["attention_mask"], pixel_values=batch["pixel_values"],
-                image_grid_thw=grid, labels=labels, image_mask=ids == cfg["image_token_id"],
-                video_mask=ids == cfg["video_token_id"])
+    res = model(
+        input_ids=ids,
+        attention_mask=batch["attention_mask"],
+        pixel_values=batch["pixel_values"],
+        image_grid_thw=grid,
+        labels=labels,
+        image_mask=ids == cfg["image_token_id"],
+        video_mask=ids == cfg["video_token_id"],
+    )
     loss = res.loss
     out["loss"] = float(loss)
     out["ln_vocab"] = math.log(cfg["text_config"]["vocab_size"])
     loss.backward()
     g = pos_embed.weight.grad
-    out["pos_embed_grad"] = None if g is None else {"finite": bool(torch.isfinite(g).all()),
-                                                    "abs_sum": float(g.abs().sum())}
+    out["pos_embed_grad"] = (
+        None if g is None else {"finite": bool(torch.isfinite(g).all()), "abs_sum": float(g.abs().sum())}
+    )
     missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     out["params_without_grad"] = len(missing)
     out["params_without_grad_first"] = missing[:5]

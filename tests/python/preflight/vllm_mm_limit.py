@@ -37,8 +37,12 @@ def _request(limits, content, decoded):
     from vllm.model_executor.models.qwen3_vl import Qwen3VLMultiModalProcessor, Qwen3VLProcessingInfo
 
     mm_config = MultiModalConfig(limit_per_prompt=dict(limits))  # its validator rewrites the dict in place
-    model_config = SimpleNamespace(multimodal_config=mm_config, get_multimodal_config=lambda: mm_config,
-                                   allowed_local_media_path="", allowed_media_domains=None)
+    model_config = SimpleNamespace(
+        multimodal_config=mm_config,
+        get_multimodal_config=lambda: mm_config,
+        allowed_local_media_path="",
+        allowed_media_domains=None,
+    )
     info = object.__new__(Qwen3VLProcessingInfo)
     info.ctx = SimpleNamespace(get_mm_config=lambda: mm_config, model_config=model_config)
     proc = object.__new__(Qwen3VLMultiModalProcessor)
@@ -47,21 +51,34 @@ def _request(limits, content, decoded):
     proc._allowed_mm_limits = info.get_allowed_mm_limits()
     chat_utils.AsyncMultiModalItemTracker.mm_processor = property(lambda self: proc)
     chat_utils.AsyncMultiModalItemTracker.model_cls = property(
-        lambda self: SimpleNamespace(get_placeholder_str=lambda modality, i: f"<{modality} {i}>"))
+        lambda self: SimpleNamespace(get_placeholder_str=lambda modality, i: f"<{modality} {i}>")
+    )
     before = len(decoded)
     try:
         conversation, mm_future, _ = chat_utils.parse_chat_messages_futures(
-            [{"role": "user", "content": content}], model_config, "string")
+            [{"role": "user", "content": content}], model_config, "string"
+        )
     except ValueError as exc:
-        return {"accepted": False, "error": str(exc), "decoded": len(decoded) - before,
-                "supported": dict(proc._supported_mm_limits), "allowed": dict(proc._allowed_mm_limits)}
+        return {
+            "accepted": False,
+            "error": str(exc),
+            "decoded": len(decoded) - before,
+            "supported": dict(proc._supported_mm_limits),
+            "allowed": dict(proc._allowed_mm_limits),
+        }
     try:  # the server awaits the media next: this is where a video is decoded
         asyncio.run(mm_future)
         media = "ok"
     except Exception as exc:  # noqa: BLE001 - the test's video frames are not real JPEGs
         media = f"{type(exc).__name__}: {exc}"[:200]
-    return {"accepted": True, "prompt": conversation[0]["content"], "decoded": len(decoded) - before, "media": media,
-            "supported": dict(proc._supported_mm_limits), "allowed": dict(proc._allowed_mm_limits)}
+    return {
+        "accepted": True,
+        "prompt": conversation[0]["content"],
+        "decoded": len(decoded) - before,
+        "media": media,
+        "supported": dict(proc._supported_mm_limits),
+        "allowed": dict(proc._allowed_mm_limits),
+    }
 
 
 def main():
@@ -90,12 +107,14 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a refused request's media coroutines are never awaited
             for limits in json.loads(os.environ["VLGRPO_TEST_LIMITS"]):
-                out["runs"].append({
-                    "limits": limits,
-                    "video": _request(limits, [video_part, text], decoded),
-                    "one_image": _request(limits, [image_part, text], decoded),
-                    "two_images": _request(limits, [image_part, image_part, text], decoded),
-                })
+                out["runs"].append(
+                    {
+                        "limits": limits,
+                        "video": _request(limits, [video_part, text], decoded),
+                        "one_image": _request(limits, [image_part, text], decoded),
+                        "two_images": _request(limits, [image_part, image_part, text], decoded),
+                    }
+                )
     except Exception:
         out["crash"] = traceback.format_exc()
     print(json.dumps(out))

@@ -33,8 +33,12 @@ def geo3k_parquet(root: Path) -> tuple[Path, Path]:
     """The shipped Geometry3K sample in verl's format (``python -m vlgrpo data geo3k``), made once under root."""
     out = root / "geo3k"
     if not (out / "train.parquet").exists():
-        done = subprocess.run([PY, "-m", "vlgrpo", "data", "geo3k", str(GEO3K_SAMPLE), str(out)], capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [PY, "-m", "vlgrpo", "data", "geo3k", str(GEO3K_SAMPLE), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
     return out / "train.parquet", out / "test.parquet"
 
@@ -225,13 +229,19 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while True:
             names = os.listdir(sockets) if sockets.is_dir() else []
-            if sum(n.startswith("plasma_store") for n in names) >= want and sum(n.startswith("raylet") for n in names) >= want:
+            if (
+                sum(n.startswith("plasma_store") for n in names) >= want
+                and sum(n.startswith("raylet") for n in names) >= want
+            ):
                 return
             dead = [n for n in self.nodes if n.proc.poll() is not None]
             if dead or time.monotonic() > deadline:
                 why = "exited" if dead else f"has not bound its sockets after {timeout:.0f}s"
-                raise AssertionError(f"ray-node.sh {(dead or self.nodes)[-1].role} {why} ({sorted(names)}):\n"
-                                     + "".join(n.output()[-2000:] for n in self.nodes) + self._raylet_errors())
+                raise AssertionError(
+                    f"ray-node.sh {(dead or self.nodes)[-1].role} {why} ({sorted(names)}):\n"
+                    + "".join(n.output()[-2000:] for n in self.nodes)
+                    + self._raylet_errors()
+                )
             time.sleep(0.3)
 
     def _raylet_errors(self) -> str:
@@ -239,7 +249,9 @@ class Cluster:
         logs = self.temp_dir / "session_latest" / "logs"
         out = []
         for path in sorted(logs.glob("raylet*.err")) if logs.is_dir() else []:
-            lines = [l for l in path.read_text(errors="replace").splitlines() if "Unhandled exception" in l or " F " in l]
+            lines = [
+                l for l in path.read_text(errors="replace").splitlines() if "Unhandled exception" in l or " F " in l
+            ]
             out += [f"{path.name}: {l[:300]}" for l in lines[-3:]]
         return "\n".join(out)
 
@@ -323,21 +335,41 @@ class PlainHead:
         self.root = root
         self.node: RayNode | None = None
         self.npus, self.gpus = npus, gpus
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("VLGRPO_", "RAY_")) and k not in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")}
-        self.env.update(PATH=f"{patient_ray(root)}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", RAY_USAGE_STATS_ENABLED="0",
-                        PYTHONPATH=standin_site(root, physical), **env_extra)
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VLGRPO_", "RAY_")) and k not in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+        }
+        self.env.update(
+            PATH=f"{patient_ray(root)}:{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+            RAY_USAGE_STATS_ENABLED="0",
+            PYTHONPATH=standin_site(root, physical),
+            **env_extra,
+        )
 
     def start(self, attempts: int = 3) -> "PlainHead":
         for attempt in range(1, attempts + 1):
             self.temp_dir = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
             self.port, self.dashboard_port = free_port(), free_port()
-            argv = [str(patient_ray(self.root) / "ray"), "start", "--head", "--block", "--disable-usage-stats",
-                    f"--port={self.port}", "--node-ip-address=127.0.0.2", "--num-cpus=2", "--memory=400000000",
-                    "--object-store-memory=80000000", f"--resources={{\"NPU\": {self.npus}}}",
-                    "--include-dashboard=true", "--dashboard-host=127.0.0.2", f"--dashboard-port={self.dashboard_port}",
-                    f"--dashboard-agent-listen-port={free_port()}", f"--ray-client-server-port={free_port()}",
-                    f"--temp-dir={self.temp_dir}"] + ([f"--num-gpus={self.gpus}"] if self.gpus else [])
+            argv = [
+                str(patient_ray(self.root) / "ray"),
+                "start",
+                "--head",
+                "--block",
+                "--disable-usage-stats",
+                f"--port={self.port}",
+                "--node-ip-address=127.0.0.2",
+                "--num-cpus=2",
+                "--memory=400000000",
+                "--object-store-memory=80000000",
+                f'--resources={{"NPU": {self.npus}}}',
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.2",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--dashboard-agent-listen-port={free_port()}",
+                f"--ray-client-server-port={free_port()}",
+                f"--temp-dir={self.temp_dir}",
+            ] + ([f"--num-gpus={self.gpus}"] if self.gpus else [])
             self.node = RayNode("head", "127.0.0.2", self.env, self.root / f"plain-head-{attempt}.log", argv)
             try:
                 Cluster._wait_listening(self.node, "127.0.0.2", self.dashboard_port, timeout=180)
@@ -368,8 +400,9 @@ class PlainHead:
         return problems
 
 
-def submit(dashboard: str, command: list[str], *submit_args: str, runtime_env: dict | None = None,
-           timeout: float = 400) -> subprocess.CompletedProcess:
+def submit(
+    dashboard: str, command: list[str], *submit_args: str, runtime_env: dict | None = None, timeout: float = 400
+) -> subprocess.CompletedProcess:
     """``ray job submit --address DASHBOARD [ARGS] -- COMMAND``: waits for the job and returns the CLI's result
     (exit 1 when the job failed; stdout carries the job's log)."""
     import json as _json
@@ -379,8 +412,7 @@ def submit(dashboard: str, command: list[str], *submit_args: str, runtime_env: d
         argv += ["--runtime-env-json", _json.dumps(runtime_env)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "RAY_"))}
     env.update(RAY_USAGE_STATS_ENABLED="0", PATH=f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}")
-    return subprocess.run([*argv, "--", *command], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run([*argv, "--", *command], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def run_cli(*args: str, timeout: float = 120, **env_extra: str) -> subprocess.CompletedProcess:

@@ -78,7 +78,7 @@ def views_script(tmp_path_factory):
 
 def parse_views(text: str) -> dict:
     (line,) = [ln for ln in text.splitlines() if ln.startswith("VIEWS ")]
-    return json.loads(line[len("VIEWS "):])
+    return json.loads(line[len("VIEWS ") :])
 
 
 def ids(value: str | None) -> list[str]:
@@ -90,8 +90,9 @@ def ids(value: str | None) -> list[str]:
 
 def test_a_driver_started_on_the_head_is_not_restricted(plain, views_script):
     # a plain driver is no Ray worker: nothing calls set_visible_accelerator_ids for it
-    out = subprocess.run([PY, str(views_script), plain.address], env=plain.env, capture_output=True, text=True,
-                         timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [PY, str(views_script), plain.address], env=plain.env, capture_output=True, text=True, timeout=300, cwd=REPO
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = parse_views(out.stdout)
     assert got["driver"] == {"npu": UNSET, "cuda": UNSET, "seen": 4}
@@ -130,8 +131,14 @@ def test_a_job_with_noset_in_its_runtime_env_sees_the_npus_everywhere(plain, vie
 
 def test_entrypoint_resources_give_the_driver_one_device(plain, views_script):
     # resources_specified: job_manager.py skips the CUDA exemption and places the supervisor with those resources
-    out = submit(plain.dashboard, [PY, str(views_script), plain.address], "--entrypoint-resources", '{"NPU": 1}',
-                 "--entrypoint-num-gpus", "1")
+    out = submit(
+        plain.dashboard,
+        [PY, str(views_script), plain.address],
+        "--entrypoint-resources",
+        '{"NPU": 1}',
+        "--entrypoint-num-gpus",
+        "1",
+    )
     assert out.returncode == 0, out.stdout[-3000:]
     got = parse_views(out.stdout)
     assert len(ids(got["driver"]["npu"])) == 1 and got["driver"]["seen"] == 1
@@ -142,8 +149,24 @@ def test_entrypoint_resources_give_the_driver_one_device(plain, views_script):
 
 
 def probe_argv(plain, per_node: int = 4, resource: str = "NPU") -> list[str]:
-    return [PY, "-m", "vlgrpo", "cluster", "probe", "--address", plain.address, "--resource", resource,
-            "--nodes", "1", "--per-node", str(per_node), "--timeout", "240", "--no-rehearse"]
+    return [
+        PY,
+        "-m",
+        "vlgrpo",
+        "cluster",
+        "probe",
+        "--address",
+        plain.address,
+        "--resource",
+        resource,
+        "--nodes",
+        "1",
+        "--per-node",
+        str(per_node),
+        "--timeout",
+        "240",
+        "--no-rehearse",
+    ]
 
 
 def test_b14_the_probe_as_a_submitted_job_is_refused_naming_ray_and_the_fix(plain):
@@ -176,8 +199,13 @@ def test_the_probe_passes_a_job_that_sets_noset_in_its_runtime_env(plain):
 def test_the_probe_refuses_a_job_whose_driver_holds_devices_for_the_whole_job(plain):
     # NOSET in the job: the driver sees every NPU, but it holds one for the whole job, so a placement group
     # asking for the node's 4 would wait forever
-    out = submit(plain.dashboard, probe_argv(plain), "--entrypoint-resources", '{"NPU": 1}',
-                 runtime_env={"env_vars": {NOSET_NPU: "1"}})
+    out = submit(
+        plain.dashboard,
+        probe_argv(plain),
+        "--entrypoint-resources",
+        '{"NPU": 1}',
+        runtime_env={"env_vars": {NOSET_NPU: "1"}},
+    )
     assert out.returncode != 0, out.stdout[-3000:]
     assert "1 of the 4 NPU the cluster declares are in use before the launch" in out.stdout, out.stdout[-3000:]
     assert "--entrypoint-resources" in out.stdout
@@ -197,10 +225,20 @@ def entrypoint_job(plain, tmp_path, **settings: str) -> list[str]:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
     train, val = geo3k_parquet(tmp_path)
-    env = {"VLGRPO_DRY_RUN": "1", "VLGRPO_PLATFORM": "npu", "VLGRPO_RAY_ADDRESS": plain.address,
-           "VLGRPO_MODEL_PATH": str(MODEL_30B), "VLGRPO_TRAIN_FILE": str(train), "VLGRPO_VAL_FILE": str(val),
-           "VLGRPO_CHECKPOINT_DIR": str(ckpt), "VLGRPO_LOGGER": "console", "VLGRPO_TRAINER_NNODES": "1",
-           "VLGRPO_RAY_WAIT_TIMEOUT": "60", "VLGRPO_PASS_ENV": "PYTHONPATH,STANDIN_PHYSICAL_NPUS", **settings}
+    env = {
+        "VLGRPO_DRY_RUN": "1",
+        "VLGRPO_PLATFORM": "npu",
+        "VLGRPO_RAY_ADDRESS": plain.address,
+        "VLGRPO_MODEL_PATH": str(MODEL_30B),
+        "VLGRPO_TRAIN_FILE": str(train),
+        "VLGRPO_VAL_FILE": str(val),
+        "VLGRPO_CHECKPOINT_DIR": str(ckpt),
+        "VLGRPO_LOGGER": "console",
+        "VLGRPO_TRAINER_NNODES": "1",
+        "VLGRPO_RAY_WAIT_TIMEOUT": "60",
+        "VLGRPO_PASS_ENV": "PYTHONPATH,STANDIN_PHYSICAL_NPUS",
+        **settings,
+    }
     return ["env", *(f"{k}={v}" for k, v in env.items()), str(REPO / "entrypoints" / "veomni-grpo.sh")]
 
 
@@ -208,7 +246,9 @@ def test_b14_the_entrypoint_as_a_submitted_job_is_refused_before_anything_starts
     out = submit(plain.dashboard, entrypoint_job(plain, tmp_path, VLGRPO_TRAINER_DEVICES_PER_NODE="4"))
     log = out.stdout
     assert out.returncode != 0, log[-4000:]
-    assert "veomni-grpo.sh: error: ASCEND_RT_VISIBLE_DEVICES: ASCEND_RT_VISIBLE_DEVICES is set but empty" in log, log[-4000:]
+    assert "veomni-grpo.sh: error: ASCEND_RT_VISIBLE_DEVICES: ASCEND_RT_VISIBLE_DEVICES is set but empty" in log, log[
+        -4000:
+    ]
     assert "ray issue #59063" in log and "entrypoints/ray-node.sh" in log
     assert "preflight" not in log.split("error:", 1)[1].split("\n", 1)[0]
 

@@ -24,8 +24,7 @@ def ray_query(address: str, body: str) -> object:
     """Run ``body`` (which must print JSON) in a fresh driver connected to ``address``."""
     code = (
         "import json, ray\n"
-        f"ray.init(address={address!r}, logging_level='ERROR', log_to_driver=False)\n"
-        + textwrap.dedent(body)
+        f"ray.init(address={address!r}, logging_level='ERROR', log_to_driver=False)\n" + textwrap.dedent(body)
     )
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
@@ -45,8 +44,20 @@ def test_head_declares_npu_resource_never_gpu(cluster):
 def test_wait_times_out_naming_the_missing_worker(cluster):
     t0 = time.monotonic()
     out = run_cli(
-        "cluster", "wait", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "8", "--timeout", "4", "--interval", "1",
+        "cluster",
+        "wait",
+        "--address",
+        cluster.address,
+        "--resource",
+        "NPU",
+        "--nodes",
+        "2",
+        "--per-node",
+        "8",
+        "--timeout",
+        "4",
+        "--interval",
+        "1",
     )
     elapsed = time.monotonic() - t0
     assert out.returncode == 2, out.stdout + out.stderr
@@ -59,9 +70,29 @@ def test_wait_times_out_naming_the_missing_worker(cluster):
 
 def test_wait_succeeds_once_the_worker_joins(cluster):
     waiter = subprocess.Popen(
-        [PY, "-m", "vlgrpo", "cluster", "wait", "--address", cluster.address, "--resource", "NPU",
-         "--nodes", "2", "--per-node", "8", "--timeout", "150", "--interval", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        [
+            PY,
+            "-m",
+            "vlgrpo",
+            "cluster",
+            "wait",
+            "--address",
+            cluster.address,
+            "--resource",
+            "NPU",
+            "--nodes",
+            "2",
+            "--per-node",
+            "8",
+            "--timeout",
+            "150",
+            "--interval",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
     )
     try:
         first = waiter.stdout.readline()  # the waiter is connected and reports the head alone
@@ -93,8 +124,20 @@ def test_declared_totals_match_nnodes_times_devices(cluster):
 
 def test_wait_reports_short_nodes_with_their_counts(cluster):
     out = run_cli(
-        "cluster", "wait", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "16", "--timeout", "2", "--interval", "1",
+        "cluster",
+        "wait",
+        "--address",
+        cluster.address,
+        "--resource",
+        "NPU",
+        "--nodes",
+        "2",
+        "--per-node",
+        "16",
+        "--timeout",
+        "2",
+        "--interval",
+        "1",
     )
     assert out.returncode == 2
     assert "short [127.0.0.2: 8 NPU, 127.0.0.3: 8 NPU] (each needs 16)" in out.stderr
@@ -131,9 +174,21 @@ print(json.dumps({
 def test_probe_refuses_the_node_that_sees_fewer_devices(cluster):
     # the head's container exposes 8 NPUs, the worker's only 4, although both declared 8 (test override)
     out = run_cli(
-        "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "8", "--timeout", "120", "--no-rehearse",
-        VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",  # the launching node has 8
+        "cluster",
+        "probe",
+        "--address",
+        cluster.address,
+        "--resource",
+        "NPU",
+        "--nodes",
+        "2",
+        "--per-node",
+        "8",
+        "--timeout",
+        "120",
+        "--no-rehearse",
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        STANDIN_PHYSICAL_NPUS="8",  # the launching node has 8
     )
     assert out.returncode == 2, out.stdout + out.stderr
     assert "probe 127.0.0.2 " in out.stdout and "an actor holding 1 NPU sees 8 NPU" in out.stdout
@@ -145,9 +200,21 @@ def test_probe_refuses_the_node_that_sees_fewer_devices(cluster):
 
 def test_probe_passes_when_every_node_sees_enough(cluster):
     out = run_cli(
-        "cluster", "probe", "--address", cluster.address, "--resource", "NPU",
-        "--nodes", "2", "--per-node", "4", "--timeout", "120", "--no-rehearse",
-        VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="8",
+        "cluster",
+        "probe",
+        "--address",
+        cluster.address,
+        "--resource",
+        "NPU",
+        "--nodes",
+        "2",
+        "--per-node",
+        "4",
+        "--timeout",
+        "120",
+        "--no-rehearse",
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        STANDIN_PHYSICAL_NPUS="8",
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "probe ok on 2 node(s), each sees >= 4 NPU" in out.stdout
@@ -181,5 +248,7 @@ def test_sigterm_stops_the_worker_and_only_its_processes(cluster):
     # the head and its core processes are untouched
     assert head.proc.poll() is None
     assert head_core and all(alive(p) for p in head_core)
-    nodes = ray_query(cluster.address, "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
+    nodes = ray_query(
+        cluster.address, "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))"
+    )
     assert nodes == ["127.0.0.2"]

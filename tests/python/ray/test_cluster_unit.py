@@ -71,7 +71,9 @@ def test_cli_refuses_invalid_input_with_exit_2(argv, capsys):
 
 def test_probe_hook_refused_when_torch_npu_is_installed(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "torch_npu" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "torch_npu" else real(name, *a)
+    )
     with pytest.raises(cluster.UsageError, match="refused because torch_npu is installed"):
         cluster.load_probe_hook("NPU", {"VLGRPO_PROBE_DEVICE_MODULE": "json"})
 
@@ -95,8 +97,21 @@ def test_wait_is_bounded_when_no_head_listens(capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    rc = cluster.main(["wait", "--address", f"127.0.0.1:{port}", "--resource", "NPU", "--nodes", "1",
-                       "--per-node", "8", "--timeout", "2"])
+    rc = cluster.main(
+        [
+            "wait",
+            "--address",
+            f"127.0.0.1:{port}",
+            "--resource",
+            "NPU",
+            "--nodes",
+            "1",
+            "--per-node",
+            "8",
+            "--timeout",
+            "2",
+        ]
+    )
     assert rc == 2
     assert time.monotonic() - t0 < 10
     assert f"Ray head 127.0.0.1:{port} not reachable" in capsys.readouterr().err
@@ -142,8 +157,10 @@ def test_wait_retries_ray_init_while_the_head_is_starting(monkeypatch, listening
     said = []
     verdict = cluster.wait(f"127.0.0.1:{listening_port}", "NPU", 1, 8, timeout=30, log=said.append)
     assert verdict.ok and head.calls == 3
-    assert said[0] == (f"cluster: the Ray head at 127.0.0.1:{listening_port} is not ready yet "
-                       "(RuntimeError: RPC Error message: Deadline Exceeded; RPC Error details: ); retrying")
+    assert said[0] == (
+        f"cluster: the Ray head at 127.0.0.1:{listening_port} is not ready yet "
+        "(RuntimeError: RPC Error message: Deadline Exceeded; RPC Error details: ); retrying"
+    )
     assert said[-1].startswith("cluster: ready")
 
 
@@ -160,8 +177,9 @@ def test_wait_gives_up_at_the_deadline_naming_the_cause(monkeypatch, listening_p
 
 
 def view(kind, visible, env=None, node_devices=0, job_driver=False, error="", node_source=""):
-    return cluster.View(kind, "10.0.0.1", "n1", "h1", visible, "torch_npu x", env or {}, node_devices, node_source,
-                        job_driver, error)
+    return cluster.View(
+        kind, "10.0.0.1", "n1", "h1", visible, "torch_npu x", env or {}, node_devices, node_source, job_driver, error
+    )
 
 
 def test_ascend_needs_every_process_to_see_the_nodes_npus():
@@ -178,17 +196,27 @@ def test_ascend_needs_every_process_to_see_the_nodes_npus():
 def test_judge_names_ray_for_a_job_driver_with_an_empty_list():
     v = view("driver", 0, {"ASCEND_RT_VISIBLE_DEVICES": ""}, node_devices=4, job_driver=True)
     got = cluster.judge(v, "npu", 4)
-    assert got.startswith("10.0.0.1: the job driver sees 0 NPU, the launch needs 4: ASCEND_RT_VISIBLE_DEVICES is set but empty")
+    assert got.startswith(
+        "10.0.0.1: the job driver sees 0 NPU, the launch needs 4: ASCEND_RT_VISIBLE_DEVICES is set but empty"
+    )
     assert "ray issue #59063" in got and "entrypoints/ray-node.sh" in got
     # the same process with the NOSET switch is not Ray's doing any more: the generic container fix
-    v = view("driver", 0, {"ASCEND_RT_VISIBLE_DEVICES": "", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"},
-             node_devices=4, job_driver=True)
+    v = view(
+        "driver",
+        0,
+        {"ASCEND_RT_VISIBLE_DEVICES": "", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"},
+        node_devices=4,
+        job_driver=True,
+    )
     assert "ray issue" not in cluster.judge(v, "npu", 4)
 
 
 def test_judge_an_actor_that_ray_restricted_and_a_container_that_exposes_too_few():
     got = cluster.judge(view("device", 1, {"ASCEND_RT_VISIBLE_DEVICES": "3"}), "npu", 8)
-    assert "Ray set ASCEND_RT_VISIBLE_DEVICES='3' for it" in got and "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1" in got
+    assert (
+        "Ray set ASCEND_RT_VISIBLE_DEVICES='3' for it" in got
+        and "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1" in got
+    )
     got = cluster.judge(view("device", 8, node_devices=4, node_source="/dev/davinci[0-9]*"), "npu", 8)
     assert got.startswith("10.0.0.1: the container exposes 4 NPU (/dev/davinci[0-9]*), the launch needs 8 per node")
     assert cluster.judge(view("device", 1, {"CUDA_VISIBLE_DEVICES": "5"}), "gpu", 8) == ""

@@ -27,8 +27,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 RAY_NODE = REPO / "entrypoints" / "ray-node.sh"
-RAYJOBS = {"npu": REPO / "examples" / "kuberay" / "rayjob-npu-fully-async-grpo.yaml",
-           "gpu": REPO / "examples" / "kuberay" / "rayjob-gpu-fully-async-grpo.yaml"}
+RAYJOBS = {
+    "npu": REPO / "examples" / "kuberay" / "rayjob-npu-fully-async-grpo.yaml",
+    "gpu": REPO / "examples" / "kuberay" / "rayjob-gpu-fully-async-grpo.yaml",
+}
 RAYJOB = RAYJOBS["npu"]
 SBATCH = REPO / "examples" / "slurm" / "fully-async-grpo.sbatch"
 ENV_EXAMPLE = REPO / "examples" / "ray-node.env.example"
@@ -39,9 +41,19 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.4 MB
 
 
 def declared(script: Path) -> set[str]:
-    out = subprocess.run(["bash", "-c", 'source "$1"; declare -F ray_node_declare >/dev/null && ray_node_declare; '
-                          'printf "VLGRPO_%s\\n" "${VG_NAMES[@]}"', "_", str(script)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'source "$1"; declare -F ray_node_declare >/dev/null && ray_node_declare; '
+            'printf "VLGRPO_%s\\n" "${VG_NAMES[@]}"',
+            "_",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(out.stdout.split())
 
 
@@ -121,18 +133,24 @@ def test_rayjob_entrypoint_reads_no_start_up_file_of_the_jobs_env_vars(tmp_path,
     mark, evil = tmp_path / "ran", tmp_path / "evil.sh"
     evil.write_text(f"touch {mark}\n")
     env = {k: str(v) for k, v in yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"].items()}
-    env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path), BASH_ENV=str(evil),
-               ENV=str(evil), RAY_ADDRESS="127.0.0.1:6390", VLGRPO_DRY_RUN="1")
+    env.update(
+        PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        HOME=str(tmp_path),
+        BASH_ENV=str(evil),
+        ENV=str(evil),
+        RAY_ADDRESS="127.0.0.1:6390",
+        VLGRPO_DRY_RUN="1",
+    )
     executable = None
     if shell != "/bin/sh":
         executable = tmp_path / "sh"
         executable.symlink_to(shutil.which("bash"))
-    out = subprocess.run(entry, shell=True, executable=executable, env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(entry, shell=True, executable=executable, env=env, capture_output=True, text=True, timeout=120)
     assert not mark.exists(), "a start-up file named by the job's env_vars ran before the entrypoint"
     assert out.returncode == 2, out.stderr
-    assert any(line.startswith("fully-async-grpo.sh: error: BASH_ENV: ") for line in out.stderr.splitlines()), \
+    assert any(line.startswith("fully-async-grpo.sh: error: BASH_ENV: ") for line in out.stderr.splitlines()), (
         out.stderr
+    )
 
 
 @pytest.mark.parametrize("platform", sorted(RAYJOBS))
@@ -149,12 +167,21 @@ def test_rayjob_entrypoint_line_passes_its_dry_run_as_shipped(tmp_path, platform
     train, val = geo3k_parquet(tmp_path)
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(mode=0o700)
-    paths = {"/models/Qwen3-VL-30B-A3B-Instruct": str(MODEL_30B), "/data/geo3k/train.parquet": str(train),
-             "/data/geo3k/test.parquet": str(val), "/checkpoints": str(ckpt)}
+    paths = {
+        "/models/Qwen3-VL-30B-A3B-Instruct": str(MODEL_30B),
+        "/data/geo3k/train.parquet": str(train),
+        "/data/geo3k/test.parquet": str(val),
+        "/checkpoints": str(ckpt),
+    }
     assert {env[k] for k in env if k.endswith(("_PATH", "_FILE", "_DIR"))} == set(paths), "the example's paths changed"
     env = {k: paths.get(v, v) for k, v in env.items()}
-    env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path), VLGRPO_DRY_RUN="1",
-               VLGRPO_PLAN_DEVICES_PER_NODE="8", WANDB_API_KEY=WANDB_KEY)
+    env.update(
+        PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        HOME=str(tmp_path),
+        VLGRPO_DRY_RUN="1",
+        VLGRPO_PLAN_DEVICES_PER_NODE="8",
+        WANDB_API_KEY=WANDB_KEY,
+    )
     env.setdefault("VLGRPO_PLATFORM", platform)
     cmd = [entry]
     if os.path.exists("/.dockerenv"):
@@ -168,7 +195,12 @@ def test_rayjob_entrypoint_line_passes_its_dry_run_as_shipped(tmp_path, platform
     plan = [line for line in out.stdout.splitlines() if line.startswith("# ")]
     assert plan[0] == "# fully-async-grpo.sh dry run: configuration valid, nothing started", plan
     assert "# preflight: clean" in plan
-    assert "# cluster: this plan needs a Ray cluster of 2 node(s) with 8 " + platform + " each (set VLGRPO_RAY_ADDRESS to launch it)" in plan
+    assert (
+        "# cluster: this plan needs a Ray cluster of 2 node(s) with 8 "
+        + platform
+        + " each (set VLGRPO_RAY_ADDRESS to launch it)"
+        in plan
+    )
     assert not [line for line in plan if "warning: VLGRPO_LOGGER" in line], plan
     assert "# environment: WANDB_API_KEY (set, not shown)" in plan and WANDB_KEY not in out.stdout + out.stderr
 
@@ -222,8 +254,13 @@ def schema_errors(job: dict, crd: Path, close: bool = True) -> list[str]:
 
 
 def test_the_crd_copies_are_the_attributed_files():
-    table = dict(re.findall(r"^\| `(ray\.io_rayjobs-[^`]+\.yaml)` \|.*\| `([0-9a-f]{64})` \|$",
-                            (CRD_DIR / "ATTRIBUTION.md").read_text(), re.M))
+    table = dict(
+        re.findall(
+            r"^\| `(ray\.io_rayjobs-[^`]+\.yaml)` \|.*\| `([0-9a-f]{64})` \|$",
+            (CRD_DIR / "ATTRIBUTION.md").read_text(),
+            re.M,
+        )
+    )
     assert table and sorted(table) == [c.name for c in CRDS]
     for crd in CRDS:
         assert hashlib.sha256(crd.read_bytes()).hexdigest() == table[crd.name], crd.name
@@ -256,29 +293,36 @@ HEAD_POD = "spec.rayClusterSpec.headGroupSpec.template.spec"
 WORKER_GROUP = "spec.rayClusterSpec.workerGroupSpecs.0"
 
 
-@pytest.mark.parametrize("path, rename, where", [
-    ("spec.shutdownAfterJobFinishes", "shutdownAfterJobFinish", "spec"),
-    ("spec.rayClusterSpec.rayVersion", "rayversion", "spec.rayClusterSpec"),
-    (f"{WORKER_GROUP}.replicas", "replica", WORKER_GROUP),
-    (f"{HEAD_POD}.terminationGracePeriodSeconds", "terminationGracePeriod", HEAD_POD),
-    (f"{HEAD_POD}.containers.0.volumeMounts", "volumesMounts", f"{HEAD_POD}.containers.0"),
-    (f"{HEAD_POD}.containers.0.ports.0.name", "nmae", f"{HEAD_POD}.containers.0.ports.0"),
-])
+@pytest.mark.parametrize(
+    "path, rename, where",
+    [
+        ("spec.shutdownAfterJobFinishes", "shutdownAfterJobFinish", "spec"),
+        ("spec.rayClusterSpec.rayVersion", "rayversion", "spec.rayClusterSpec"),
+        (f"{WORKER_GROUP}.replicas", "replica", WORKER_GROUP),
+        (f"{HEAD_POD}.terminationGracePeriodSeconds", "terminationGracePeriod", HEAD_POD),
+        (f"{HEAD_POD}.containers.0.volumeMounts", "volumesMounts", f"{HEAD_POD}.containers.0"),
+        (f"{HEAD_POD}.containers.0.ports.0.name", "nmae", f"{HEAD_POD}.containers.0.ports.0"),
+    ],
+)
 @pytest.mark.parametrize("platform", sorted(RAYJOBS))
 def test_a_misspelt_field_is_refused_naming_it(platform, path, rename, where):
     job = _set(yaml.safe_load(RAYJOBS[platform].read_text()), path, rename=rename)
     for crd in CRDS:
         assert schema_errors(job, crd) == [
-            f"{where}: Additional properties are not allowed ('{rename}' was unexpected)"], crd.name
+            f"{where}: Additional properties are not allowed ('{rename}' was unexpected)"
+        ], crd.name
     # the CRD as published does not refuse it (unknown fields are pruned by the API server): the closing does
     assert schema_errors(job, CRDS[-1], close=False) == []
 
 
-@pytest.mark.parametrize("path, value, message", [
-    (f"{WORKER_GROUP}.replicas", "1", "'1' is not of type 'integer'"),
-    ("spec.shutdownAfterJobFinishes", "yes", "'yes' is not of type 'boolean'"),
-    (f"{HEAD_POD}.containers.0.ports.0.containerPort", "6379", "'6379' is not of type 'integer'"),
-])
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (f"{WORKER_GROUP}.replicas", "1", "'1' is not of type 'integer'"),
+        ("spec.shutdownAfterJobFinishes", "yes", "'yes' is not of type 'boolean'"),
+        (f"{HEAD_POD}.containers.0.ports.0.containerPort", "6379", "'6379' is not of type 'integer'"),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_refused(path, value, message):
     job = _set(yaml.safe_load(RAYJOB.read_text()), path, value)
     assert schema_errors(job, CRDS[-1]) == [f"{path}: {message}"]
@@ -289,13 +333,16 @@ def test_runtime_env_yaml_is_a_runtime_env_ray_accepts(platform):
     ray_runtime_env = pytest.importorskip("ray.runtime_env")
     env = yaml.safe_load(yaml.safe_load(RAYJOBS[platform].read_text())["spec"]["runtimeEnvYAML"])
     # Ray takes unknown keys as plugin names and fails only when the job starts: check them against its own list
-    assert set(env) <= set(ray_runtime_env.RuntimeEnv.known_fields), set(env) - set(ray_runtime_env.RuntimeEnv.known_fields)
+    assert set(env) <= set(ray_runtime_env.RuntimeEnv.known_fields), set(env) - set(
+        ray_runtime_env.RuntimeEnv.known_fields
+    )
     ray_runtime_env.RuntimeEnv(**env)  # Ray's own type checks (env_vars: Dict[str, str])
 
 
 @pytest.mark.parametrize("platform, image", [("npu", "npu-a2"), ("gpu", "gpu")])
 def test_rayjob_images_are_the_tags_the_build_computes(platform, image):
-    tag = subprocess.run(["python3", str(REPO / "docker" / "images.py"), "tag", image], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    tag = subprocess.run(
+        ["python3", str(REPO / "docker" / "images.py"), "tag", image], capture_output=True, text=True, check=True
+    ).stdout.strip()
     for c in containers(yaml.safe_load(RAYJOBS[platform].read_text())).values():
         assert c["image"] == f"vlgrpo:{tag}"

@@ -33,31 +33,61 @@ def test_trainer_pool_is_verls_create_resource_pool_manager():
     from verl.single_controller.ray import ResourcePoolManager
     from verl.trainer.ppo.utils import Role
 
-    create = pinned_function("experimental/separation/utils.py", "create_resource_pool_manager",
-                             {"ResourcePoolManager": ResourcePoolManager, "Role": Role})
+    create = pinned_function(
+        "experimental/separation/utils.py",
+        "create_resource_pool_manager",
+        {"ResourcePoolManager": ResourcePoolManager, "Role": Role},
+    )
     for tn, td in ((1, 8), (2, 4), (3, 16)):
-        cfg = OmegaConf.create({"trainer": {"nnodes": tn, "n_gpus_per_node": td},
-                                "rollout": {"nnodes": 1, "n_gpus_per_node": 8}})
+        cfg = OmegaConf.create(
+            {"trainer": {"nnodes": tn, "n_gpus_per_node": td}, "rollout": {"nnodes": 1, "n_gpus_per_node": 8}}
+        )
         manager = create(cfg, [Role.Actor, Role.Rollout])
-        groups, sync = rehearse.layout(["python3", "-m", rehearse.FULLY_ASYNC, f"trainer.nnodes={tn}",
-                                        f"trainer.n_gpus_per_node={td}"], 9, 9)
+        groups, sync = rehearse.layout(
+            ["python3", "-m", rehearse.FULLY_ASYNC, f"trainer.nnodes={tn}", f"trainer.n_gpus_per_node={td}"], 9, 9
+        )
         assert list(groups[0].process_on_nodes) == manager.resource_pool_spec["trainer_pool"]
         assert groups[0].max_colocate_count == manager.max_colocate_count and sync
 
 
 def test_rollout_replicas_follow_verls_rollout_replica():
     # verl 0.8.0 workers/rollout/replica.py RolloutReplica.__init__ (world size, per-node share, node count)
-    init = pinned_function("workers/rollout/replica.py", "__init__", {"omega_conf_to_dataclass": lambda c: c,
-                           "RolloutConfig": object, "DictConfig": object, "HFModelConfig": object,
-                           "RolloutMode": object, "RayResourcePool": object, "ActorHandle": object}, cls="RolloutReplica")
+    init = pinned_function(
+        "workers/rollout/replica.py",
+        "__init__",
+        {
+            "omega_conf_to_dataclass": lambda c: c,
+            "RolloutConfig": object,
+            "DictConfig": object,
+            "HFModelConfig": object,
+            "RolloutMode": object,
+            "RayResourcePool": object,
+            "ActorHandle": object,
+        },
+        cls="RolloutReplica",
+    )
     for rn, rd, tp, dp in ((1, 8, 2, 1), (2, 8, 8, 2), (1, 4, 4, 1), (2, 2, 4, 1)):
         replica = SimpleNamespace()
-        init(replica, 0, SimpleNamespace(tensor_model_parallel_size=tp, data_parallel_size=dp,
-                                         pipeline_model_parallel_size=1), None, gpus_per_node=rd)
-        groups, _ = rehearse.layout(["python3", "-m", rehearse.FULLY_ASYNC, f"rollout.nnodes={rn}",
-                                     f"rollout.n_gpus_per_node={rd}",
-                                     f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}",
-                                     f"actor_rollout_ref.rollout.data_parallel_size={dp}"], 9, 9)
+        init(
+            replica,
+            0,
+            SimpleNamespace(tensor_model_parallel_size=tp, data_parallel_size=dp, pipeline_model_parallel_size=1),
+            None,
+            gpus_per_node=rd,
+        )
+        groups, _ = rehearse.layout(
+            [
+                "python3",
+                "-m",
+                rehearse.FULLY_ASYNC,
+                f"rollout.nnodes={rn}",
+                f"rollout.n_gpus_per_node={rd}",
+                f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}",
+                f"actor_rollout_ref.rollout.data_parallel_size={dp}",
+            ],
+            9,
+            9,
+        )
         rollouts = [g for g in groups if g.role == "rollout"]
         # workers/rollout/llm_server.py _initialize_llm_servers: rollout.nnodes x n_gpus_per_node // replica world size
         assert len(rollouts) == rn * rd // replica.world_size
@@ -66,8 +96,9 @@ def test_rollout_replicas_follow_verls_rollout_replica():
 
 
 def test_weight_sync_ranks_are_verls_build_topology():
-    build = pinned_function("checkpoint_engine/nccl_checkpoint_engine.py", "build_topology", {},
-                            cls="NCCLCheckpointEngine")
+    build = pinned_function(
+        "checkpoint_engine/nccl_checkpoint_engine.py", "build_topology", {}, cls="NCCLCheckpointEngine"
+    )
     for t, r in ((1, 1), (4, 8), (16, 3)):
         trainer, rollout = build(None, t, r, [{"m": 0}] * t)
         mine = rehearse.sync_topology(t, r)
@@ -76,28 +107,63 @@ def test_weight_sync_ranks_are_verls_build_topology():
 
 
 def test_main_ppo_and_the_default_call_have_one_colocated_group_and_no_weight_sync():
-    groups, sync = rehearse.layout(["python3", "-m", rehearse.MAIN_PPO, "trainer.nnodes=2",
-                                    "trainer.n_gpus_per_node=16"], 1, 1)
+    groups, sync = rehearse.layout(
+        ["python3", "-m", rehearse.MAIN_PPO, "trainer.nnodes=2", "trainer.n_gpus_per_node=16"], 1, 1
+    )
     assert [(g.process_on_nodes, g.bin_pack) for g in groups] == [((16, 16), True)] and not sync
     groups, sync = rehearse.layout(None, 3, 8)
     assert [g.process_on_nodes for g in groups] == [(8, 8, 8)] and not sync
 
 
-@pytest.mark.parametrize("text, words", [
-    ("python3\n-m\nverl.experimental.fully_async_policy.fully_async_main\ntrainer.nnodes=two\n",
-     "trainer.nnodes='two' in the argv is not an integer"),
-    ("python3\n-m\nverl.experimental.fully_async_policy.fully_async_main\nrollout.n_gpus_per_node=3\n"
-     "actor_rollout_ref.rollout.tensor_model_parallel_size=2\n", "do not split into replicas"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "python3\n-m\nverl.experimental.fully_async_policy.fully_async_main\ntrainer.nnodes=two\n",
+            "trainer.nnodes='two' in the argv is not an integer",
+        ),
+        (
+            "python3\n-m\nverl.experimental.fully_async_policy.fully_async_main\nrollout.n_gpus_per_node=3\n"
+            "actor_rollout_ref.rollout.tensor_model_parallel_size=2\n",
+            "do not split into replicas",
+        ),
+    ],
+)
 def test_a_bad_argv_file_is_a_usage_error_naming_the_setting(tmp_path, capsys, text, words):
     path = tmp_path / "argv"
     path.write_text(text)
-    rc = cluster.main(["probe", "--address", "127.0.0.1:1", "--resource", "NPU", "--nodes", "1", "--per-node", "1",
-                       "--argv-file", str(path)])
+    rc = cluster.main(
+        [
+            "probe",
+            "--address",
+            "127.0.0.1:1",
+            "--resource",
+            "NPU",
+            "--nodes",
+            "1",
+            "--per-node",
+            "1",
+            "--argv-file",
+            str(path),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--argv-file" in err and words in err, err
-    rc = cluster.main(["probe", "--address", "127.0.0.1:1", "--resource", "NPU", "--nodes", "1", "--per-node", "1",
-                       "--argv-file", str(tmp_path / "missing")])
+    rc = cluster.main(
+        [
+            "probe",
+            "--address",
+            "127.0.0.1:1",
+            "--resource",
+            "NPU",
+            "--nodes",
+            "1",
+            "--per-node",
+            "1",
+            "--argv-file",
+            str(tmp_path / "missing"),
+        ]
+    )
     assert rc == 2 and "No such file" in capsys.readouterr().err
 
 
@@ -106,8 +172,10 @@ def view(env: dict, visible: int, kind: str = "device") -> cluster.View:
 
 
 def test_judge_names_the_list_c06_and_c12():
-    noset = {"ASCEND_RT_VISIBLE_DEVICES": "8,9,10,11,12,13,14,15",
-             "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"}
+    noset = {
+        "ASCEND_RT_VISIBLE_DEVICES": "8,9,10,11,12,13,14,15",
+        "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
+    }
     line = cluster.judge(view(noset, 8), "npu", 8)
     assert line.startswith("10.0.0.7: an actor holding 1 NPU: ASCEND_RT_VISIBLE_DEVICES=8,9,10,11,12,13,14,15 with")
     assert "set_device(8)" in line
@@ -120,6 +188,19 @@ def test_judge_names_the_list_c06_and_c12():
 
 
 def test_rehearse_and_no_rehearse_exclude_each_other(capsys):
-    rc = cluster.main(["probe", "--address", "127.0.0.1:1", "--resource", "NPU", "--nodes", "1", "--per-node", "1",
-                       "--rehearse", "--no-rehearse"])
+    rc = cluster.main(
+        [
+            "probe",
+            "--address",
+            "127.0.0.1:1",
+            "--resource",
+            "NPU",
+            "--nodes",
+            "1",
+            "--per-node",
+            "1",
+            "--rehearse",
+            "--no-rehearse",
+        ]
+    )
     assert rc == 2 and "exclude each other" in capsys.readouterr().err

@@ -39,16 +39,32 @@ def trackers(tmp_path_factory):
 
 def slow(**extra: str) -> dict[str, str]:
     # the raylet registers slowly on a loaded 2-core machine (Ray's default wait is 10 s)
-    return dict(RAY_raylet_start_wait_time_s="120", VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS,RAY_raylet_start_wait_time_s",
-                **extra)
+    return dict(
+        RAY_raylet_start_wait_time_s="120",
+        VLGRPO_PASS_ENV="PYTHONPATH,STANDIN_PHYSICAL_NPUS,RAY_raylet_start_wait_time_s",
+        **extra,
+    )
 
 
 def ready(c: Cluster, timeout: float = 180) -> bool:
     """``cluster wait`` for 2 nodes x 2 NPUs in slices of 20 s; False at once when a node's ray-node.sh exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = run_cli("cluster", "wait", "--address", c.address, "--resource", "NPU", "--nodes", "2",
-                      "--per-node", "2", "--timeout", "20", timeout=120)
+        out = run_cli(
+            "cluster",
+            "wait",
+            "--address",
+            c.address,
+            "--resource",
+            "NPU",
+            "--nodes",
+            "2",
+            "--per-node",
+            "2",
+            "--timeout",
+            "20",
+            timeout=120,
+        )
         if out.returncode == 0:
             return True
         if any(n.proc.poll() is not None for n in c.nodes):
@@ -103,16 +119,36 @@ def actor_env_on(address: str, ip: str) -> dict:
 
 
 def probe(cluster, *more: str, **launch: str) -> subprocess.CompletedProcess:
-    return run_cli("cluster", "probe", "--address", cluster.address, "--resource", "NPU", "--nodes", "2",
-                   "--per-node", "2", "--timeout", "150", "--no-rehearse", *more, timeout=240,
-                   VLGRPO_PROBE_DEVICE_MODULE="npu_standin", STANDIN_PHYSICAL_NPUS="2", **launch)
+    return run_cli(
+        "cluster",
+        "probe",
+        "--address",
+        cluster.address,
+        "--resource",
+        "NPU",
+        "--nodes",
+        "2",
+        "--per-node",
+        "2",
+        "--timeout",
+        "150",
+        "--no-rehearse",
+        *more,
+        timeout=240,
+        VLGRPO_PROBE_DEVICE_MODULE="npu_standin",
+        STANDIN_PHYSICAL_NPUS="2",
+        **launch,
+    )
 
 
 def test_an_actor_on_the_worker_sees_the_wandb_key_and_the_tracker_settings(cluster, trackers):
     worker = [n for n in cluster.nodes if n.role == "worker"][0]
     env = actor_env_on(cluster.address, "127.0.0.3")
-    assert env == {"WANDB_API_KEY": KEY, "TENSORBOARD_DIR": trackers["VLGRPO_TENSORBOARD_DIR"],
-                   "MLFLOW_TRACKING_URI": MLFLOW}
+    assert env == {
+        "WANDB_API_KEY": KEY,
+        "TENSORBOARD_DIR": trackers["VLGRPO_TENSORBOARD_DIR"],
+        "MLFLOW_TRACKING_URI": MLFLOW,
+    }
     assert KEY not in worker.output()  # ray-node.sh never prints the key
     # the probe, with the launch's view of the same settings, checks it in its own actors on both nodes
     launch = {"TENSORBOARD_DIR": trackers["VLGRPO_TENSORBOARD_DIR"], "MLFLOW_TRACKING_URI": MLFLOW}
@@ -136,7 +172,8 @@ def test_the_probe_names_a_worker_started_without_them(cluster, trackers):
         cluster.nodes.remove(fresh)
         assert attempt < 3, fresh.output()[-3000:]
     assert actor_env_on(cluster.address, "127.0.0.4") == dict.fromkeys(
-        ("WANDB_API_KEY", "TENSORBOARD_DIR", "MLFLOW_TRACKING_URI"))
+        ("WANDB_API_KEY", "TENSORBOARD_DIR", "MLFLOW_TRACKING_URI")
+    )
     launch = {"TENSORBOARD_DIR": trackers["VLGRPO_TENSORBOARD_DIR"], "MLFLOW_TRACKING_URI": MLFLOW}
     # control: the device probe alone passes on this cluster
     assert probe(cluster, **launch).returncode == 0
@@ -144,8 +181,15 @@ def test_the_probe_names_a_worker_started_without_them(cluster, trackers):
     assert out.returncode == 2, out.stdout + out.stderr
     fails = [line for line in out.stderr.splitlines() if line.startswith("cluster: FAIL ")]
     assert len(fails) == 3, out.stderr
-    for var, fix in (("WANDB_API_KEY", "WANDB_API_KEY_FILE"), ("TENSORBOARD_DIR", "VLGRPO_TENSORBOARD_DIR"),
-                     ("MLFLOW_TRACKING_URI", "VLGRPO_MLFLOW_TRACKING_URI")):
-        assert any(line.startswith("cluster: FAIL node 127.0.0.4 (") and f"{var} is not set in its Ray processes" in line
-                   and fix in line for line in fails), (var, fails)
+    for var, fix in (
+        ("WANDB_API_KEY", "WANDB_API_KEY_FILE"),
+        ("TENSORBOARD_DIR", "VLGRPO_TENSORBOARD_DIR"),
+        ("MLFLOW_TRACKING_URI", "VLGRPO_MLFLOW_TRACKING_URI"),
+    ):
+        assert any(
+            line.startswith("cluster: FAIL node 127.0.0.4 (")
+            and f"{var} is not set in its Ray processes" in line
+            and fix in line
+            for line in fails
+        ), (var, fails)
     assert "127.0.0.2" not in out.stderr

@@ -51,8 +51,10 @@ def _verify(args):
     if args.json:
         print(json.dumps(res))
     else:
-        _say(f"ok: {args.dir}: {res['files']} files listed, {len(res['hashed'])} hashed "
-             f"({res['bytes_hashed'] / 1e9:.3f} GB)")
+        _say(
+            f"ok: {args.dir}: {res['files']} files listed, {len(res['hashed'])} hashed "
+            f"({res['bytes_hashed'] / 1e9:.3f} GB)"
+        )
     return 0
 
 
@@ -67,8 +69,9 @@ def _resume_check(args):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlgrpo checkpoint", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m vlgrpo checkpoint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("trust", help="record the files of a checked global_step_N folder in a manifest")
     p.add_argument("dir")

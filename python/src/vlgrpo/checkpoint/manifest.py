@@ -73,7 +73,7 @@ def is_step_number(text: str) -> bool:
 def step_of(step_dir) -> int:
     """``N`` of a ``.../global_step_N`` folder. Raises :class:`CheckpointRefused` for another name."""
     base = os.path.basename(os.path.normpath(os.fspath(step_dir)))
-    digits = base[len("global_step_"):]
+    digits = base[len("global_step_") :]
     if not base.startswith("global_step_") or not is_step_number(digits):
         raise CheckpointRefused(step_dir, "is not a global_step_N folder", "point at .../global_step_N")
     return int(digits)
@@ -140,8 +140,16 @@ def write_part(step_dir, files, part: str, *, verl_version: str | None = None, w
             _drop_write_bits(parent)
             parent = os.path.dirname(parent)
         entries[rel] = {"size": os.lstat(path).st_size, "sha256": digests[path]}
-    doc = {"format": FORMAT, "kind": KIND, "part": part, "step": step, "verl_version": verl_version,
-           "uid": os.getuid(), "created": time.time(), "files": dict(sorted(entries.items()))}
+    doc = {
+        "format": FORMAT,
+        "kind": KIND,
+        "part": part,
+        "step": step,
+        "verl_version": verl_version,
+        "uid": os.getuid(),
+        "created": time.time(),
+        "files": dict(sorted(entries.items())),
+    }
     target = os.path.join(step_dir, part_name(part))
     tmp = f"{target}.tmp.{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -157,13 +165,19 @@ def check_owned(path, st, uid, what="file"):
     """Refuse (:class:`CheckpointRefused`) a ``path`` whose ``os.lstat`` result ``st`` shows another owner than
     ``uid`` or a group/other write bit; ``what`` names it in the message."""
     if st.st_uid != uid:
-        raise CheckpointRefused(path, f"{what} is owned by uid {st.st_uid}, not by uid {uid} that runs this job",
-                                "only files this user wrote are loaded; remove the folder, or check it and "
-                                f"`chown -R {uid}` it, then run `{TRUST_COMMAND} <global_step_N>`")
+        raise CheckpointRefused(
+            path,
+            f"{what} is owned by uid {st.st_uid}, not by uid {uid} that runs this job",
+            "only files this user wrote are loaded; remove the folder, or check it and "
+            f"`chown -R {uid}` it, then run `{TRUST_COMMAND} <global_step_N>`",
+        )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CheckpointRefused(path, f"{what} is group- or world-writable (mode {stat.S_IMODE(st.st_mode):04o})",
-                                "another user could have replaced it; check it, `chmod go-w` it, then run "
-                                f"`{TRUST_COMMAND} <global_step_N>`")
+        raise CheckpointRefused(
+            path,
+            f"{what} is group- or world-writable (mode {stat.S_IMODE(st.st_mode):04o})",
+            "another user could have replaced it; check it, `chmod go-w` it, then run "
+            f"`{TRUST_COMMAND} <global_step_N>`",
+        )
 
 
 def _load_part(path, step, uid):
@@ -175,26 +189,46 @@ def _load_part(path, step, uid):
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the stack
-        raise CheckpointRefused(path, f"manifest is unreadable ({type(exc).__name__}: {exc})",
-                                f"check the folder, remove the manifest and run `{TRUST_COMMAND}`") from None
+        raise CheckpointRefused(
+            path,
+            f"manifest is unreadable ({type(exc).__name__}: {exc})",
+            f"check the folder, remove the manifest and run `{TRUST_COMMAND}`",
+        ) from None
     files = doc.get("files") if isinstance(doc, dict) else None
-    if (not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("format") != FORMAT
-            or not isinstance(files, dict)):
-        raise CheckpointRefused(path, f"is not a vlgrpo manifest of format {FORMAT}",
-                                f"check the folder, remove the file and run `{TRUST_COMMAND}`")
+    if (
+        not isinstance(doc, dict)
+        or doc.get("kind") != KIND
+        or doc.get("format") != FORMAT
+        or not isinstance(files, dict)
+    ):
+        raise CheckpointRefused(
+            path,
+            f"is not a vlgrpo manifest of format {FORMAT}",
+            f"check the folder, remove the file and run `{TRUST_COMMAND}`",
+        )
     if doc.get("step") != step:
-        raise CheckpointRefused(path, f"manifest is for step {doc.get('step')!r}, the folder is global_step_{step}",
-                                "a manifest copied from another checkpoint; check the folder and run "
-                                f"`{TRUST_COMMAND}`")
+        raise CheckpointRefused(
+            path,
+            f"manifest is for step {doc.get('step')!r}, the folder is global_step_{step}",
+            f"a manifest copied from another checkpoint; check the folder and run `{TRUST_COMMAND}`",
+        )
     if doc.get("uid") != uid:
-        raise CheckpointRefused(path, f"manifest was written by uid {doc.get('uid')!r}, this job runs as uid {uid}",
-                                f"run the job as the user that wrote the checkpoint, or check it and run "
-                                f"`{TRUST_COMMAND}`")
+        raise CheckpointRefused(
+            path,
+            f"manifest was written by uid {doc.get('uid')!r}, this job runs as uid {uid}",
+            f"run the job as the user that wrote the checkpoint, or check it and run `{TRUST_COMMAND}`",
+        )
     for rel, entry in files.items():
         parts = rel.split("/")
-        if (not isinstance(rel, str) or rel.startswith("/") or any(p in ("", ".", "..") for p in parts)
-                or not isinstance(entry, dict) or not isinstance(entry.get("size"), int)
-                or not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64):
+        if (
+            not isinstance(rel, str)
+            or rel.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("size"), int)
+            or not isinstance(entry.get("sha256"), str)
+            or len(entry["sha256"]) != 64
+        ):
             raise CheckpointRefused(path, f"manifest lists a bad entry {rel!r}", f"run `{TRUST_COMMAND}` again")
     return doc
 
@@ -213,22 +247,31 @@ def inventory(step_dir, uid: int | None = None) -> dict:
     except OSError as exc:
         raise CheckpointRefused(step_dir, f"cannot be read ({exc.strerror})", "check the path") from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise CheckpointRefused(step_dir, "is a symlink or not a directory",
-                                "point at the real global_step_N folder inside the checkpoint folder")
+        raise CheckpointRefused(
+            step_dir,
+            "is a symlink or not a directory",
+            "point at the real global_step_N folder inside the checkpoint folder",
+        )
     check_owned(step_dir, st, uid, "folder")
     names = sorted(os.listdir(step_dir))
     parts = [n for n in names if is_manifest(n)]
     if not parts:
-        raise CheckpointRefused(step_dir, "has no vlgrpo manifest (written before vlgrpo's checkpoint patch, or by "
-                                "another tool), so nothing shows that this job's user wrote what is in it",
-                                f"check where it came from, then run `{TRUST_COMMAND} {step_dir}` once")
+        raise CheckpointRefused(
+            step_dir,
+            "has no vlgrpo manifest (written before vlgrpo's checkpoint patch, or by "
+            "another tool), so nothing shows that this job's user wrote what is in it",
+            f"check where it came from, then run `{TRUST_COMMAND} {step_dir}` once",
+        )
     listed = {}
     for name in parts:
         doc = _load_part(os.path.join(step_dir, name), step, uid)
         for rel, entry in doc["files"].items():
             if rel in listed:
-                raise CheckpointRefused(os.path.join(step_dir, rel), f"is listed in two manifests "
-                                        f"({listed[rel]['part']} and {name})", f"run `{TRUST_COMMAND}` again")
+                raise CheckpointRefused(
+                    os.path.join(step_dir, rel),
+                    f"is listed in two manifests ({listed[rel]['part']} and {name})",
+                    f"run `{TRUST_COMMAND}` again",
+                )
             listed[rel] = dict(entry, part=name)
     seen = set()
     for root, dirs, files in os.walk(step_dir):
@@ -236,9 +279,11 @@ def inventory(step_dir, uid: int | None = None) -> dict:
             path = os.path.join(root, name)
             st = os.lstat(path)
             if stat.S_ISLNK(st.st_mode):
-                raise CheckpointRefused(path, "is a symlink (it could point anywhere)",
-                                        "replace it by the file it points to, check it and run "
-                                        f"`{TRUST_COMMAND}`")
+                raise CheckpointRefused(
+                    path,
+                    "is a symlink (it could point anywhere)",
+                    f"replace it by the file it points to, check it and run `{TRUST_COMMAND}`",
+                )
             check_owned(path, st, uid, "folder" if stat.S_ISDIR(st.st_mode) else "file")
             if stat.S_ISDIR(st.st_mode):
                 continue
@@ -249,17 +294,25 @@ def inventory(step_dir, uid: int | None = None) -> dict:
                 continue
             entry = listed.get(rel)
             if entry is None:
-                raise CheckpointRefused(path, "is in no manifest (added after the checkpoint was written)",
-                                        f"remove it, or check it and run `{TRUST_COMMAND} {step_dir}`")
+                raise CheckpointRefused(
+                    path,
+                    "is in no manifest (added after the checkpoint was written)",
+                    f"remove it, or check it and run `{TRUST_COMMAND} {step_dir}`",
+                )
             if st.st_size != entry["size"]:
-                raise CheckpointRefused(path, f"has {st.st_size} bytes, its manifest {entry['part']} says "
-                                        f"{entry['size']} (changed or cut short)",
-                                        "resume from an earlier checkpoint, or restore the file")
+                raise CheckpointRefused(
+                    path,
+                    f"has {st.st_size} bytes, its manifest {entry['part']} says {entry['size']} (changed or cut short)",
+                    "resume from an earlier checkpoint, or restore the file",
+                )
             seen.add(rel)
     missing = sorted(set(listed) - seen)
     if missing:
-        raise CheckpointRefused(os.path.join(step_dir, missing[0]), f"is listed in {listed[missing[0]]['part']} but "
-                                "missing", "resume from an earlier checkpoint, or restore the file")
+        raise CheckpointRefused(
+            os.path.join(step_dir, missing[0]),
+            f"is listed in {listed[missing[0]]['part']} but missing",
+            "resume from an earlier checkpoint, or restore the file",
+        )
     return listed
 
 
@@ -275,15 +328,21 @@ def verify(step_dir, read=(), *, uid: int | None = None, workers: int | None = N
     read = [r.replace(os.sep, "/") for r in read]
     for rel in read:
         if rel not in listed:
-            raise CheckpointRefused(os.path.join(step_dir, rel), "is to be loaded but is in no manifest",
-                                    f"check the folder and run `{TRUST_COMMAND} {step_dir}`")
+            raise CheckpointRefused(
+                os.path.join(step_dir, rel),
+                "is to be loaded but is in no manifest",
+                f"check the folder and run `{TRUST_COMMAND} {step_dir}`",
+            )
     paths = [os.path.join(step_dir, rel) for rel in read]
     digests = _hash_all(paths, workers or _default_workers())
     for rel, path in zip(read, paths):
         if digests[path] != listed[rel]["sha256"]:
-            raise CheckpointRefused(path, f"changed since it was written (sha256 {digests[path][:16]}..., its "
-                                    f"manifest {listed[rel]['part']} says {listed[rel]['sha256'][:16]}...)",
-                                    "resume from an earlier checkpoint; do not trust this one without knowing why")
+            raise CheckpointRefused(
+                path,
+                f"changed since it was written (sha256 {digests[path][:16]}..., its "
+                f"manifest {listed[rel]['part']} says {listed[rel]['sha256'][:16]}...)",
+                "resume from an earlier checkpoint; do not trust this one without knowing why",
+            )
     return {"files": len(listed), "hashed": read, "bytes_hashed": sum(listed[r]["size"] for r in read)}
 
 

@@ -49,17 +49,23 @@ def read_tracker(root, uid: int | None = None):
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
-        raise CheckpointRefused(tracker, "tracker is a symlink or not a regular file",
-                                f"replace it by a file holding the step number (e.g. `echo 5 > {tracker}`)")
+        raise CheckpointRefused(
+            tracker,
+            "tracker is a symlink or not a regular file",
+            f"replace it by a file holding the step number (e.g. `echo 5 > {tracker}`)",
+        )
     check_owned(tracker, st, uid, "tracker")
     step = tracker_step(tracker)
     folder = os.path.join(_abs(root), f"global_step_{step}")
     if not os.path.lexists(folder):
         return None
     if not _inside(folder, root):
-        raise CheckpointRefused(folder, f"the tracker points to {os.path.realpath(folder)}, outside the checkpoint "
-                                f"folder {os.path.realpath(_abs(root))}",
-                                "resume only from folders inside the checkpoint folder; remove the symlink")
+        raise CheckpointRefused(
+            folder,
+            f"the tracker points to {os.path.realpath(folder)}, outside the checkpoint "
+            f"folder {os.path.realpath(_abs(root))}",
+            "resume only from folders inside the checkpoint folder; remove the symlink",
+        )
     return folder
 
 
@@ -73,16 +79,19 @@ def tracker_step(tracker) -> int:
     with open(tracker, "rb") as fh:
         raw = fh.read(TRACKER_MAX_BYTES + 1)
     if len(raw) > TRACKER_MAX_BYTES:
-        raise CheckpointRefused(tracker, f"tracker is larger than {TRACKER_MAX_BYTES} bytes; a step number is a few "
-                                "digits", fix)
+        raise CheckpointRefused(
+            tracker, f"tracker is larger than {TRACKER_MAX_BYTES} bytes; a step number is a few digits", fix
+        )
     try:
         step = int(raw.decode())
     except (UnicodeDecodeError, ValueError):
-        raise CheckpointRefused(tracker, f"tracker holds {raw[:40]!r}, not a step number verl can read (it "
-                                "raises ValueError at start)", fix) from None
+        raise CheckpointRefused(
+            tracker, f"tracker holds {raw[:40]!r}, not a step number verl can read (it raises ValueError at start)", fix
+        ) from None
     if not is_step_number(raw.decode().strip()):
-        raise CheckpointRefused(tracker, f"tracker holds {raw[:40]!r}, which verl reads as {step}: not a step "
-                                "number in plain digits", fix)
+        raise CheckpointRefused(
+            tracker, f"tracker holds {raw[:40]!r}, which verl reads as {step}: not a step number in plain digits", fix
+        )
     return step
 
 
@@ -97,9 +106,13 @@ def check_folder_trust(default_local_dir, uid: int | None = None) -> None:
         probe = os.path.dirname(probe)
     problem = check_path(probe, kind="dir", uid=uid)
     if problem is not None:
-        raise CheckpointRefused(path, f"the checkpoint folder is not safe from other users: {problem.text()} (they "
-                                "could move the tracker or a global_step_N folder away, turning a resume into a "
-                                "silent fresh start, or plant one)", problem.fix)
+        raise CheckpointRefused(
+            path,
+            f"the checkpoint folder is not safe from other users: {problem.text()} (they "
+            "could move the tracker or a global_step_N folder away, turning a resume into a "
+            "silent fresh start, or plant one)",
+            problem.fix,
+        )
 
 
 def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: int | None = None):
@@ -118,17 +131,23 @@ def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: in
         return read_tracker(default_local_dir, uid)
     if resume_mode == "resume_path":
         if not resume_from_path:
-            raise CheckpointRefused("trainer.resume_from_path", "is unset with resume_mode=resume_path",
-                                    "set it to a global_step_N folder inside the checkpoint folder")
+            raise CheckpointRefused(
+                "trainer.resume_from_path",
+                "is unset with resume_mode=resume_path",
+                "set it to a global_step_N folder inside the checkpoint folder",
+            )
         folder = _abs(resume_from_path)
         if not _inside(folder, default_local_dir):
             try:
                 inventory(folder, uid)
             except CheckpointRefused as exc:
-                raise CheckpointRefused(folder, f"lies outside the checkpoint folder {_abs(default_local_dir)} and "
-                                        f"carries no valid manifest ({exc.reason})",
-                                        "copy it into the checkpoint folder, or check it and run "
-                                        f"`python -m vlgrpo checkpoint trust {folder}`") from None
+                raise CheckpointRefused(
+                    folder,
+                    f"lies outside the checkpoint folder {_abs(default_local_dir)} and "
+                    f"carries no valid manifest ({exc.reason})",
+                    "copy it into the checkpoint folder, or check it and run "
+                    f"`python -m vlgrpo checkpoint trust {folder}`",
+                ) from None
         return folder
     raise CheckpointRefused("trainer.resume_mode", f"unknown value {resume_mode!r}", "use auto, disable or resume_path")
 

@@ -47,8 +47,9 @@ def _free(path: str) -> int | None:
         return None
 
 
-def storage_problem(path: str, *, mountinfo: str = "/proc/self/mountinfo", sys_root: str = "/sys",
-                    depth: int = 0) -> Storage:
+def storage_problem(
+    path: str, *, mountinfo: str = "/proc/self/mountinfo", sys_root: str = "/sys", depth: int = 0
+) -> Storage:
     """Follow the storage under ``path`` (a folder or file that exists) and say whether a checkpoint survives there.
 
     ``mountinfo`` and ``sys_root`` are where the mount table and sysfs are read (tests give a made-up tree).
@@ -64,8 +65,9 @@ def storage_problem(path: str, *, mountinfo: str = "/proc/self/mountinfo", sys_r
         return Storage((), "", None)
     free = _free(real)
     if m.fstype in RAM_FS:
-        return Storage((m,), f"{real} is on a {m.fstype} mount ({m.point}): RAM, lost at reboot and bounded by memory",
-                       free)
+        return Storage(
+            (m,), f"{real} is on a {m.fstype} mount ({m.point}): RAM, lost at reboot and bounded by memory", free
+        )
     dev = os.path.basename(m.source)
     if re.fullmatch(r"zram[0-9]+", dev):
         return Storage((m,), f"{real} is on {m.source}, a compressed RAM disk (zram): lost at reboot", free)
@@ -73,8 +75,9 @@ def storage_problem(path: str, *, mountinfo: str = "/proc/self/mountinfo", sys_r
         return Storage((m,), f"{real} is on {m.source}, a RAM disk (brd): lost at reboot", free)
     if re.fullmatch(r"loop[0-9]+", dev) and depth < MAX_DEPTH:
         try:
-            with open(os.path.join(sys_root, "block", dev, "loop", "backing_file"), encoding="utf-8",
-                      errors="surrogateescape") as fh:
+            with open(
+                os.path.join(sys_root, "block", dev, "loop", "backing_file"), encoding="utf-8", errors="surrogateescape"
+            ) as fh:
                 backing = fh.read().rstrip("\n")
         except OSError:
             return Storage((m,), "", free)
@@ -82,11 +85,19 @@ def storage_problem(path: str, *, mountinfo: str = "/proc/self/mountinfo", sys_r
         under = storage_problem(backing, mountinfo=mountinfo, sys_root=sys_root, depth=depth + 1)
         sub = under.chain[0] if under.chain else None
         if under.problem:
-            return Storage((m,) + under.chain, f"{real} is on {m.source}, a loop device whose image {backing} lies "
-                           f"where a checkpoint is lost: {under.problem}", free)
+            return Storage(
+                (m,) + under.chain,
+                f"{real} is on {m.source}, a loop device whose image {backing} lies "
+                f"where a checkpoint is lost: {under.problem}",
+                free,
+            )
         if sub is not None and sub.fstype in LAYER_FS:
-            return Storage((m,) + under.chain, f"{real} is on {m.source}, a loop device whose image {backing} lies "
-                           f"on the container's own layer ({sub.fstype}): it vanishes with the container", free)
+            return Storage(
+                (m,) + under.chain,
+                f"{real} is on {m.source}, a loop device whose image {backing} lies "
+                f"on the container's own layer ({sub.fstype}): it vanishes with the container",
+                free,
+            )
         capped = free if under.free_bytes is None or free is None else min(free, under.free_bytes)
         return Storage((m,) + under.chain, "", capped)
     return Storage((m,), "", free)

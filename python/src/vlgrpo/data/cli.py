@@ -18,11 +18,18 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("geo3k", help="Geometry3K (hiyouga/geometry3k parquet or original folders) -> verl parquet")
     g.add_argument("src", help="hiyouga/geometry3k folder (data/*.parquet) or original train/val/test folders")
     g.add_argument("out", help="output folder for <split>.parquet")
-    g.add_argument("--splits", default="train,test",
-                   help="comma-separated splits to write (train, validation, test); verl's script writes train,test")
+    g.add_argument(
+        "--splits",
+        default="train,test",
+        help="comma-separated splits to write (train, validation, test); verl's script writes train,test",
+    )
     g.add_argument("--layout", default="auto", choices=("auto", "hiyouga", "original"))
-    g.add_argument("--data-source", default=None, help="data_source value (default hiyouga/geometry3k, which "
-                   "verl's default reward function maps to its geo3k scorer)")
+    g.add_argument(
+        "--data-source",
+        default=None,
+        help="data_source value (default hiyouga/geometry3k, which "
+        "verl's default reward function maps to its geo3k scorer)",
+    )
     return p
 
 
@@ -35,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
     try:
-        counts = geo3k.convert(args.src, args.out, splits=splits, layout=args.layout,
-                               data_source=args.data_source or geo3k.DATA_SOURCE)
+        counts = geo3k.convert(
+            args.src, args.out, splits=splits, layout=args.layout, data_source=args.data_source or geo3k.DATA_SOURCE
+        )
     except (geo3k.SourceError, ValueError) as exc:
         print(f"data geo3k: {exc}", file=sys.stderr)
         return 2

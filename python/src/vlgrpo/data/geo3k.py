@@ -45,10 +45,16 @@ HF_FEATURES = {
     "prompt": [{"role": {"dtype": "string", "_type": "Value"}, "content": {"dtype": "string", "_type": "Value"}}],
     "images": [{"_type": "Image"}],
     "ability": {"dtype": "string", "_type": "Value"},
-    "reward_model": {"style": {"dtype": "string", "_type": "Value"},
-                     "ground_truth": {"dtype": "string", "_type": "Value"}},
-    "extra_info": {"split": {"dtype": "string", "_type": "Value"}, "index": {"dtype": "int64", "_type": "Value"},
-                   "answer": {"dtype": "string", "_type": "Value"}, "question": {"dtype": "string", "_type": "Value"}},
+    "reward_model": {
+        "style": {"dtype": "string", "_type": "Value"},
+        "ground_truth": {"dtype": "string", "_type": "Value"},
+    },
+    "extra_info": {
+        "split": {"dtype": "string", "_type": "Value"},
+        "index": {"dtype": "int64", "_type": "Value"},
+        "answer": {"dtype": "string", "_type": "Value"},
+        "question": {"dtype": "string", "_type": "Value"},
+    },
 }
 
 
@@ -111,9 +117,11 @@ def iter_original(src: str, split: str) -> Iterator[dict[str, Any]]:
         if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
             raise SourceError(f"{base}/data.json: 'choices' must be a list of strings (got {choices!r:.80})")
         # one letter, exactly (a bare `in "ABCD"` would take '' or 'AB' for choice A)
-        if not isinstance(letter, str) or len(letter) != 1 or letter not in CHOICE_LETTERS[:len(choices)]:
-            raise SourceError(f"{base}/data.json: answer {letter!r} does not name one of the {len(choices)} "
-                              f"choices ({CHOICE_LETTERS[:len(choices)] or 'none'})")
+        if not isinstance(letter, str) or len(letter) != 1 or letter not in CHOICE_LETTERS[: len(choices)]:
+            raise SourceError(
+                f"{base}/data.json: answer {letter!r} does not name one of the {len(choices)} "
+                f"choices ({CHOICE_LETTERS[: len(choices)] or 'none'})"
+            )
         text = record.get("annotat_text")
         if not isinstance(text, str) or not text.strip():
             raise SourceError(f"{base}/data.json: 'annotat_text' (the problem text) is missing or empty")
@@ -136,13 +144,16 @@ def check_example(example: dict[str, Any], where: str) -> None:
     if not isinstance(problem, str) or not problem.strip():
         raise SourceError(f"{where}: problem text is missing or not a string ({problem!r:.60})")
     if not isinstance(answer, str) or not answer.strip():
-        raise SourceError(f"{where}: answer is missing or not a string ({answer!r:.60}); it becomes "
-                          "reward_model.ground_truth")
+        raise SourceError(
+            f"{where}: answer is missing or not a string ({answer!r:.60}); it becomes reward_model.ground_truth"
+        )
     if not isinstance(images, list) or not images:
         raise SourceError(f"{where}: no image (Geometry3K problems each have a diagram)")
     if problem.count("<image>") != len(images):
-        raise SourceError(f"{where}: {problem.count('<image>')} <image> placeholder(s) for {len(images)} image(s); "
-                          "verl's RLHFDataset asserts they match")
+        raise SourceError(
+            f"{where}: {problem.count('<image>')} <image> placeholder(s) for {len(images)} image(s); "
+            "verl's RLHFDataset asserts they match"
+        )
     for i, im in enumerate(images):
         data = im.get("bytes") if isinstance(im, dict) else None
         if not data:
@@ -184,8 +195,13 @@ def arrow_schema() -> Any:
     )
 
 
-def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), layout: str = "auto",
-            data_source: str = DATA_SOURCE) -> dict[str, int]:
+def convert(
+    src: str,
+    out: str,
+    splits: tuple[str, ...] = ("train", "test"),
+    layout: str = "auto",
+    data_source: str = DATA_SOURCE,
+) -> dict[str, int]:
     """Convert ``splits`` of Geometry3K at ``src`` into ``out/<split>.parquet``; returns rows per split.
 
     ``out`` (created if missing) must pass the one path rule (:func:`vlgrpo.pathrule.check_path`: no other user can
@@ -218,8 +234,9 @@ def convert(src: str, out: str, splits: tuple[str, ...] = ("train", "test"), lay
     os.makedirs(out, mode=0o755, exist_ok=True)
     problem = check_path(out, kind="dir")
     if problem is not None:
-        raise ValueError(f"output folder {problem.text()}: another user could replace what is written there; "
-                         f"fix: {problem.fix}")
+        raise ValueError(
+            f"output folder {problem.text()}: another user could replace what is written there; fix: {problem.fix}"
+        )
     counts = {}
     schema = arrow_schema()
     for split in splits:

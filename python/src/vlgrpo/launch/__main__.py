@@ -58,9 +58,11 @@ import sys
 from vlgrpo import environment
 from vlgrpo.launch import childenv, recipes, settings
 
-USAGE = ("usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
-         "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
-         "< SHORT RAW INPUTS records\n       python3 -I -m vlgrpo.launch serve OWNER [--registry FILE] [--fd N] < requests")
+USAGE = (
+    "usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
+    "< NAME=VALUE records\n       python3 -I -m vlgrpo.launch derived OWNER [--registry FILE] [--fd N] --cwd DIR "
+    "< SHORT RAW INPUTS records\n       python3 -I -m vlgrpo.launch serve OWNER [--registry FILE] [--fd N] < requests"
+)
 
 
 def _records(data: bytes) -> list[str]:
@@ -109,7 +111,7 @@ def run_derived(owner: str, records: list[str], cwd: str) -> list[str]:
         raise ValueError("derived: the records are not SHORT RAW INPUTS triples")
     out: list[str] = []
     for i in range(0, len(records), 3):
-        short, raw, inputs = records[i:i + 3]
+        short, raw, inputs = records[i : i + 3]
         text, line = settings.check_derived(owner, short, raw, inputs, cwd)
         out.append(f"v:{short}={text}" if line is None else "p:" + line)
     return out
@@ -153,8 +155,14 @@ def serve(owner: str, fd: int) -> int:
         if head[0] is None:
             return 0
         step, cwd, flag, count = head
-        if step not in ("settings", "derived", "environment", "values", "recipe", "trackers", "argv") or cwd is None or not cwd.startswith("/") or flag is None \
-                or count is None or not count.isdigit():
+        if (
+            step not in ("settings", "derived", "environment", "values", "recipe", "trackers", "argv")
+            or cwd is None
+            or not cwd.startswith("/")
+            or flag is None
+            or count is None
+            or not count.isdigit()
+        ):
             print(f"vlgrpo.launch serve: a malformed request {head!r}", file=sys.stderr)
             return 1
         records = [fields.next() for _ in range(int(count))]

@@ -80,18 +80,25 @@ def ray_address_problem(owner: str, inherited: str, ours: str) -> str | None:
     if not inherited:
         return None
     if owner == "doctor":
-        return settings.problem("RAY_ADDRESS", "set (value not shown): the doctor's Ray check would join that cluster "
-                                "and run its actors there", "unset RAY_ADDRESS (the doctor checks this node with a "
-                                "private Ray instance)")
+        return settings.problem(
+            "RAY_ADDRESS",
+            "set (value not shown): the doctor's Ray check would join that cluster and run its actors there",
+            "unset RAY_ADDRESS (the doctor checks this node with a private Ray instance)",
+        )
     if owner not in ("fa", "vo") or inherited == ours:
         return None
     if not ours:
-        return settings.problem("RAY_ADDRESS", "set (value not shown) without VLGRPO_RAY_ADDRESS: verl would join that "
-                                "cluster without the node wait and the device probe", "set VLGRPO_RAY_ADDRESS to the "
-                                "same HOST:PORT (cluster mode), or unset RAY_ADDRESS")
-    return settings.problem("RAY_ADDRESS", "differs from VLGRPO_RAY_ADDRESS (verl would join RAY_ADDRESS, not the "
-                            "cluster that was checked)", "unset RAY_ADDRESS; the launch exports VLGRPO_RAY_ADDRESS as "
-                            "RAY_ADDRESS after the checks")
+        return settings.problem(
+            "RAY_ADDRESS",
+            "set (value not shown) without VLGRPO_RAY_ADDRESS: verl would join that "
+            "cluster without the node wait and the device probe",
+            "set VLGRPO_RAY_ADDRESS to the same HOST:PORT (cluster mode), or unset RAY_ADDRESS",
+        )
+    return settings.problem(
+        "RAY_ADDRESS",
+        "differs from VLGRPO_RAY_ADDRESS (verl would join RAY_ADDRESS, not the cluster that was checked)",
+        "unset RAY_ADDRESS; the launch exports VLGRPO_RAY_ADDRESS as RAY_ADDRESS after the checks",
+    )
 
 
 def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], pass_env: str) -> Classified:
@@ -105,26 +112,34 @@ def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], p
     are checked by :func:`value_problems`. Raises OSError / ValueError for a broken registry.
     Mirrors nothing upstream: the rules are the registry's (docs/runtime-surfaces.md)."""
     out = Classified()
-    declared = {r.name[len("VLGRPO_"):]: r for r in settings.owner_settings(owner)}
+    declared = {r.name[len("VLGRPO_") :]: r for r in settings.owner_settings(owner)}
     requested = pass_env.split(",") if pass_env else []
     nonascii: list[str] = []
     seen: dict[str, int] = {}
     for name, envval in entries:
         if not name:
             # an entry `=VALUE` (execve allows it): no program can read or unset it by name
-            out.problems.append(settings.problem(
-                "environment", "has a variable with an empty name (an entry '=VALUE'; value not shown)",
-                "remove it from what starts the launch (an env file line or runtime_env key with no name)"))
+            out.problems.append(
+                settings.problem(
+                    "environment",
+                    "has a variable with an empty name (an entry '=VALUE'; value not shown)",
+                    "remove it from what starts the launch (an env file line or runtime_env key with no name)",
+                )
+            )
             continue
         if name in seen:
             # a name twice (execve allows it; an env file or template can produce it): getenv() in the C and Python
             # readers sees the first copy, bash exports the last, so no check can speak for both
             if seen[name] == 1:
                 seen[name] = 2
-                out.problems.append(settings.problem(
-                    settings.show(name), "set more than once in the environment (the copies may differ: C and "
-                    "Python programs read the first, bash passes on the last; values not shown)",
-                    "set it once (look for a repeated line in the env file, job template or runtime_env)"))
+                out.problems.append(
+                    settings.problem(
+                        settings.show(name),
+                        "set more than once in the environment (the copies may differ: C and "
+                        "Python programs read the first, bash passes on the last; values not shown)",
+                        "set it once (look for a repeated line in the env file, job template or runtime_env)",
+                    )
+                )
             continue
         seen[name] = 1
         val = held.get(name, envval) if _identifier(name) else envval
@@ -135,10 +150,15 @@ def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], p
         if name.startswith("VLGRPO_"):
             if not _identifier(name):
                 if not _non_ascii(name):
-                    out.problems.append(settings.problem(settings.show(name), "not a setting (not even a valid "
-                                                         "variable name)", "unset it (--help lists the settings)"))
+                    out.problems.append(
+                        settings.problem(
+                            settings.show(name),
+                            "not a setting (not even a valid variable name)",
+                            "unset it (--help lists the settings)",
+                        )
+                    )
                 continue
-            row = declared.get(name[len("VLGRPO_"):])
+            row = declared.get(name[len("VLGRPO_") :])
             # a setting a Python reader owns (the patch switches) reaches the children; the doctor's settings reach
             # the doctor, which checks them itself
             if row is not None and ("patches" in row.owner or owner == "doctor"):
@@ -146,11 +166,15 @@ def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], p
             continue
         if not _identifier(name):
             if name.startswith("BASH_FUNC_") and val:
-                out.problems.append(settings.problem(
-                    settings.show(name), "an exported shell function: every bash the launch starts would run it in "
-                    "place of the command of that name",
-                    "unset it before the launch (export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or "
-                    "a list)"))
+                out.problems.append(
+                    settings.problem(
+                        settings.show(name),
+                        "an exported shell function: every bash the launch starts would run it in "
+                        "place of the command of that name",
+                        "unset it before the launch (export -fn NAME; Lmod: unset -f module ml; Slurm: --export=NONE or "
+                        "a list)",
+                    )
+                )
             else:
                 out.odd.append(name)
                 out.dropped.append(settings.show(name))
@@ -159,8 +183,9 @@ def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], p
         kind = env.kind if env is not None else ""
         if env is not None and kind == "refused":
             if envval and not _own_value(env, envval):
-                out.problems.append(settings.problem(name, f"{env.meaning} (value not shown)",
-                                                     env.fix or "unset it for the launch"))
+                out.problems.append(
+                    settings.problem(name, f"{env.meaning} (value not shown)", env.fix or "unset it for the launch")
+                )
             else:
                 out.dropped.append(name)
         elif env is not None and kind == "pass":
@@ -183,8 +208,9 @@ def classify(owner: str, entries: list[tuple[str, str]], held: dict[str, str], p
     return out
 
 
-def value_problems(owner: str, values: list[str], pass_env: str, protect: tuple[str, ...],
-                   nonascii: list[str]) -> list[str]:
+def value_problems(
+    owner: str, values: list[str], pass_env: str, protect: tuple[str, ...], nonascii: list[str]
+) -> list[str]:
     """Problem lines of the passed typed variables (``values``: ``NAME=VALUE`` as bash exports them once the
     environment is built) under their registry rows (:func:`vlgrpo.environment.check_values`; ``protect``: real
     paths typed folders may not lie in), then of the ``nonascii`` names whose skeleton
@@ -210,20 +236,40 @@ def _check_requested(owner: str, requested: list[str], held: dict[str, str], out
     """Every name in ``VLGRPO_PASS_ENV`` must be one a launch may pass; the ones not set are listed."""
     for n in requested:
         if n.startswith("VLGRPO_"):
-            out.problems.append(settings.problem("VLGRPO_PASS_ENV", f"names {n}: settings are not passed this way "
-                                                 "(the patch switches reach the children by themselves)",
-                                                 f"remove {n} from VLGRPO_PASS_ENV"))
+            out.problems.append(
+                settings.problem(
+                    "VLGRPO_PASS_ENV",
+                    f"names {n}: settings are not passed this way "
+                    "(the patch switches reach the children by themselves)",
+                    f"remove {n} from VLGRPO_PASS_ENV",
+                )
+            )
             continue
         env = environment.env_row(n, owner)
         if env is not None and env.kind == "refused":
-            out.problems.append(settings.problem("VLGRPO_PASS_ENV", f"names {n}, which is refused: {env.meaning}",
-                                                 f"remove {n} from VLGRPO_PASS_ENV and unset it"))
+            out.problems.append(
+                settings.problem(
+                    "VLGRPO_PASS_ENV",
+                    f"names {n}, which is refused: {env.meaning}",
+                    f"remove {n} from VLGRPO_PASS_ENV and unset it",
+                )
+            )
         elif env is not None and env.kind == "drop":
-            out.problems.append(settings.problem("VLGRPO_PASS_ENV", f"names {n}, which is never passed: "
-                                                 f"{env.meaning}", f"remove {n} from VLGRPO_PASS_ENV"))
+            out.problems.append(
+                settings.problem(
+                    "VLGRPO_PASS_ENV",
+                    f"names {n}, which is never passed: {env.meaning}",
+                    f"remove {n} from VLGRPO_PASS_ENV",
+                )
+            )
         elif env is not None and env.kind == "set":
-            out.problems.append(settings.problem("VLGRPO_PASS_ENV", f"names {n}, which this entrypoint sets "
-                                                 f"itself: {env.meaning}", f"remove {n} from VLGRPO_PASS_ENV"))
+            out.problems.append(
+                settings.problem(
+                    "VLGRPO_PASS_ENV",
+                    f"names {n}, which this entrypoint sets itself: {env.meaning}",
+                    f"remove {n} from VLGRPO_PASS_ENV",
+                )
+            )
         if n not in held:
             out.unset_named.append(n)
 
@@ -231,8 +277,12 @@ def _check_requested(owner: str, requested: list[str], held: dict[str, str], out
 def run_environment(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``environment`` step of :mod:`vlgrpo.launch` (see its docstring)."""
     got = settings.by_tag("environment", records, "fnxeAh")
-    path, pass_env, ray, held = settings.last(got, "f"), settings.last(got, "e"), settings.last(got, "A"), \
-        settings.pairs(got["h"])
+    path, pass_env, ray, held = (
+        settings.last(got, "f"),
+        settings.last(got, "e"),
+        settings.last(got, "A"),
+        settings.pairs(got["h"]),
+    )
     readable = not got["n"]
     entries: list[tuple[str, str]] = []
     for rest in got["x"]:
@@ -242,9 +292,14 @@ def run_environment(owner: str, records: list[str]) -> list[str]:
     first = ray_address_problem(owner, held.get("RAY_ADDRESS", ""), ray)
     lead = [] if first is None else ["p:" + first]
     if not readable:
-        return lead + ["p:" + settings.problem("environment", f"{path} is unreadable, so the inherited environment "
-                                        "cannot be checked", "run with /proc mounted (the default for docker and "
-                                        "podman)")]
+        return lead + [
+            "p:"
+            + settings.problem(
+                "environment",
+                f"{path} is unreadable, so the inherited environment cannot be checked",
+                "run with /proc mounted (the default for docker and podman)",
+            )
+        ]
     cls = classify(owner, entries, held, pass_env)
     out = [f"P:{n}" for n in cls.passed] + [f"Q:{n}" for n in cls.requested] + [f"D:{n}" for n in cls.dropped]
     out += [f"O:{n}" for n in cls.odd] + [f"T:{n}" for n in cls.typed] + [f"U:{n}" for n in cls.unset_named]
@@ -275,7 +330,11 @@ def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[
 def run_values(owner: str, records: list[str]) -> list[str]:
     """The output records of the ``values`` step of :mod:`vlgrpo.launch` (see its docstring)."""
     got = settings.by_tag("values", records, "ecmMva")
-    pass_env, ckpt, mountinfo = settings.last(got, "e"), settings.last(got, "c"), settings.last(got, "M", mounts.MOUNTINFO)
+    pass_env, ckpt, mountinfo = (
+        settings.last(got, "e"),
+        settings.last(got, "c"),
+        settings.last(got, "M", mounts.MOUNTINFO),
+    )
     markers, values, nonascii = got["m"], got["v"], got["a"]
     protect = protected(ckpt, markers, mountinfo) if values else ()
     return ["p:" + line for line in value_problems(owner, values, pass_env, protect, nonascii)]

@@ -87,14 +87,19 @@ def _node_devices(v: Values, node: int) -> str:
 #: the registry's derived defaults: function name -> (the settings it reads, in order; the formula)
 FORMULAS: dict[str, tuple[tuple[str, ...], Callable[[Values, int], str]]] = {
     "vg_default_node_devices": ((), _node_devices),
-    "fa_default_token_len": (("MAX_PROMPT_LENGTH", "MAX_RESPONSE_LENGTH"),
-                             lambda v, n: str((int(v["MAX_PROMPT_LENGTH"]) + int(v["MAX_RESPONSE_LENGTH"])) // 4)),
-    "fa_default_fsdp": (("TRAINER_NNODES", "TRAINER_DEVICES_PER_NODE"),
-                        lambda v, n: str(int(v["TRAINER_NNODES"]) * int(v["TRAINER_DEVICES_PER_NODE"]))),
+    "fa_default_token_len": (
+        ("MAX_PROMPT_LENGTH", "MAX_RESPONSE_LENGTH"),
+        lambda v, n: str((int(v["MAX_PROMPT_LENGTH"]) + int(v["MAX_RESPONSE_LENGTH"])) // 4),
+    ),
+    "fa_default_fsdp": (
+        ("TRAINER_NNODES", "TRAINER_DEVICES_PER_NODE"),
+        lambda v, n: str(int(v["TRAINER_NNODES"]) * int(v["TRAINER_DEVICES_PER_NODE"])),
+    ),
     "fa_default_ep": (("ROLLOUT_TP",), lambda v, n: v["ROLLOUT_TP"]),
-    "vo_default_fsdp": (("TRAINER_NNODES", "TRAINER_DEVICES_PER_NODE", "SP_SIZE"),
-                        lambda v, n: str(int(v["TRAINER_NNODES"]) * int(v["TRAINER_DEVICES_PER_NODE"])
-                                         // int(v["SP_SIZE"]))),
+    "vo_default_fsdp": (
+        ("TRAINER_NNODES", "TRAINER_DEVICES_PER_NODE", "SP_SIZE"),
+        lambda v, n: str(int(v["TRAINER_NNODES"]) * int(v["TRAINER_DEVICES_PER_NODE"]) // int(v["SP_SIZE"])),
+    ),
     "vo_default_experiment": (("TRAINER_DEVICES_PER_NODE",), lambda v, n: f"grpo-{v['TRAINER_DEVICES_PER_NODE']}gpu"),
 }
 
@@ -129,7 +134,7 @@ def resolve_derived(owner: str, st: State, cwd: str) -> None:
     rows = settings.owner_settings(owner)
     computed: list[tuple[str, tuple[str, ...], str, str]] = []
     for row in rows:
-        short = row.name[len("VLGRPO_"):]
+        short = row.name[len("VLGRPO_") :]
         if st.source.get(short) != "derived":
             continue
         fn = row.default[1:].partition(":")[0]
@@ -168,14 +173,19 @@ def resolve_derived(owner: str, st: State, cwd: str) -> None:
             st.values[short] = ""
             gone.add(short)
     for row in rows:
-        short = row.name[len("VLGRPO_"):]
+        short = row.name[len("VLGRPO_") :]
         if row.default.startswith("@vg_default_node_devices:") and not st.values.get(short) and short not in gone:
-            st.problems.append(settings.problem(row.name, "unset, and this node has no accelerator to count (cluster "
-                                                "mode from a CPU node)", f"set {row.name} to the devices per node of "
-                                                "the cluster's nodes (vlgrpo cluster wait checks it)"))
+            st.problems.append(
+                settings.problem(
+                    row.name,
+                    "unset, and this node has no accelerator to count (cluster mode from a CPU node)",
+                    f"set {row.name} to the devices per node of the cluster's nodes (vlgrpo cluster wait checks it)",
+                )
+            )
 
 
 # ---- the rules both recipes share --------------------------------------------------------------------------
+
 
 def _int(st: State, short: str) -> int:
     return int(st.values[short])
@@ -184,19 +194,27 @@ def _int(st: State, short: str) -> int:
 def check_per_node(st: State, var: str, v: int) -> None:
     """A per-node device count above this node's: a placement group asking for more than a node has waits forever."""
     if st.node > 0 and v > st.node:
-        st.problems.append(settings.problem(var, f"{v} devices per node, but this node has {st.node} ({st.node_from})",
-                                            f"set {var} to at most {st.node} (or leave it unset to use the node's "
-                                            "count)"))
+        st.problems.append(
+            settings.problem(
+                var,
+                f"{v} devices per node, but this node has {st.node} ({st.node_from})",
+                f"set {var} to at most {st.node} (or leave it unset to use the node's count)",
+            )
+        )
 
 
 def check_lengths(st: State, p: int, r: int, mml: str) -> None:
     """Field case B09(a): with max_model_len below prompt + response verl does not fail, it clamps each request's
     max_tokens, so long answers are cut."""
     if mml and int(mml) < p + r:
-        st.problems.append(settings.problem(
-            "VLGRPO_MAX_MODEL_LEN", f"{mml} is below max prompt + max response = {p} + {r} = {p + r}; verl would "
-            "silently clamp responses", f"set VLGRPO_MAX_MODEL_LEN to at least {p + r}, or lower "
-            "VLGRPO_MAX_PROMPT_LENGTH / VLGRPO_MAX_RESPONSE_LENGTH"))
+        st.problems.append(
+            settings.problem(
+                "VLGRPO_MAX_MODEL_LEN",
+                f"{mml} is below max prompt + max response = {p} + {r} = {p + r}; verl would silently clamp responses",
+                f"set VLGRPO_MAX_MODEL_LEN to at least {p + r}, or lower "
+                "VLGRPO_MAX_PROMPT_LENGTH / VLGRPO_MAX_RESPONSE_LENGTH",
+            )
+        )
 
 
 def check_rollout_layout(st: State, tp: int, dp: int, ep: int, nn: int, pn: int) -> None:
@@ -204,17 +222,30 @@ def check_rollout_layout(st: State, tp: int, dp: int, ep: int, nn: int, pn: int)
     (verl RolloutReplica); expert parallel is 1 or TP x DP (verl RolloutConfig)."""
     rep, world = tp * dp, nn * pn
     if world % rep:
-        st.problems.append(settings.problem(
-            "VLGRPO_ROLLOUT_TP", f"a vLLM replica of TP x DP = {tp} x {dp} = {rep} devices does not divide the "
-            f"{world} rollout devices ({nn} x {pn})", f"choose the rollout TP (and DP) so that TP x DP divides {world}"))
+        st.problems.append(
+            settings.problem(
+                "VLGRPO_ROLLOUT_TP",
+                f"a vLLM replica of TP x DP = {tp} x {dp} = {rep} devices does not divide the "
+                f"{world} rollout devices ({nn} x {pn})",
+                f"choose the rollout TP (and DP) so that TP x DP divides {world}",
+            )
+        )
     elif pn % rep and rep % pn:
-        st.problems.append(settings.problem(
-            "VLGRPO_ROLLOUT_TP", f"a vLLM replica of {rep} devices neither fits a node of {pn} nor spans whole nodes",
-            f"choose TP x DP dividing {pn} or a multiple of it"))
+        st.problems.append(
+            settings.problem(
+                "VLGRPO_ROLLOUT_TP",
+                f"a vLLM replica of {rep} devices neither fits a node of {pn} nor spans whole nodes",
+                f"choose TP x DP dividing {pn} or a multiple of it",
+            )
+        )
     if ep not in (1, rep):
-        st.problems.append(settings.problem(
-            "VLGRPO_ROLLOUT_EP", f"{ep} must be 1 or rollout TP x DP = {rep} (verl asserts expert_parallel_size == TP "
-            "x DP)", f"set VLGRPO_ROLLOUT_EP=1 or {rep}"))
+        st.problems.append(
+            settings.problem(
+                "VLGRPO_ROLLOUT_EP",
+                f"{ep} must be 1 or rollout TP x DP = {rep} (verl asserts expert_parallel_size == TP x DP)",
+                f"set VLGRPO_ROLLOUT_EP=1 or {rep}",
+            )
+        )
 
 
 def _has_manifest(folder: str) -> bool:
@@ -231,30 +262,49 @@ def check_resume(st: State) -> None:
     mode, folder = st.values.get("RESUME_MODE", ""), st.values.get("RESUME_FROM_PATH", "")
     var = "VLGRPO_RESUME_FROM_PATH"
     if mode == "resume_path" and not folder:
-        st.problems.append(settings.problem(var, "unset, but VLGRPO_RESUME_MODE=resume_path",
-                                            "set it to a checkpoint folder .../global_step_N, or use "
-                                            "VLGRPO_RESUME_MODE=auto"))
+        st.problems.append(
+            settings.problem(
+                var,
+                "unset, but VLGRPO_RESUME_MODE=resume_path",
+                "set it to a checkpoint folder .../global_step_N, or use VLGRPO_RESUME_MODE=auto",
+            )
+        )
     elif mode != "resume_path" and folder:
-        st.problems.append(settings.problem(var, f"set, but VLGRPO_RESUME_MODE={mode} ignores it",
-                                            "set VLGRPO_RESUME_MODE=resume_path, or unset VLGRPO_RESUME_FROM_PATH"))
+        st.problems.append(
+            settings.problem(
+                var,
+                f"set, but VLGRPO_RESUME_MODE={mode} ignores it",
+                "set VLGRPO_RESUME_MODE=resume_path, or unset VLGRPO_RESUME_FROM_PATH",
+            )
+        )
     elif folder and not folder.rpartition("/")[2].startswith("global_step_"):
-        st.problems.append(settings.problem(var, f"{folder} is not a global_step_N folder (verl requires that name)",
-                                            "point it at .../global_step_N inside the checkpoint folder"))
+        st.problems.append(
+            settings.problem(
+                var,
+                f"{folder} is not a global_step_N folder (verl requires that name)",
+                "point it at .../global_step_N inside the checkpoint folder",
+            )
+        )
     elif folder:
         real, root = mounts.real(folder), mounts.real(st.values.get("CHECKPOINT_DIR", ""))
         if not real.startswith(root + "/") and not _has_manifest(real):
-            st.problems.append(settings.problem(
-                var, f"{folder} lies outside the checkpoint folder {root} and carries no vlgrpo manifest, so nothing "
-                "shows who wrote it (its files are unpickled at resume)",
-                f"copy it into VLGRPO_CHECKPOINT_DIR, or check it and run: python -m vlgrpo checkpoint trust {folder}"))
+            st.problems.append(
+                settings.problem(
+                    var,
+                    f"{folder} lies outside the checkpoint folder {root} and carries no vlgrpo manifest, so nothing "
+                    "shows who wrote it (its files are unpickled at resume)",
+                    f"copy it into VLGRPO_CHECKPOINT_DIR, or check it and run: python -m vlgrpo checkpoint trust {folder}",
+                )
+            )
 
 
 def _storage_problem(st: State, var: str, fault: str, fix: str) -> None:
     """A planning dry run (VLGRPO_PLAN_DEVICES_PER_NODE) describes another machine: this container's storage only
     earns a warning in the plan; every other run refuses."""
     if st.dry_run and st.values.get("PLAN_DEVICES_PER_NODE"):
-        st.notes.append(f"warning: {var}: {fault} (planning dry run: not refused here; a launch on this machine would "
-                        "be)")
+        st.notes.append(
+            f"warning: {var}: {fault} (planning dry run: not refused here; a launch on this machine would be)"
+        )
     else:
         st.problems.append(settings.problem(var, fault, fix))
 
@@ -276,9 +326,13 @@ def check_checkpoint_dir(st: State, var: str, folder: str) -> None:
         probe = name
         break
     if not probe:
-        st.problems.append(settings.problem(var, f"{folder} is not writable by uid {os.getuid()}",
-                                            "mount it read-write and make it writable for this user (checkpoints go "
-                                            "there)"))
+        st.problems.append(
+            settings.problem(
+                var,
+                f"{folder} is not writable by uid {os.getuid()}",
+                "mount it read-write and make it writable for this user (checkpoints go there)",
+            )
+        )
         return
     os.unlink(probe)
     if not mounts.in_container(st.markers, st.mountinfo):
@@ -286,22 +340,34 @@ def check_checkpoint_dir(st: State, var: str, folder: str) -> None:
     try:
         table = mounts.read_mounts(st.mountinfo)
     except OSError:
-        st.problems.append(settings.problem(var, f"inside a container, and {st.mountinfo} is unreadable, so {folder} "
-                                            "cannot be shown to be a mount", "run with /proc mounted (the default "
-                                            "for docker and podman)"))
+        st.problems.append(
+            settings.problem(
+                var,
+                f"inside a container, and {st.mountinfo} is unreadable, so {folder} cannot be shown to be a mount",
+                "run with /proc mounted (the default for docker and podman)",
+            )
+        )
         return
     m = mounts.mount_of(mounts.real(folder), table)
     if m is None or m.point == "/":
-        _storage_problem(st, var, f"{folder} is inside the container's own file system, so checkpoints vanish with "
-                         "the container", f"mount a host or shared volume there (docker run -v HOST_DIR:{folder}, or "
-                         "a compose volume)")
+        _storage_problem(
+            st,
+            var,
+            f"{folder} is inside the container's own file system, so checkpoints vanish with the container",
+            f"mount a host or shared volume there (docker run -v HOST_DIR:{folder}, or a compose volume)",
+        )
     elif m.fstype not in mounts.VOLUME_FS:
-        _storage_problem(st, var, f"{folder} is on a {m.fstype} mount ({m.point}) that does not outlive the container "
-                         f"or is not a volume (accepted file systems: {mounts.VOLUME_FS_WORDS})",
-                         f"mount a persistent host or shared volume at {folder}")
+        _storage_problem(
+            st,
+            var,
+            f"{folder} is on a {m.fstype} mount ({m.point}) that does not outlive the container "
+            f"or is not a volume (accepted file systems: {mounts.VOLUME_FS_WORDS})",
+            f"mount a persistent host or shared volume at {folder}",
+        )
 
 
 # ---- the recipes' own rules -------------------------------------------------------------------------------------
+
 
 def check_fa(st: State) -> None:
     """The fully-async recipe (separate trainer and rollout nodes)."""
@@ -316,26 +382,50 @@ def check_fa(st: State) -> None:
     check_per_node(st, "VLGRPO_ROLLOUT_DEVICES_PER_NODE", rd)
     check_lengths(st, p, r, mml)
     if tok * sp < seq:
-        prob(settings.problem("VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE", f"{tok} x SP size {sp} = {tok * sp} tokens cannot "
-                              f"hold one sequence of prompt + response = {seq} (verl asserts max_token_len >= sequence "
-                              "length)", f"set VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE to at least {(seq + sp - 1) // sp}, "
-                              "or raise VLGRPO_SP_SIZE"))
+        prob(
+            settings.problem(
+                "VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE",
+                f"{tok} x SP size {sp} = {tok * sp} tokens cannot "
+                f"hold one sequence of prompt + response = {seq} (verl asserts max_token_len >= sequence "
+                "length)",
+                f"set VLGRPO_PPO_MAX_TOKEN_LEN_PER_DEVICE to at least {(seq + sp - 1) // sp}, or raise VLGRPO_SP_SIZE",
+            )
+        )
     if tw % sp:
-        prob(settings.problem("VLGRPO_SP_SIZE", f"{sp} does not divide the trainer's {tw} devices ({tn} x {td})",
-                              f"choose a divisor of {tw}"))
+        prob(
+            settings.problem(
+                "VLGRPO_SP_SIZE",
+                f"{sp} does not divide the trainer's {tw} devices ({tn} x {td})",
+                f"choose a divisor of {tw}",
+            )
+        )
     elif (mini * n) % (tw // sp):
-        prob(settings.problem("VLGRPO_PPO_MINI_BATCH_SIZE", f"mini-batch {mini} x {n} responses = {mini * n} samples "
-                              f"do not split evenly over {tw // sp} data-parallel ranks (trainer devices / SP)",
-                              "choose VLGRPO_PPO_MINI_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of "
-                              f"{tw // sp}"))
+        prob(
+            settings.problem(
+                "VLGRPO_PPO_MINI_BATCH_SIZE",
+                f"mini-batch {mini} x {n} responses = {mini * n} samples "
+                f"do not split evenly over {tw // sp} data-parallel ranks (trainer devices / SP)",
+                f"choose VLGRPO_PPO_MINI_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of {tw // sp}",
+            )
+        )
     if fsdp != -1 and tw % fsdp:
-        prob(settings.problem("VLGRPO_FSDP_SIZE", f"{fsdp} does not divide the trainer's {tw} devices ({tn} x {td})",
-                              f"set -1, {tw}, or a divisor of {tw}"))
+        prob(
+            settings.problem(
+                "VLGRPO_FSDP_SIZE",
+                f"{fsdp} does not divide the trainer's {tw} devices ({tn} x {td})",
+                f"set -1, {tw}, or a divisor of {tw}",
+            )
+        )
     check_rollout_layout(st, tp, 1, ep, rn, rd)
     ol = _int(st, "OVERLONG_BUFFER_LEN")
     if ol >= r:
-        prob(settings.problem("VLGRPO_OVERLONG_BUFFER_LEN", f"{ol} is not below the max response length {r} (every "
-                              "response would be penalised)", f"set it below {r} (upstream: half of it)"))
+        prob(
+            settings.problem(
+                "VLGRPO_OVERLONG_BUFFER_LEN",
+                f"{ol} is not below the max response length {r} (every response would be penalised)",
+                f"set it below {r} (upstream: half of it)",
+            )
+        )
     check_resume(st)
     st.values["max_num_batched_tokens"] = str(seq)
     st.topology = f"trainer {tn} node(s) x {td} + rollout {rn} node(s) x {rd} = {tw + rw} {st.platform} devices"
@@ -355,28 +445,54 @@ def check_vo(st: State) -> None:
     check_per_node(st, "VLGRPO_TRAINER_DEVICES_PER_NODE", td)
     check_lengths(st, p, r, mml)
     if world % sp:
-        prob(settings.problem("VLGRPO_SP_SIZE", f"{sp} does not divide the world size {world} ({tn} x {td})",
-                              f"choose a divisor of {world}"))
+        prob(
+            settings.problem(
+                "VLGRPO_SP_SIZE",
+                f"{sp} does not divide the world size {world} ({tn} x {td})",
+                f"choose a divisor of {world}",
+            )
+        )
     elif fsdp != -1 and fsdp * sp != world:
-        prob(settings.problem("VLGRPO_FSDP_SIZE", f"fsdp_size {fsdp} x SP size {sp} = {fsdp * sp} is not the world "
-                              f"size {world} ({tn} x {td})", f"set VLGRPO_FSDP_SIZE={world // sp} or -1, or leave it "
-                              "unset"))
+        prob(
+            settings.problem(
+                "VLGRPO_FSDP_SIZE",
+                f"fsdp_size {fsdp} x SP size {sp} = {fsdp * sp} is not the world size {world} ({tn} x {td})",
+                f"set VLGRPO_FSDP_SIZE={world // sp} or -1, or leave it unset",
+            )
+        )
     if world % ep:
-        prob(settings.problem("VLGRPO_EP_SIZE", f"{ep} does not divide the world size {world}",
-                              f"choose a divisor of {world}"))
+        prob(
+            settings.problem(
+                "VLGRPO_EP_SIZE", f"{ep} does not divide the world size {world}", f"choose a divisor of {world}"
+            )
+        )
     if bs < mini:
-        prob(settings.problem("VLGRPO_PPO_MINI_BATCH_SIZE", f"{mini} is larger than the train batch size {bs} (verl: "
-                              "train_batch_size must be >= ppo_mini_batch_size)", f"set it to at most {bs}"))
+        prob(
+            settings.problem(
+                "VLGRPO_PPO_MINI_BATCH_SIZE",
+                f"{mini} is larger than the train batch size {bs} (verl: "
+                "train_batch_size must be >= ppo_mini_batch_size)",
+                f"set it to at most {bs}",
+            )
+        )
     if (bs * n) % world:
-        prob(settings.problem("VLGRPO_TRAIN_BATCH_SIZE", f"{bs} prompts x {n} responses = {bs * n} samples are not "
-                              f"divisible by the world size {world} (verl validate_config)",
-                              "choose VLGRPO_TRAIN_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of "
-                              f"{world}"))
+        prob(
+            settings.problem(
+                "VLGRPO_TRAIN_BATCH_SIZE",
+                f"{bs} prompts x {n} responses = {bs * n} samples are not "
+                f"divisible by the world size {world} (verl validate_config)",
+                f"choose VLGRPO_TRAIN_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of {world}",
+            )
+        )
     if world % sp == 0 and (mini * n) % (world // sp):
-        prob(settings.problem("VLGRPO_PPO_MINI_BATCH_SIZE", f"mini-batch {mini} x {n} responses = {mini * n} samples "
-                              f"do not split evenly over {world // sp} data-parallel ranks",
-                              "choose VLGRPO_PPO_MINI_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of "
-                              f"{world // sp}"))
+        prob(
+            settings.problem(
+                "VLGRPO_PPO_MINI_BATCH_SIZE",
+                f"mini-batch {mini} x {n} responses = {mini * n} samples "
+                f"do not split evenly over {world // sp} data-parallel ranks",
+                f"choose VLGRPO_PPO_MINI_BATCH_SIZE so that it x VLGRPO_ROLLOUT_N is a multiple of {world // sp}",
+            )
+        )
     check_rollout_layout(st, _int(st, "ROLLOUT_TP"), _int(st, "ROLLOUT_DP"), _int(st, "ROLLOUT_EP"), tn, td)
     check_resume(st)
     st.topology = f"{tn} node(s) x {td} = {world} {st.platform} devices (trainer and rollout colocated)"
@@ -388,6 +504,7 @@ CHECKS: dict[str, Callable[[State], None]] = {"fa": check_fa, "vo": check_vo}
 
 # ---- the argv -------------------------------------------------------------------------------------------------
 
+
 def _placeholder(element: str) -> str | None:
     """The first ``{NAME}`` of ``element`` (``NAME``: a letter, then letters, digits and ``_``), or None."""
     start = 0
@@ -398,7 +515,7 @@ def _placeholder(element: str) -> str | None:
         j = i + 1
         while j < len(element) and (element[j].isascii() and (element[j].isalnum() or element[j] == "_")):
             j += 1
-        name = element[i + 1:j]
+        name = element[i + 1 : j]
         if j < len(element) and element[j] == "}" and name and name[0].isascii() and name[0].isalpha():
             return name
         start = i + 1
@@ -458,8 +575,13 @@ def duplicate_problems(argv: list[str], first: int) -> list[str]:
             continue
         key = hydra_key(argv[i])
         if key in seen:
-            out.append(settings.problem(f"override {key}", f"set twice, at argv positions {seen[key]} and {i + 1} "
-                                        "(Hydra would silently keep the last)", "set it once"))
+            out.append(
+                settings.problem(
+                    f"override {key}",
+                    f"set twice, at argv positions {seen[key]} and {i + 1} (Hydra would silently keep the last)",
+                    "set it once",
+                )
+            )
         else:
             seen[key] = i + 1
     return out
@@ -470,8 +592,11 @@ def run_argv(records: list[str]) -> list[str]:
     got = settings.by_tag("argv", records, "aon")
     argv, overrides, first = got["a"], got["o"], int(settings.last(got, "n", "0"))
     merged, notes = merge_overrides(argv, first, overrides)
-    return [f"a:{el}" for el in merged] + [f"w:{n}" for n in notes] + \
-        [f"p:{line}" for line in duplicate_problems(merged, first)]
+    return (
+        [f"a:{el}" for el in merged]
+        + [f"w:{n}" for n in notes]
+        + [f"p:{line}" for line in duplicate_problems(merged, first)]
+    )
 
 
 def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:

@@ -24,8 +24,18 @@ SHOW_MAX = 40  # bytes of a value a message shows
 # bash printf %q (lib/sh/shquote.c sh_backslash_quote): these are backslash-quoted anywhere, '#' at the start,
 # '~' at the start or after ':' or '='
 _BACKSLASHED = frozenset(b" \t\n!\"$&'()*,;<>?[\\]^`{|}")
-_ANSIC = {0x07: "\\a", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x0B: "\\v", 0x1B: "\\E",
-          0x27: "\\'", 0x5C: "\\\\"}
+_ANSIC = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x0C: "\\f",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+    0x0B: "\\v",
+    0x1B: "\\E",
+    0x27: "\\'",
+    0x5C: "\\\\",
+}
 
 
 def _bytes(text: str) -> bytes:
@@ -72,8 +82,11 @@ def owner_settings(owner: str) -> list[environment.Row]:
     the patch switches (its patches check reports them)."""
     if owner not in OWNERS:
         raise ValueError(f"{owner!r} is not an entrypoint of the registry (one of {', '.join(OWNERS)})")
-    out = [r for r in environment.rows() if r.kind == "setting"
-           and (owner in r.owners or (owner == "doctor" and "patches" in r.owners))]
+    out = [
+        r
+        for r in environment.rows()
+        if r.kind == "setting" and (owner in r.owners or (owner == "doctor" and "patches" in r.owners))
+    ]
     seen = set()
     for r in out:
         if r.name in seen:
@@ -87,10 +100,17 @@ def allowed_text(row: environment.Row) -> str:
     t, a = row.type, row.allowed
     if t in ("int", "float"):
         return a.replace("|", " or ")
-    words = {"bool": "true, false", "enum": ", ".join(a.split()), "list": "comma list of: " + ", ".join(a.split()),
-             "name": "letters, digits, . _ - (not a number)", "addr": "HOST:PORT", "ids": "comma list of ids",
-             "envnames": "comma list of variable names", "ipv4": "IPv4 address",
-             "uri": "http(s) URL or file: path"}
+    words = {
+        "bool": "true, false",
+        "enum": ", ".join(a.split()),
+        "list": "comma list of: " + ", ".join(a.split()),
+        "name": "letters, digits, . _ - (not a number)",
+        "addr": "HOST:PORT",
+        "ids": "comma list of ids",
+        "envnames": "comma list of variable names",
+        "ipv4": "IPv4 address",
+        "uri": "http(s) URL or file: path",
+    }
     if t == "path":
         return {"file": "existing file", "dir": "existing directory", "dirw": "writable directory"}.get(a, "path")
     return words.get(t, "")
@@ -116,47 +136,73 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
     shown = "the URL (not shown: it may carry a token)" if t == "uri" else show(raw)
     alts = a.replace(" ", ", ").replace("|", " or ")
     if exc.reason == "plain":
-        return (f"{'' if t == 'uri' else 'value '}{shown} contains spaces, control or non-ASCII characters, or is longer than "
-                f"{environment.MAX_LEN}", f"use a plain value ({allowed_text(row)})")
+        return (
+            f"{'' if t == 'uri' else 'value '}{shown} contains spaces, control or non-ASCII characters, or is longer than "
+            f"{environment.MAX_LEN}",
+            f"use a plain value ({allowed_text(row)})",
+        )
     if exc.reason == "path-chars":
-        return (f"path {shown} has characters the launch cannot pass safely",
-                "use a path of letters, digits, '/', '.', '_' and '-' only (no spaces, commas, '=', quotes, '~', '$')")
+        return (
+            f"path {shown} has characters the launch cannot pass safely",
+            "use a path of letters, digits, '/', '.', '_' and '-' only (no spaces, commas, '=', quotes, '~', '$')",
+        )
     if exc.reason == "path-resolves":
-        return (f"relative path {shown} resolves to {show(exc.path)}, which has characters Hydra cannot take",
-                "give an absolute path of plain characters")
+        return (
+            f"relative path {shown} resolves to {show(exc.path)}, which has characters Hydra cannot take",
+            "give an absolute path of plain characters",
+        )
     if exc.reason == "path-file":
         return f"{exc.path} is not a readable file", "point it at an existing file (mount it into the container)"
     if exc.reason == "path-dir":
-        return (f"{exc.path} is not a readable directory",
-                f"create it or mount it (e.g. docker -v HOST_DIR:{exc.path})")
-    mlflow_credentials = ("credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
-                          "(or MLFLOW_TRACKING_TOKEN)")
+        return (
+            f"{exc.path} is not a readable directory",
+            f"create it or mount it (e.g. docker -v HOST_DIR:{exc.path})",
+        )
+    mlflow_credentials = (
+        "credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+    )
     if exc.reason == "uri-credentials":
-        return ("holds credentials (user:password@ or a token; value not shown): a URL is printed in plans and logs",
-                f"set the URL without them; {mlflow_credentials}")
+        return (
+            "holds credentials (user:password@ or a token; value not shown): a URL is printed in plans and logs",
+            f"set the URL without them; {mlflow_credentials}",
+        )
     first, _, rest = a.partition(" ")
     texts = {
-        "int": (f"{shown} is not an integer in {alts}",
-                f"set a decimal integer in {alts} (no sign, no leading zeros)"),
+        "int": (f"{shown} is not an integer in {alts}", f"set a decimal integer in {alts} (no sign, no leading zeros)"),
         "float": (f"{shown} is not a number in {alts}", f"set a decimal number such as 0.5 or 1e-6 in {alts}"),
         "bool": (f"{shown} is not a boolean", "set true or false"),
         "enum": (f"{shown} is not one of {alts}", f"set one of: {alts}"),
-        "list": (f"{shown} is not a comma list of distinct values from: {', '.join(a.split(' '))}",
-                 f"set e.g. {first} or {first},{rest or first}; no brackets, quotes or spaces"),
-        "name": (f"{shown} is not a plain name",
-                 "use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit, not a number, "
-                 "not true/false/null)"),
-        "addr": (f"{shown} is not HOST:PORT (HOST a dotted-quad IPv4 address without leading zeros or a hostname)",
-                 "set the Ray head's GCS address, e.g. 10.0.0.1:6379 or ray-head:6379 (the resolver reads 010.0.0.1 "
-                 "as 8.0.0.1, 10.1 as 10.0.0.1, 167772161 as 10.0.0.1)"),
-        "ids": (f"{shown} is not a comma list of ids",
-                "use ids of lower-case letters, digits, '_', '.', '-' separated by commas"),
-        "envnames": (f"{shown} is not a comma list of distinct variable names",
-                     "list names such as NCCL_NET_PLUGIN,PYTHONPATH (letters, digits, '_'; at most 64)"),
-        "ipv4": (f"{shown} is not an IPv4 address",
-                 "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)"),
-        "uri": (f"{shown} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, nor a "
-                "file:///PATH", f"set e.g. http://mlflow:5000 or file:///checkpoints/mlruns; {mlflow_credentials}"),
+        "list": (
+            f"{shown} is not a comma list of distinct values from: {', '.join(a.split(' '))}",
+            f"set e.g. {first} or {first},{rest or first}; no brackets, quotes or spaces",
+        ),
+        "name": (
+            f"{shown} is not a plain name",
+            "use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit, not a number, "
+            "not true/false/null)",
+        ),
+        "addr": (
+            f"{shown} is not HOST:PORT (HOST a dotted-quad IPv4 address without leading zeros or a hostname)",
+            "set the Ray head's GCS address, e.g. 10.0.0.1:6379 or ray-head:6379 (the resolver reads 010.0.0.1 "
+            "as 8.0.0.1, 10.1 as 10.0.0.1, 167772161 as 10.0.0.1)",
+        ),
+        "ids": (
+            f"{shown} is not a comma list of ids",
+            "use ids of lower-case letters, digits, '_', '.', '-' separated by commas",
+        ),
+        "envnames": (
+            f"{shown} is not a comma list of distinct variable names",
+            "list names such as NCCL_NET_PLUGIN,PYTHONPATH (letters, digits, '_'; at most 64)",
+        ),
+        "ipv4": (
+            f"{shown} is not an IPv4 address",
+            "set a dotted-quad address such as 10.0.0.2 (0-255, no leading zeros)",
+        ),
+        "uri": (
+            f"{shown} is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment, nor a "
+            "file:///PATH",
+            f"set e.g. http://mlflow:5000 or file:///checkpoints/mlruns; {mlflow_credentials}",
+        ),
     }
     if t not in texts:
         raise ValueError(f"setting {row.name} has unknown type {t}")
@@ -225,7 +271,7 @@ def read_settings(owner: str, env: dict[str, str], cwd: str) -> Settings:
     (bash's ``$PWD``: symlinks not resolved)."""
     out = Settings()
     for row in owner_settings(owner):
-        short = row.name[len("VLGRPO_"):]
+        short = row.name[len("VLGRPO_") :]
         raw = env.get(row.name, "")
         if raw:
             out.raw[short], out.source[short] = raw, "env"
@@ -258,8 +304,11 @@ def check_derived(owner: str, short: str, raw: str, inputs: str, cwd: str) -> tu
         return text, None
     how = row.default.partition(":")[2]
     allowed = allowed_text(row)
-    return None, problem(row.name, f"not set, so derived as {how} = {show(raw)} from {inputs}, which is not in "
-                         f"{allowed}", f"change those settings, or set {row.name} to a value in {allowed}")
+    return None, problem(
+        row.name,
+        f"not set, so derived as {how} = {show(raw)} from {inputs}, which is not in {allowed}",
+        f"change those settings, or set {row.name} to a value in {allowed}",
+    )
 
 
 def _all_owners() -> dict[str, list[str]]:
@@ -267,7 +316,7 @@ def _all_owners() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for r in environment.rows():
         if r.kind == "setting":
-            out.setdefault(r.name[len("VLGRPO_"):], []).extend(r.owners)
+            out.setdefault(r.name[len("VLGRPO_") :], []).extend(r.owners)
     return out
 
 
@@ -281,11 +330,14 @@ def _owner_prog(owners: list[str]) -> str:
 
 def near_miss(shown: str, canon: str, how: str) -> str:
     """The problem of a name that differs from ``canon`` only ``how`` (by case, by a look-alike character)."""
-    short = canon[len("VLGRPO_"):]
+    short = canon[len("VLGRPO_") :]
     if short and short in _all_owners():
         return problem(shown, f"differs from the setting {canon} {how}, so it would be ignored", f"rename it {canon}")
-    return problem(shown, f"looks like a VLGRPO_ variable (it differs {how} from {canon}) but is no setting",
-                   "rename or unset it (--help lists the settings)")
+    return problem(
+        shown,
+        f"looks like a VLGRPO_ variable (it differs {how} from {canon}) but is no setting",
+        "rename or unset it (--help lists the settings)",
+    )
 
 
 def _distance(a: str, b: str, limit: int) -> int:
@@ -323,7 +375,7 @@ def unknown_vars(owner: str, names: list[str]) -> list[str]:
     empty name, a name that differs from a setting by case, a setting of another entrypoint (the recipes and
     ray-node.sh accept each other's, the doctor every setting), and unknown names (last, with a "did you
     mean")."""
-    declared = [r.name[len("VLGRPO_"):] for r in owner_settings(owner)]
+    declared = [r.name[len("VLGRPO_") :] for r in owner_settings(owner)]
     mine, owners = set(declared), _all_owners()
     prog = PROGS[owner]
     out: list[str] = []
@@ -331,10 +383,15 @@ def unknown_vars(owner: str, names: list[str]) -> list[str]:
     for v in names:
         if not v.startswith("VLGRPO_"):
             continue
-        short = v[len("VLGRPO_"):]
+        short = v[len("VLGRPO_") :]
         if not short:
-            out.append(problem("VLGRPO_", "no setting name after VLGRPO_ (an env-file line with an empty name gives "
-                                          "this)", "remove the VLGRPO_= line, or complete the name (--help lists the settings)"))
+            out.append(
+                problem(
+                    "VLGRPO_",
+                    "no setting name after VLGRPO_ (an env-file line with an empty name gives this)",
+                    "remove the VLGRPO_= line, or complete the name (--help lists the settings)",
+                )
+            )
             continue
         if short in mine:
             continue
@@ -344,16 +401,29 @@ def unknown_vars(owner: str, names: list[str]) -> list[str]:
             continue
         if short in owners:
             own = owners[short]
-            if owner == "doctor" or (owner == "node" and ("fa" in own or "vo" in own)) or (
-                    owner != "node" and "node" in own):
+            if (
+                owner == "doctor"
+                or (owner == "node" and ("fa" in own or "vo" in own))
+                or (owner != "node" and "node" in own)
+            ):
                 continue
-            out.append(problem(v, f"a setting of {_owner_prog(own)}, not of {prog}",
-                               "unset it for this recipe (keep one env file per recipe)"))
+            out.append(
+                problem(
+                    v,
+                    f"a setting of {_owner_prog(own)}, not of {prog}",
+                    "unset it for this recipe (keep one env file per recipe)",
+                )
+            )
             continue
         unknown.append(short)
     for short in unknown:
         best = nearest(short, declared)
         hint = f", or did you mean VLGRPO_{best}?" if best else ""
-        out.append(problem("VLGRPO_" + short, f"not a setting of {prog} (unknown VLGRPO_ variable)",
-                           f"unset it{hint} (--help lists the settings)"))
+        out.append(
+            problem(
+                "VLGRPO_" + short,
+                f"not a setting of {prog} (unknown VLGRPO_ variable)",
+                f"unset it{hint} (--help lists the settings)",
+            )
+        )
     return out

@@ -62,16 +62,20 @@ def install(via="api"):
         if switch not in ON_VALUES:
             # fail closed, even in strict mode: a bad value in some interpreter's environment keeps the patches on
             # and says so; it never stops that interpreter (the entrypoints refuse the value for a launch)
-            msg = (f"VLGRPO_PATCHES={os.environ['VLGRPO_PATCHES']!r} is not a known value; the patches stay ON. "
-                   f"Use {' or '.join(OFF_VALUES)} to switch them off, or on to say so explicitly")
+            msg = (
+                f"VLGRPO_PATCHES={os.environ['VLGRPO_PATCHES']!r} is not a known value; the patches stay ON. "
+                f"Use {' or '.join(OFF_VALUES)} to switch them off, or on to say so explicitly"
+            )
             log_once("bad-switch", 30, "vlgrpo.patches: " + msg)
         from vlgrpo.patches import index  # not when switched off: VLGRPO_PATCHES=off costs nothing more
 
         STATE["disabled_ids"] = tuple(x for x in wanted if x in index.IDS)
         STATE["unknown_disabled_ids"] = tuple(x for x in wanted if x not in index.IDS)
         if STATE["unknown_disabled_ids"]:
-            msg = (f"VLGRPO_PATCHES_DISABLED names unknown patch id(s) {', '.join(STATE['unknown_disabled_ids'])}; "
-                   f"known ids: {', '.join(index.IDS)}")
+            msg = (
+                f"VLGRPO_PATCHES_DISABLED names unknown patch id(s) {', '.join(STATE['unknown_disabled_ids'])}; "
+                f"known ids: {', '.join(index.IDS)}"
+            )
             if STATE["strict"]:
                 raise ValueError(msg)
             log_once("unknown-disabled", 30, "vlgrpo.patches: " + msg)

@@ -44,7 +44,7 @@ def find_next_sitecustomize(own_file, search_path=None):
             break
     else:
         return None
-    for entry in entries[entries.index(own) + 1:]:
+    for entry in entries[entries.index(own) + 1 :]:
         if entry == own:
             continue
         candidate = os.path.join(entry, "sitecustomize.py")
@@ -77,8 +77,10 @@ def chain_sitecustomize(own_file):
         if strict():
             raise
         try:
-            sys.stderr.write(f"vlgrpo.patches: error in chained sitecustomize {STATE['chained_sitecustomize']}: "
-                             f"{type(exc).__name__}: {exc}\n")
+            sys.stderr.write(
+                f"vlgrpo.patches: error in chained sitecustomize {STATE['chained_sitecustomize']}: "
+                f"{type(exc).__name__}: {exc}\n"
+            )
         except Exception:
             pass
         return None

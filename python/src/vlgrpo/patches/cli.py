@@ -27,8 +27,10 @@ SHIM_NAME = "sitecustomize.py"
 PTH_NAME = "vlgrpo-patches.pth"
 # A .pth line starting with "import" is executed by site.py even when another sitecustomize shadows ours (B18).
 # Silent when vlgrpo is no longer importable (uninstalled; pip does not own this file): no traceback at every start.
-PTH_LINE = ("import sys; exec(\"try:\\n    import vlgrpo.patches.bootstrap as _b\\nexcept ImportError:\\n    _b = None\\n"
-            "if _b is not None:\\n    _b.install(via='pth')\", {})\n")
+PTH_LINE = (
+    'import sys; exec("try:\\n    import vlgrpo.patches.bootstrap as _b\\nexcept ImportError:\\n    _b = None\\n'
+    "if _b is not None:\\n    _b.install(via='pth')\", {})\n"
+)
 
 
 def shim_source() -> str:
@@ -57,15 +59,18 @@ def shim_source() -> str:
 
 def _status(args) -> int:
     import vlgrpo.patches as patches
+
     rows = patches.status(verify=args.verify, import_targets=not args.no_import)
     state = patches.bootstrap_state()
     bad = [r for r in rows if r["status"] == "failed" or (r["verify"] or "").startswith("failed")]
     if args.json:
         print(json.dumps({"bootstrap": state, "patches": rows}, indent=2, default=str))
     else:
-        print(f"bootstrap: installed via {state['via']}"
-              + ("" if state["enabled"] else " (VLGRPO_PATCHES=off)")
-              + (f"; chained sitecustomize {state['chained_sitecustomize']}" if state["chained_sitecustomize"] else ""))
+        print(
+            f"bootstrap: installed via {state['via']}"
+            + ("" if state["enabled"] else " (VLGRPO_PATCHES=off)")
+            + (f"; chained sitecustomize {state['chained_sitecustomize']}" if state["chained_sitecustomize"] else "")
+        )
         for r in rows:
             verify = f"  [verify: {r['verify']}]" if r["verify"] else ""
             print(f"{r['id']:<34} {r['status']:<14} {r['reason']}{verify}")
@@ -95,8 +100,11 @@ def _table(args) -> int:
         print(f"vlgrpo patches table: --file {args.file}: {exc}", file=sys.stderr)
         return 2
     if begin not in text or end not in text.split(begin, 1)[1]:
-        print(f"vlgrpo patches table: --file {args.file} lacks the markers {begin} ... {end}; add them where "
-              "the table belongs", file=sys.stderr)
+        print(
+            f"vlgrpo patches table: --file {args.file} lacks the markers {begin} ... {end}; add them where "
+            "the table belongs",
+            file=sys.stderr,
+        )
         return 2
     head, rest = text.split(begin, 1)
     tail = rest.split(end, 1)[1]
@@ -104,8 +112,10 @@ def _table(args) -> int:
     if new == text:
         return 0
     if args.check:
-        print(f"vlgrpo patches table: the {region} block of {args.file} is out of date; run make docs-patches",
-              file=sys.stderr)
+        print(
+            f"vlgrpo patches table: the {region} block of {args.file} is out of date; run make docs-patches",
+            file=sys.stderr,
+        )
         return 1
     with open(args.file, "w", encoding="utf-8") as fh:
         fh.write(new)
@@ -187,14 +197,18 @@ def _install(args) -> int:
     if res["kept"]:
         print(f"kept the previous sitecustomize as {res['kept']} (chained)")
     if res["shadowed_by"]:
-        print(f"note: {res['shadowed_by']} comes earlier on sys.path and shadows ours; "
-              f"the patches still load through {PTH_NAME}", file=sys.stderr)
+        print(
+            f"note: {res['shadowed_by']} comes earlier on sys.path and shadows ours; "
+            f"the patches still load through {PTH_NAME}",
+            file=sys.stderr,
+        )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlgrpo patches", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m vlgrpo patches", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("status", help="patch status for this interpreter")
     p.add_argument("--verify", action="store_true", help="run each fix on tiny inputs against a reference")
@@ -202,20 +216,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-import", action="store_true", help="do not import the target modules first")
     p.set_defaults(func=_status)
     p = sub.add_parser("table", help="markdown patch table (docs/patches.md) or its short summary (README.md)")
-    p.add_argument("--summary", action="store_true",
-                   help="the short table (id and title) of the README instead of the full one")
-    p.add_argument("--file", "--readme", dest="file", metavar="FILE", default=None,
-                   help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> (with --summary: "
-                        "patches-summary) in FILE instead of printing")
-    p.add_argument("--check", action="store_true",
-                   help="with --file: exit 1 if the block differs from what would be generated; write nothing")
+    p.add_argument(
+        "--summary", action="store_true", help="the short table (id and title) of the README instead of the full one"
+    )
+    p.add_argument(
+        "--file",
+        "--readme",
+        dest="file",
+        metavar="FILE",
+        default=None,
+        help="rewrite the block between <!-- BEGIN/END GENERATED: patches --> (with --summary: "
+        "patches-summary) in FILE instead of printing",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --file: exit 1 if the block differs from what would be generated; write nothing",
+    )
     p.set_defaults(func=_table)
     p = sub.add_parser("index", help="the start-up index (vlgrpo/patches/index.py) generated from the registry")
     p.add_argument("--write", action="store_true", help="rewrite index.py next to this module instead of printing")
     p.set_defaults(func=_index)
     p = sub.add_parser("install-sitecustomize", help="install the sitecustomize shim into site-packages")
-    p.add_argument("--site-packages", metavar="DIR", default=None,
-                   help="target directory (default: this interpreter's purelib)")
+    p.add_argument(
+        "--site-packages", metavar="DIR", default=None, help="target directory (default: this interpreter's purelib)"
+    )
     p.add_argument("--no-pth", action="store_true", help=f"do not write the {PTH_NAME} fallback")
     p.set_defaults(func=_install)
     args = parser.parse_args(argv)

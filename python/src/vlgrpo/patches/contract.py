@@ -78,7 +78,7 @@ def _ref(value: object) -> bool:
 
 
 def _names(value: object, size: tuple[int, ...]) -> bool:
-    return (isinstance(value, (tuple, list)) and len(value) in size and all(isinstance(v, str) and v for v in value))
+    return isinstance(value, (tuple, list)) and len(value) in size and all(isinstance(v, str) and v for v in value)
 
 
 def from_dict(record: object, module: str) -> FixRecord:
@@ -89,13 +89,17 @@ def from_dict(record: object, module: str) -> FixRecord:
             :data:`REQUIRED` + :data:`OPTIONAL`, or a field of the wrong form; the message names ``module``, the
             field, what is wrong and what it should be.
     """
+
     def bad(field: str, problem: str, want: str) -> RecordError:
-        return RecordError(f"{module}: RECORD[{field!r}] {problem}; fix: make it {want} "
-                           "(the record fields: vlgrpo.patches.registry)")
+        return RecordError(
+            f"{module}: RECORD[{field!r}] {problem}; fix: make it {want} (the record fields: vlgrpo.patches.registry)"
+        )
 
     if not isinstance(record, dict):
-        raise RecordError(f"{module}: RECORD is a {type(record).__name__}, not a dict; fix: define RECORD = {{...}} "
-                          "with the fields of vlgrpo.patches.registry")
+        raise RecordError(
+            f"{module}: RECORD is a {type(record).__name__}, not a dict; fix: define RECORD = {{...}} "
+            "with the fields of vlgrpo.patches.registry"
+        )
     for field in REQUIRED:
         if field not in record:
             raise bad(field, "is missing", "present")
@@ -116,8 +120,11 @@ def from_dict(record: object, module: str) -> FixRecord:
         raise bad("targets", f"is {targets!r}", "a non-empty tuple of (module, attribute path[, detector]) tuples")
     for t in targets:
         if not _names(t, (2, 3)) or (len(t) == 3 and not _ref(t[2])):
-            raise bad("targets", f"has the entry {t!r}",
-                      "(module, attribute path) or (module, attribute path, 'module:detector') strings")
+            raise bad(
+                "targets",
+                f"has the entry {t!r}",
+                "(module, attribute path) or (module, attribute path, 'module:detector') strings",
+            )
     recheck = record.get("recheck_after", ())
     if not isinstance(recheck, (tuple, list)) or not all(_names(r, (2,)) for r in recheck):
         raise bad("recheck_after", f"is {recheck!r}", "a tuple of (module, function) string pairs")
@@ -127,10 +134,20 @@ def from_dict(record: object, module: str) -> FixRecord:
     if safety is not None and not (isinstance(safety, str) and safety):
         raise bad("safety", f"is {safety!r}", "one line saying what happens without the patch, or absent")
     return FixRecord(
-        id=pid, summary=record["summary"], upstream=record["upstream"], applies_when=record["applies_when"],
-        targets=tuple(Target(*t) for t in targets), detector=record["detector"], replacement=record["replacement"],
-        verify=record["verify"], title=record.get("title", ""), wraps=record.get("wraps", False), safety=safety,
-        recheck_after=tuple((m, f) for m, f in recheck), module=module)
+        id=pid,
+        summary=record["summary"],
+        upstream=record["upstream"],
+        applies_when=record["applies_when"],
+        targets=tuple(Target(*t) for t in targets),
+        detector=record["detector"],
+        replacement=record["replacement"],
+        verify=record["verify"],
+        title=record.get("title", ""),
+        wraps=record.get("wraps", False),
+        safety=safety,
+        recheck_after=tuple((m, f) for m, f in recheck),
+        module=module,
+    )
 
 
 # ---- installing and undoing -------------------------------------------------------------------------------------
@@ -205,8 +222,9 @@ def wrap(owner: Any, attr: str, replacement: Callable[..., Any], *, patch_id: st
         if mine and before is not None:
             INSTALLED[target] = dataclasses.replace(before, installed=new)
         else:
-            INSTALLED[target] = Installed(patch_id, target, owner, attr, current, new,
-                                          None if raw is MISSING else raw, raw is MISSING)
+            INSTALLED[target] = Installed(
+                patch_id, target, owner, attr, current, new, None if raw is MISSING else raw, raw is MISSING
+            )
         return new
 
 
@@ -239,4 +257,3 @@ def original(target: str) -> Any:
         if entry is None or getattr(entry.owner, entry.attr, None) is not entry.installed:
             return MISSING
         return entry.original
-

@@ -76,22 +76,31 @@ def _detect(detector: str, patch_id: str, func):
 def _record(record, module_name, path, status, reason, original=None, fresh=False):
     target = f"{module_name}.{path}"
     RESULTS[(record.id, module_name, path)] = {
-        "status": status, "reason": reason, "target": target, "original": original, "fresh": fresh}
+        "status": status,
+        "reason": reason,
+        "target": target,
+        "original": original,
+        "fresh": fresh,
+    }
     return status
 
 
 def _fail(record, module_name, path, exc):
     reason = f"{type(exc).__name__}: {exc}"
     _record(record, module_name, path, FAILED, reason)
-    state.log_once(("fail", record.id, module_name, path), 40,
-                       f"patch {record.id} failed on {module_name}.{path}: {reason} "
-                       f"(left unpatched; set VLGRPO_PATCHES_STRICT=1 to raise)")
+    state.log_once(
+        ("fail", record.id, module_name, path),
+        40,
+        f"patch {record.id} failed on {module_name}.{path}: {reason} "
+        f"(left unpatched; set VLGRPO_PATCHES_STRICT=1 to raise)",
+    )
     if state.strict():
         raise
 
 
-def check_target(record: FixRecord, module_name: str, path: str, apply: bool = True,
-                 detector: str | None = None) -> str:
+def check_target(
+    record: FixRecord, module_name: str, path: str, apply: bool = True, detector: str | None = None
+) -> str:
     """Check one target (only if its module is already imported) and apply the replacement if faulty."""
     if not state.enabled(record.id):
         return _record(record, module_name, path, DISABLED, state.disabled_reason(record.id))
@@ -108,20 +117,28 @@ def check_target(record: FixRecord, module_name: str, path: str, apply: bool = T
         attr = parts[-1]
         current = getattr(owner, attr, None)
         if current is None:
-            return _record(record, module_name, path, ABSENT,
-                           f"{'.'.join([module_name] + parts[:-1])} has no attribute {attr!r}")
+            return _record(
+                record, module_name, path, ABSENT, f"{'.'.join([module_name] + parts[:-1])} has no attribute {attr!r}"
+            )
         original = f"{getattr(current, '__module__', '?')}.{getattr(current, '__qualname__', attr)}"
         owner_id = ours(current)
         if owner_id == record.id:
             wrapped = getattr(current, "__wrapped__", None)
             orig = f"{getattr(wrapped, '__module__', '?')}.{getattr(wrapped, '__qualname__', '?')}"
             earlier = RESULTS.get((record.id, module_name, path), {})
-            reason = (earlier["reason"] if earlier.get("status") == APPLIED
-                      else f"replaced {orig} by {record.replacement}")
+            reason = (
+                earlier["reason"] if earlier.get("status") == APPLIED else f"replaced {orig} by {record.replacement}"
+            )
             return _record(record, module_name, path, APPLIED, reason, orig)
         if owner_id is not None:
-            return _record(record, module_name, path, NOT_NEEDED,
-                           f"bound to vlgrpo patch {owner_id}, which does not have this fault", original)
+            return _record(
+                record,
+                module_name,
+                path,
+                NOT_NEEDED,
+                f"bound to vlgrpo patch {owner_id}, which does not have this fault",
+                original,
+            )
         faulty, reason = _detect(detector or record.detector, record.id, current)
         if not faulty:
             return _record(record, module_name, path, NOT_NEEDED, reason, original)
@@ -131,8 +148,15 @@ def check_target(record: FixRecord, module_name: str, path: str, apply: bool = T
         if record.wraps:  # a factory: replacement(original) -> the function to install
             replacement = replacement(current)
         contract.wrap(owner, attr, replacement, patch_id=record.id, target=f"{module_name}:{path}")
-        return _record(record, module_name, path, APPLIED, f"{reason}; replaced {original} by {record.replacement}",
-                       original, fresh=True)
+        return _record(
+            record,
+            module_name,
+            path,
+            APPLIED,
+            f"{reason}; replaced {original} by {record.replacement}",
+            original,
+            fresh=True,
+        )
     except Exception as exc:
         _fail(record, module_name, path, exc)
         return FAILED
@@ -185,9 +209,13 @@ def ensure_all(event: str = "", only: tuple = ()) -> list:
                     newly.append(f"{record.id} -> {target.name}")
     if newly:
         active = sorted({pid for (pid, _, _), res in RESULTS.items() if res["status"] == APPLIED})
-        state.log_once(("applied", event, tuple(newly)), 20,
-                           f"applied {', '.join(newly)}" + (f" ({event})" if event else "")
-                           + f"; active in this process: {', '.join(active)}")
+        state.log_once(
+            ("applied", event, tuple(newly)),
+            20,
+            f"applied {', '.join(newly)}"
+            + (f" ({event})" if event else "")
+            + f"; active in this process: {', '.join(active)}",
+        )
     return newly
 
 
@@ -252,7 +280,9 @@ def apply(patch_id: str) -> dict:
 def original(target: str) -> Any:
     """The unpatched object of ``target`` (``"module:path"``; see :func:`vlgrpo.patches.original`)."""
     if ":" not in target:
-        raise ValueError(f"vlgrpo.patches.original: target {target!r} is not 'module:attribute.path' (for example "
-                         "'transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionModel.forward')")
+        raise ValueError(
+            f"vlgrpo.patches.original: target {target!r} is not 'module:attribute.path' (for example "
+            "'transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionModel.forward')"
+        )
     found = contract.original(target)
     return resolve(target) if found is contract.MISSING else found

@@ -166,7 +166,11 @@ def _call_hook(module_name, hook, module):
         hook(module)
     except Exception as exc:
         STATE["hook_errors"].append((module_name, f"{type(exc).__name__}: {exc}"))
-        log_once(("hook", module_name), 40, f"vlgrpo.patches: post-import hook for {module_name} failed: "
-                 f"{type(exc).__name__}: {exc} (the module itself imported normally)")
+        log_once(
+            ("hook", module_name),
+            40,
+            f"vlgrpo.patches: post-import hook for {module_name} failed: "
+            f"{type(exc).__name__}: {exc} (the module itself imported normally)",
+        )
         if strict():
             raise

@@ -49,8 +49,15 @@ import threading
 import torch
 import torch.nn.functional as F
 
-__all__ = ["GROUPED", "SLICED", "grouped_experts_forward", "make_grouped_experts_forward", "method_for", "moe_experts",
-           "support_info"]
+__all__ = [
+    "GROUPED",
+    "SLICED",
+    "grouped_experts_forward",
+    "make_grouped_experts_forward",
+    "method_for",
+    "moe_experts",
+    "support_info",
+]
 
 GROUPED, SLICED = "grouped_mm", "sliced"
 _DEVICES = ("cuda", "cpu")
@@ -173,8 +180,15 @@ def _sliced_mm(rows: torch.Tensor, weight: torch.Tensor, ends: list) -> torch.Te
 # --------------------------------------------------------------------------------------------------------------
 # The experts MLP
 # --------------------------------------------------------------------------------------------------------------
-def moe_experts(x: torch.Tensor, weights: torch.Tensor, router_indices: torch.Tensor, gate_up_proj: torch.Tensor,
-                down_proj: torch.Tensor, act_fn=F.silu, method: str | None = None) -> torch.Tensor:
+def moe_experts(
+    x: torch.Tensor,
+    weights: torch.Tensor,
+    router_indices: torch.Tensor,
+    gate_up_proj: torch.Tensor,
+    down_proj: torch.Tensor,
+    act_fn=F.silu,
+    method: str | None = None,
+) -> torch.Tensor:
     """Routed expert MLP of Qwen3-VL-MoE for the rows of ``x``.
 
     Args:
@@ -209,8 +223,10 @@ def moe_experts(x: torch.Tensor, weights: torch.Tensor, router_indices: torch.Te
     if method == GROUPED:
         mm = _grouped_mm_function()
         if mm is None:
-            raise ValueError("method='grouped_mm': this torch has neither torch.nn.functional.grouped_mm nor "
-                             "torch._grouped_mm; use method=None")
+            raise ValueError(
+                "method='grouped_mm': this torch has neither torch.nn.functional.grouped_mm nor "
+                "torch._grouped_mm; use method=None"
+            )
         gate_up = mm(rows, gate_up_proj, offs=ends)
     else:
         ends_host = ends.tolist()  # the one host read of this call (free on the CPU)
@@ -229,8 +245,9 @@ def moe_experts(x: torch.Tensor, weights: torch.Tensor, router_indices: torch.Te
     return torch.bmm(weights.to(per_slot.dtype).unsqueeze(1), per_slot).squeeze(1)
 
 
-def grouped_experts_forward(self, hidden_states: torch.Tensor, routing_weights: torch.Tensor,
-                            router_indices: torch.Tensor) -> torch.Tensor:
+def grouped_experts_forward(
+    self, hidden_states: torch.Tensor, routing_weights: torch.Tensor, router_indices: torch.Tensor
+) -> torch.Tensor:
     """Drop-in ``Qwen3VLMoeTextExperts.forward`` (transformers 4.57.x) on CUDA and the CPU.
 
     Uses ``self.gate_up_proj`` (num_experts, hidden, 2*inter), ``self.down_proj`` (num_experts, inter, hidden),
@@ -257,8 +274,10 @@ def grouped_experts_forward(self, hidden_states: torch.Tensor, routing_weights: 
     if router_indices.dim() != 2 or router_indices.shape[0] != tokens:
         raise ValueError(f"router_indices has shape {tuple(router_indices.shape)}; expected (tokens={tokens}, top_k)")
     if tuple(routing_weights.shape) != (tokens, self.num_experts):
-        raise ValueError(f"routing_weights has shape {tuple(routing_weights.shape)}; expected the dense "
-                         f"(tokens={tokens}, num_experts={self.num_experts}) matrix")
+        raise ValueError(
+            f"routing_weights has shape {tuple(routing_weights.shape)}; expected the dense "
+            f"(tokens={tokens}, num_experts={self.num_experts}) matrix"
+        )
     compute = _autocast_dtype(x.device.type) or self.gate_up_proj.dtype
     gate_up_proj, down_proj = self.gate_up_proj, self.down_proj
     if gate_up_proj.dtype != compute:
@@ -322,8 +341,8 @@ def check_method(device, dtype, method: str, seed: int = 0) -> dict:
     leaves = {
         "x": torch.randn(tokens, hidden, generator=gen),
         "weights": torch.rand(tokens, 2, generator=gen) + 0.1,
-        "gate_up": torch.randn(num_experts, hidden, 2 * inter, generator=gen) / hidden ** 0.5,
-        "down": torch.randn(num_experts, inter, hidden, generator=gen) / inter ** 0.5,
+        "gate_up": torch.randn(num_experts, hidden, 2 * inter, generator=gen) / hidden**0.5,
+        "down": torch.randn(num_experts, inter, hidden, generator=gen) / inter**0.5,
     }
     grad_out = torch.randn(tokens, hidden, generator=gen)
     with torch.inference_mode(False), torch.enable_grad():
@@ -334,8 +353,7 @@ def check_method(device, dtype, method: str, seed: int = 0) -> dict:
         got = moe_experts(dev["x"], dev["weights"], idx.to(device), dev["gate_up"], dev["down"], method=method)
         (got.float() * grad_out.to(device)).sum().backward()
     res = {"out": _rel(got.detach().cpu(), want.detach())}
-    for name, key in (("grad_x", "x"), ("grad_weights", "weights"), ("grad_gate_up", "gate_up"),
-                      ("grad_down", "down")):
+    for name, key in (("grad_x", "x"), ("grad_weights", "weights"), ("grad_gate_up", "gate_up"), ("grad_down", "down")):
         res[name] = _rel(dev[key].grad.cpu(), ref[key].grad)
     res["unused_expert_grad"] = max(float(dev["gate_up"].grad[3].abs().max()), float(dev["down"].grad[3].abs().max()))
     return res
@@ -358,7 +376,9 @@ def _decide(device: torch.device, dtype) -> tuple:
     try:
         res = check_method(device, dtype, GROUPED)
     except Exception as exc:  # unsupported dtype/arch/layout in this torch: use the sliced path
-        return SLICED, f"{mm.__name__} failed its first-use check on {where} {dtype} ({type(exc).__name__}: {exc})"[:400]
+        return SLICED, f"{mm.__name__} failed its first-use check on {where} {dtype} ({type(exc).__name__}: {exc})"[
+            :400
+        ]
     bad = {k: v for k, v in res.items() if k != "unused_expert_grad" and not v <= _tolerance(dtype)}
     if bad or res["unused_expert_grad"] != 0.0:
         return SLICED, f"{mm.__name__} disagrees with the per-expert loop on {where} {dtype}: {res}"
@@ -371,8 +391,11 @@ def _traceable(dtype) -> bool:
     if mm is None:
         return False
     try:
-        mm(torch.empty(8, 16, device="meta", dtype=dtype), torch.empty(2, 16, 16, device="meta", dtype=dtype),
-           offs=torch.empty(2, device="meta", dtype=torch.int32))
+        mm(
+            torch.empty(8, 16, device="meta", dtype=dtype),
+            torch.empty(2, 16, 16, device="meta", dtype=dtype),
+            offs=torch.empty(2, device="meta", dtype=torch.int32),
+        )
     except Exception:  # e.g. "Expected inputs of BF16 type" in the shape function
         return False
     return True
@@ -404,8 +427,10 @@ def method_for(device, dtype) -> tuple:
 
 def support_info() -> dict:
     """What was decided so far: ``{"<device> <dtype>": {"method", "reason"}}``."""
-    return {f"{dev} {str(dt).replace('torch.', '')}": {"method": m, "reason": r}
-            for (dev, dt), (m, r) in sorted(_SUPPORT.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))}
+    return {
+        f"{dev} {str(dt).replace('torch.', '')}": {"method": m, "reason": r}
+        for (dev, dt), (m, r) in sorted(_SUPPORT.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -459,10 +484,12 @@ def verify() -> None:
             err = _rel(out, want.reshape(2, 3, 16))
             assert err < 1e-4, f"{label}: output off the float64 per-expert loop by {err:.3g} (relative)"
             (out * grad_out).sum().backward()
-            pairs = {"grad hidden_states": (xi.grad, ref_in[0].grad),
-                     "grad routing_weights": (di.grad, ref_in[1].grad),
-                     "grad gate_up_proj": (experts.gate_up_proj.grad, ref_in[2].grad),
-                     "grad down_proj": (experts.down_proj.grad, ref_in[3].grad)}
+            pairs = {
+                "grad hidden_states": (xi.grad, ref_in[0].grad),
+                "grad routing_weights": (di.grad, ref_in[1].grad),
+                "grad gate_up_proj": (experts.gate_up_proj.grad, ref_in[2].grad),
+                "grad down_proj": (experts.down_proj.grad, ref_in[3].grad),
+            }
             for name, (got, ref) in pairs.items():
                 err = _rel(got.detach(), ref)
                 assert err < 1e-4, f"{label}: {name} off the float64 per-expert loop by {err:.3g} (relative)"

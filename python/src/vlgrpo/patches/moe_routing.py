@@ -29,8 +29,7 @@ def dense_routing(self, flat_hidden: torch.Tensor):
     probs = torch.softmax(router_logits, dim=-1, dtype=torch.float32)
     top_weights, router_indices = torch.topk(probs, self.top_k, dim=-1)
     top_weights = top_weights / top_weights.sum(dim=-1, keepdim=True)
-    routing_weights = torch.zeros_like(router_logits).scatter_(
-        1, router_indices, top_weights.to(router_logits.dtype))
+    routing_weights = torch.zeros_like(router_logits).scatter_(1, router_indices, top_weights.to(router_logits.dtype))
     return router_logits, routing_weights, router_indices, top_weights
 
 
@@ -65,8 +64,9 @@ def sparse_moe_block_forward_topk(self, hidden_states: torch.Tensor):
     batch_size = hidden_states.shape[0]
     flat = hidden_states.reshape(-1, self.hidden_size)
     router_logits, routing_weights, router_indices, top_weights = dense_routing(self, flat)
-    routed_out = self.experts(flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices,
-                              top_weights.to(flat.dtype))
+    routed_out = self.experts(
+        flat.reshape(batch_size, -1, self.hidden_size), routing_weights, router_indices, top_weights.to(flat.dtype)
+    )
     return routed_out, router_logits
 
 
@@ -77,8 +77,13 @@ def _experts_call_arity(func) -> int:
     from vlgrpo.patches.source import function_node
 
     for node in ast.walk(function_node(func)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "experts"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "experts"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        ):
             return len(node.args) + len(node.keywords)
     return 0
 
@@ -89,8 +94,10 @@ def make_sparse_moe_block_forward(original):
     return sparse_moe_block_forward_topk if _experts_call_arity(original) >= 4 else sparse_moe_block_forward
 
 
-make_sparse_moe_block_forward.__vlgrpo_code__ = (sparse_moe_block_forward.__code__,
-                                                 sparse_moe_block_forward_topk.__code__)
+make_sparse_moe_block_forward.__vlgrpo_code__ = (
+    sparse_moe_block_forward.__code__,
+    sparse_moe_block_forward_topk.__code__,
+)
 
 
 def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
@@ -111,8 +118,10 @@ def npu_sparse_moe_block_forward(self, hidden_states: torch.Tensor):
 
 # --- shared by the fixes' self-checks (python -m vlgrpo patches status --verify) ---------------------------------
 
-def reference_moe(hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj: torch.Tensor,
-                  down_proj: torch.Tensor, top_k: int) -> torch.Tensor:
+
+def reference_moe(
+    hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj: torch.Tensor, down_proj: torch.Tensor, top_k: int
+) -> torch.Tensor:
     """Plain per-token float64 reference of the Qwen3-VL-MoE routed MLP.
 
     Args:
@@ -131,7 +140,7 @@ def reference_moe(hidden: torch.Tensor, gate_weight: torch.Tensor, gate_up_proj:
         w = w / w.sum()
         for weight, expert in zip(w.tolist(), e.tolist()):
             gu = x[t] @ gate_up_proj[expert].double()
-            g, u = gu[: gu.shape[0] // 2], gu[gu.shape[0] // 2:]
+            g, u = gu[: gu.shape[0] // 2], gu[gu.shape[0] // 2 :]
             out[t] += weight * ((torch.nn.functional.silu(g) * u) @ down_proj[expert].double())
     return out
 
@@ -142,8 +151,9 @@ def tiny_block(seed: int = 0):
     from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as m
     from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
 
-    cfg = Qwen3VLMoeTextConfig(hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2,
-                               hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2, hidden_act="silu"
+    )
     torch.manual_seed(seed)
     block = torch.nn.Module()
     block.hidden_size, block.num_experts, block.top_k = 16, 8, 2

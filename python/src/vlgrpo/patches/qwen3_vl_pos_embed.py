@@ -143,9 +143,15 @@ class _Cache:
 
     def info(self) -> dict:
         with self._lock:
-            return {"entries": len(self._entries), "bytes": self._bytes, "max_bytes": self.max_bytes,
-                    "max_entries": self.max_entries, "hits": self.hits, "misses": self.misses,
-                    "rows_built": self.rows_built}
+            return {
+                "entries": len(self._entries),
+                "bytes": self._bytes,
+                "max_bytes": self.max_bytes,
+                "max_entries": self.max_entries,
+                "hits": self.hits,
+                "misses": self.misses,
+                "rows_built": self.rows_built,
+            }
 
 
 def _env_cache_bytes() -> int:
@@ -241,8 +247,8 @@ def _build(keys, n: int, merge: int, device: torch.device, dtype: torch.dtype):
         host = host.pin_memory()
     dev = host.to(device, non_blocking=True)
     width = taps.shape[1]
-    floors, ceils, fracs = dev[:width].long(), dev[width:2 * width].long(), dev[2 * width:3 * width].float()
-    per_key = dev[3 * width:].view(len(keys), 5).long()
+    floors, ceils, fracs = dev[:width].long(), dev[width : 2 * width].long(), dev[2 * width : 3 * width].float()
+    per_key = dev[3 * width :].view(len(keys), 5).long()
     rep = torch.repeat_interleave(per_key[:, 1:], per_key[:, 0], dim=0, output_size=total)
     blocks_w, h_off, w_off, start = rep.unbind(1)
     row = torch.arange(total, device=device) - start
@@ -348,9 +354,24 @@ def _define_triton():
     import triton.language as tl
 
     @triton.jit(**_jit_options(triton))
-    def interpolate(meta_ptr, starts_ptr, floor_ptr, ceil_ptr, frac_ptr, table_ptr, out_ptr, total, n, num_keys,
-                    steps, D: tl.constexpr, MERGE: tl.constexpr, ROWS: tl.constexpr, BD: tl.constexpr,
-                    TAPS_ONLY: tl.constexpr):
+    def interpolate(
+        meta_ptr,
+        starts_ptr,
+        floor_ptr,
+        ceil_ptr,
+        frac_ptr,
+        table_ptr,
+        out_ptr,
+        total,
+        n,
+        num_keys,
+        steps,
+        D: tl.constexpr,
+        MERGE: tl.constexpr,
+        ROWS: tl.constexpr,
+        BD: tl.constexpr,
+        TAPS_ONLY: tl.constexpr,
+    ):
         # Each output row: its grid_thw row k (binary search in the row starts; starts[num_keys] = total), the patch
         # (y, x) it holds in merge-block order, its 4 taps (row ids into the n x n table) and float32 weights.
         # TAPS_ONLY: store those as (total, 4) int64 / float32 in table_ptr / out_ptr (for the backward); else
@@ -431,8 +452,13 @@ def _plan_triton(rows, n: int, merge: int, device: torch.device) -> types.Simple
     frac[:width] = taps[2].float()
     # every segment starts on a 16-byte boundary (an even number of int64 before it), whatever the batch: the
     # kernel's pointer arguments then always have the same alignment (no re-specialisation)
-    segments = [taps[0].long(), taps[1].long(), torch.tensor(meta, dtype=torch.long),
-                torch.tensor(starts, dtype=torch.long), frac.view(torch.long)]
+    segments = [
+        taps[0].long(),
+        taps[1].long(),
+        torch.tensor(meta, dtype=torch.long),
+        torch.tensor(starts, dtype=torch.long),
+        frac.view(torch.long),
+    ]
     spans, at = [], 0
     for seg in segments:
         spans.append((at, at + seg.numel()))
@@ -446,8 +472,18 @@ def _plan_triton(rows, n: int, merge: int, device: torch.device) -> types.Simple
     k = len(rows)
     floors, ceils, meta_d, starts_d, fracs = (buf[lo:hi] for lo, hi in spans)
     return types.SimpleNamespace(
-        floors=floors, ceils=ceils, meta=meta_d, starts=starts_d, fracs=fracs.view(torch.float32)[:width],
-        total=total, n=n, merge=merge, num_keys=k, steps=max(k - 1, 0).bit_length(), device=device)
+        floors=floors,
+        ceils=ceils,
+        meta=meta_d,
+        starts=starts_d,
+        fracs=fracs.view(torch.float32)[:width],
+        total=total,
+        n=n,
+        merge=merge,
+        num_keys=k,
+        steps=max(k - 1, 0).bit_length(),
+        device=device,
+    )
 
 
 def _launch(kernel, plan, *args, **consts):
@@ -456,8 +492,21 @@ def _launch(kernel, plan, *args, **consts):
     # (the CPU case is TRITON_INTERPRET=1, for kernel development only)
     where = torch.cuda.device(plan.device) if plan.device.type == "cuda" else contextlib.nullcontext()
     with where:
-        kernel[grid](plan.meta, plan.starts, plan.floors, plan.ceils, plan.fracs, *args, plan.total, plan.n,
-                     plan.num_keys, plan.steps, MERGE=plan.merge, ROWS=_TRITON_ROWS, **consts)
+        kernel[grid](
+            plan.meta,
+            plan.starts,
+            plan.floors,
+            plan.ceils,
+            plan.fracs,
+            *args,
+            plan.total,
+            plan.n,
+            plan.num_keys,
+            plan.steps,
+            MERGE=plan.merge,
+            ROWS=_TRITON_ROWS,
+            **consts,
+        )
 
 
 def _triton_taps(plan):
@@ -497,16 +546,24 @@ class _InterpolateTriton(torch.autograd.Function):
 
 def _method(table: torch.Tensor, method: str | None) -> str:
     if method is None:
-        if (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES
-                and _triton(table.device, table.shape[1], table.dtype)):
+        if (
+            table.device.type == "cuda"
+            and table.dtype in _TRITON_DTYPES
+            and _triton(table.device, table.shape[1], table.dtype)
+        ):
             return "triton"
         return "embedding_bag" if table.device.type in _EMBEDDING_BAG_DEVICES else "gather"
     if method not in ("triton", "embedding_bag", "gather"):
         raise ValueError(f"method={method!r}: use 'triton', 'embedding_bag', 'gather' or None (automatic)")
-    if method == "triton" and not (table.device.type == "cuda" and table.dtype in _TRITON_DTYPES
-                                   and _triton(table.device, table.shape[1], table.dtype)):
-        raise ValueError(f"method='triton' needs a CUDA table of dtype float32/bfloat16/float16 and Triton; got "
-                         f"{table.device} {table.dtype}")
+    if method == "triton" and not (
+        table.device.type == "cuda"
+        and table.dtype in _TRITON_DTYPES
+        and _triton(table.device, table.shape[1], table.dtype)
+    ):
+        raise ValueError(
+            f"method='triton' needs a CUDA table of dtype float32/bfloat16/float16 and Triton; got "
+            f"{table.device} {table.dtype}"
+        )
     return method
 
 
@@ -526,7 +583,7 @@ def _pieces(keys, n, merge, device, dtype, cache):
             idx, wts, sizes = _build(missing, n, merge, device, dtype)
         items, start = [], 0
         for key, size in zip(missing, sizes):
-            pair = (idx[start:start + size], wts[start:start + size])
+            pair = (idx[start : start + size], wts[start : start + size])
             out[key] = pair
             items.append(((key[0], key[1], n, merge, dev, dtype), pair[0], pair[1]))
             start += size
@@ -546,9 +603,15 @@ def _global_hooks() -> bool:
 
 def _is_plain_embedding(emb) -> bool:
     """True if reading ``emb.weight`` directly is what calling ``emb`` would do (no hooks, no renorm, ...)."""
-    return (isinstance(emb, nn.Embedding) and type(emb).forward is nn.Embedding.forward
-            and not emb._forward_pre_hooks and not emb._forward_hooks and not _global_hooks()
-            and emb.max_norm is None and emb.padding_idx is None)
+    return (
+        isinstance(emb, nn.Embedding)
+        and type(emb).forward is nn.Embedding.forward
+        and not emb._forward_pre_hooks
+        and not emb._forward_hooks
+        and not _global_hooks()
+        and emb.max_norm is None
+        and emb.padding_idx is None
+    )
 
 
 def _move_input_to_weight(module, args):
@@ -597,17 +660,22 @@ def _weighted_gather(idx, wts, table, sparse: bool = False, method: str = "embed
 
 def _read_grid(grid_thw, merge: int):
     if not isinstance(grid_thw, torch.Tensor):
-        raise TypeError(f"grid_thw must be a torch.Tensor of shape (num_images_or_videos, 3), got "
-                        f"{type(grid_thw).__name__}")
+        raise TypeError(
+            f"grid_thw must be a torch.Tensor of shape (num_images_or_videos, 3), got {type(grid_thw).__name__}"
+        )
     if grid_thw.dim() != 2 or grid_thw.shape[1] != 3 or grid_thw.is_floating_point() or grid_thw.is_complex():
-        raise ValueError(f"grid_thw must be an integer tensor of shape (num_images_or_videos, 3) holding (t, h, w) "
-                         f"in patches, got dtype {grid_thw.dtype} and shape {tuple(grid_thw.shape)}")
+        raise ValueError(
+            f"grid_thw must be an integer tensor of shape (num_images_or_videos, 3) holding (t, h, w) "
+            f"in patches, got dtype {grid_thw.dtype} and shape {tuple(grid_thw.shape)}"
+        )
     rows = grid_thw.tolist()  # the one device-to-host read (none when grid_thw is on the CPU)
     for i, (t, h, w) in enumerate(rows):
         if t < 1 or h < 1 or w < 1 or h % merge or w % merge:
-            raise ValueError(f"grid_thw[{i}] = {[t, h, w]}: t, h, w must be >= 1 and h, w multiples of "
-                             f"spatial_merge_size={merge}; fix the image processor output (patch counts per "
-                             f"image/video)")
+            raise ValueError(
+                f"grid_thw[{i}] = {[t, h, w]}: t, h, w must be >= 1 and h, w multiples of "
+                f"spatial_merge_size={merge}; fix the image processor output (patch counts per "
+                f"image/video)"
+            )
     return rows
 
 
@@ -615,8 +683,14 @@ def _read_grid(grid_thw, merge: int):
 # on them, so this function runs outside any compiled region (a graph break at the call, as the upstream method's
 # own data-dependent code causes); fake tensors never reach the host-side planning or the Triton launch.
 @torch.compiler.disable
-def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: int, spatial_merge_size: int,
-                          cache=_CACHE, method: str | None = None) -> torch.Tensor:
+def interpolate_pos_embed(
+    pos_embed,
+    grid_thw: torch.Tensor,
+    num_grid_per_side: int,
+    spatial_merge_size: int,
+    cache=_CACHE,
+    method: str | None = None,
+) -> torch.Tensor:
     """Bilinear position embeddings for the images/videos of ``grid_thw``, in Qwen3-VL merge order.
 
     Under ``torch.compile`` it runs eagerly (``torch.compiler.disable``: a graph break at the call); with
@@ -651,8 +725,10 @@ def interpolate_pos_embed(pos_embed, grid_thw: torch.Tensor, num_grid_per_side: 
     device = grid_thw.device
     num_rows = getattr(pos_embed, "num_embeddings", n * n)
     if num_rows < n * n:
-        raise ValueError(f"pos_embed has {num_rows} rows but num_grid_per_side={n} needs {n * n} "
-                         f"(vision_config.num_position_embeddings must be a square >= {n * n})")
+        raise ValueError(
+            f"pos_embed has {num_rows} rows but num_grid_per_side={n} needs {n * n} "
+            f"(vision_config.num_position_embeddings must be a square >= {n * n})"
+        )
     table = _table(pos_embed, num_rows, device)
     if not table.is_floating_point():
         raise TypeError(f"pos_embed table dtype {table.dtype} is not floating point")

@@ -90,9 +90,11 @@ PATCHES = tuple(from_dict(m.RECORD, m.__name__) for m in MODULES)
 IDS = tuple(p.id for p in PATCHES)
 for _p in PATCHES:
     if IDS.count(_p.id) > 1:
-        raise RecordError(f"{_p.module}: RECORD['id'] {_p.id!r} is also the id of "
-                          f"{', '.join(q.module for q in PATCHES if q.id == _p.id and q is not _p)}; fix: give each "
-                          "patch its own id")
+        raise RecordError(
+            f"{_p.module}: RECORD['id'] {_p.id!r} is also the id of "
+            f"{', '.join(q.module for q in PATCHES if q.id == _p.id and q is not _p)}; fix: give each "
+            "patch its own id"
+        )
 
 
 def safety_ids() -> dict:

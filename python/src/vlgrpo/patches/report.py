@@ -40,13 +40,24 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
             if not enabled(record.id):
                 res = {"status": DISABLED, "reason": disabled_reason(record.id), "original": None}
             elif module_name in import_errors:
-                res = {"status": ABSENT, "reason": f"import {module_name} failed: {import_errors[module_name]}",
-                       "original": None}
+                res = {
+                    "status": ABSENT,
+                    "reason": f"import {module_name} failed: {import_errors[module_name]}",
+                    "original": None,
+                }
             else:
-                res = engine.RESULTS.get((record.id, module_name, path),
-                                         {"status": PENDING, "reason": "module not imported", "original": None})
-            targets.append({"target": f"{module_name}.{path}", "status": res["status"], "reason": res["reason"],
-                            "original": res.get("original")})
+                res = engine.RESULTS.get(
+                    (record.id, module_name, path),
+                    {"status": PENDING, "reason": "module not imported", "original": None},
+                )
+            targets.append(
+                {
+                    "target": f"{module_name}.{path}",
+                    "status": res["status"],
+                    "reason": res["reason"],
+                    "original": res.get("original"),
+                }
+            )
         if not enabled(record.id):
             overall, reason = DISABLED, targets[0]["reason"]
         else:
@@ -55,8 +66,15 @@ def status(verify: bool = False, import_targets: bool = True) -> list:
             others = [f"{t['target']}: {t['status']} ({t['reason']})" for t in targets if t["status"] != overall]
             if others:
                 reason += " | other targets: " + "; ".join(others)
-        row = {"id": record.id, "status": overall, "reason": reason, "summary": record.summary,
-               "upstream": record.upstream, "targets": targets, "verify": None}
+        row = {
+            "id": record.id,
+            "status": overall,
+            "reason": reason,
+            "summary": record.summary,
+            "upstream": record.upstream,
+            "targets": targets,
+            "verify": None,
+        }
         if verify and enabled(record.id):
             try:
                 engine.resolve(record.verify)()
@@ -85,12 +103,15 @@ def markdown_table() -> str:
     lines = ["| id | what it fixes | upstream | applies when |", "|---|---|---|---|"]
     for r in registry.PATCHES:
         targets = "<br>".join(f"`{t.name}`" for t in r.targets)
-        lines.append(f"| `{r.id}` | {_cell(r.summary)}<br>targets: {targets} | {_cell(r.upstream)} "
-                     f"| {_cell(r.applies_when)} |")
+        lines.append(
+            f"| `{r.id}` | {_cell(r.summary)}<br>targets: {targets} | {_cell(r.upstream)} | {_cell(r.applies_when)} |"
+        )
     lines.append("")
-    lines.append("Switches: `VLGRPO_PATCHES=off` (all), `VLGRPO_PATCHES_DISABLED=<id>,<id>`, "
-                 "`VLGRPO_PATCHES_STRICT=1` (raise instead of log). Check a process: "
-                 "`python -m vlgrpo patches status --verify`.")
+    lines.append(
+        "Switches: `VLGRPO_PATCHES=off` (all), `VLGRPO_PATCHES_DISABLED=<id>,<id>`, "
+        "`VLGRPO_PATCHES_STRICT=1` (raise instead of log). Check a process: "
+        "`python -m vlgrpo patches status --verify`."
+    )
     return "\n".join(lines)
 
 
@@ -102,7 +123,9 @@ def markdown_summary() -> str:
     lines = ["| patch | what goes wrong without it (field case) |", "|---|---|"]
     for r in registry.PATCHES:
         if not r.title:
-            raise KeyError(f"patch record {r.id} has no 'title' (one line: what goes wrong, and the field case "
-                           f"code); add it to {r.module or 'its fixes/ module'}")
+            raise KeyError(
+                f"patch record {r.id} has no 'title' (one line: what goes wrong, and the field case "
+                f"code); add it to {r.module or 'its fixes/ module'}"
+            )
         lines.append(f"| `{r.id}` | {_cell(r.title)} |")
     return "\n".join(lines)

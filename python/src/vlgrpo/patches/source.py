@@ -67,8 +67,11 @@ def ordered(node):
 def routing_scatters(fn):
     """Yield ``(call, dest, src)`` for every ``torch.zeros_like(<dest>).scatter_(dim, index, <src>)``."""
     for node in ast.walk(fn):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("scatter_", "scatter")):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("scatter_", "scatter")
+        ):
             continue
         base = node.func.value
         if not (isinstance(base, ast.Call) and base.args):

@@ -25,7 +25,13 @@ ON_VALUES = ("", "on")
 
 #: Status of a patch or of one of its targets (see :mod:`vlgrpo.patches.engine` for their meaning).
 APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED, PENDING = (
-    "applied", "not needed", "target absent", "disabled", "failed", "pending")
+    "applied",
+    "not needed",
+    "target absent",
+    "disabled",
+    "failed",
+    "pending",
+)
 #: The statuses :func:`vlgrpo.patches.status` reports after importing the targets (``PENDING`` only without).
 STATUSES = (APPLIED, NOT_NEEDED, ABSENT, DISABLED, FAILED)
 

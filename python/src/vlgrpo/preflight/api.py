@@ -13,10 +13,18 @@ PURPOSES = ("launch", "plan")
 DEVICES_SOURCES = ("node", "plan")
 
 
-def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str | None = None,
-                  devices_per_node: int | None = None, progress: bool = False, purpose: str = "launch",
-                  vllm_rules: str = "mirror", cache_dir: str | None = None, devices_source: str = "node"
-                  ) -> Report:
+def run_preflight(
+    argv: list[str],
+    *,
+    check_data: bool = True,
+    model_path: str | None = None,
+    devices_per_node: int | None = None,
+    progress: bool = False,
+    purpose: str = "launch",
+    vllm_rules: str = "mirror",
+    cache_dir: str | None = None,
+    devices_source: str = "node",
+) -> Report:
     """Check a complete launch argv against the installed verl, the model folder and the data.
 
     Args:
@@ -56,10 +64,19 @@ def run_preflight(argv: list[str], *, check_data: bool = True, model_path: str |
     report = Report()
     report.summary["timings_s"] = {}
     t0 = time.perf_counter()
-    ctx = Context(report, argv=list(argv), options={"model_path": model_path, "devices_per_node": devices_per_node,
-                                                    "progress": progress, "purpose": purpose,
-                                                    "vllm_rules": vllm_rules, "cache_dir": cache_dir,
-                                                    "devices_source": devices_source})
+    ctx = Context(
+        report,
+        argv=list(argv),
+        options={
+            "model_path": model_path,
+            "devices_per_node": devices_per_node,
+            "progress": progress,
+            "purpose": purpose,
+            "vllm_rules": vllm_rules,
+            "cache_dir": cache_dir,
+            "devices_source": devices_source,
+        },
+    )
     if check_data:
         ctx.give("check_data", True)
     else:
@@ -82,10 +99,18 @@ def _crash_to_report(crash: Exception, report: Report) -> None:
     exc = crash.__cause__ or crash
     if isinstance(exc, (ConfigAttributeError, ConfigKeyError)) and getattr(exc, "full_key", None):
         # a key verl reads (and these checks read) was removed with '~' or never existed
-        report.add(Finding("schema.required-key", ERROR, f"{exc.full_key} is read by verl but missing from the "
-                           "composed config", Where(key=str(exc.full_key)), "verl raises the same error after Ray "
-                           "start", f"do not delete {exc.full_key} (remove its '~' override)"))
+        report.add(
+            Finding(
+                "schema.required-key",
+                ERROR,
+                f"{exc.full_key} is read by verl but missing from the composed config",
+                Where(key=str(exc.full_key)),
+                "verl raises the same error after Ray start",
+                f"do not delete {exc.full_key} (remove its '~' override)",
+            )
+        )
         return
     first = str(exc).splitlines()[0] if str(exc) else ""
-    report.internal_error = (f"{type(exc).__name__}: {first}\n"
-                             + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    report.internal_error = f"{type(exc).__name__}: {first}\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )

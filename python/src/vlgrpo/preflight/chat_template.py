@@ -52,12 +52,18 @@ def folder_templates(path: str) -> list[tuple[str, str]]:
     if os.path.isfile(jinja):
         with open(jinja, encoding="utf-8", errors="replace") as fh:
             out.append(("chat_template.jinja", fh.read()))
-    data, _ = load_json(os.path.join(path, "chat_template.json")) if os.path.isfile(
-        os.path.join(path, "chat_template.json")) else (None, "")
+    data, _ = (
+        load_json(os.path.join(path, "chat_template.json"))
+        if os.path.isfile(os.path.join(path, "chat_template.json"))
+        else (None, "")
+    )
     if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
         out.append(("chat_template.json", data["chat_template"]))
-    data, _ = load_json(os.path.join(path, "tokenizer_config.json")) if os.path.isfile(
-        os.path.join(path, "tokenizer_config.json")) else (None, "")
+    data, _ = (
+        load_json(os.path.join(path, "tokenizer_config.json"))
+        if os.path.isfile(os.path.join(path, "tokenizer_config.json"))
+        else (None, "")
+    )
     tmpl = data.get("chat_template") if isinstance(data, dict) else None
     if isinstance(tmpl, str):
         out.append(("tokenizer_config.json chat_template", tmpl))
@@ -92,8 +98,9 @@ def _first_difference(text: str, known: str) -> str:
     return "white space only"
 
 
-def check_chat_templates(path: str, tokenizer: Any, report: Report, key: str = "actor_rollout_ref.model.path"
-                         ) -> dict[str, Any]:
+def check_chat_templates(
+    path: str, tokenizer: Any, report: Report, key: str = "actor_rollout_ref.model.path"
+) -> dict[str, Any]:
     """Add ``template.changed`` / ``template.drops-input`` findings for the templates of folder ``path``, rendered
     with ``tokenizer`` (a transformers tokenizer; its ``apply_chat_template`` is the renderer). Returns
     ``{"templates": [{"where", "sha256", "known"}]}`` for the summary."""
@@ -108,18 +115,33 @@ def check_chat_templates(path: str, tokenizer: Any, report: Report, key: str = "
         seen.add(digest)
         loc = Where(key=key, file=os.path.join(path, where.split(" ")[0]))
         if digest not in known:
-            report.add(Finding(
-                "template.changed", WARNING, f"the chat template in {where} differs from the "
-                f"{next(iter(known.values()))} release template: {_first_difference(text, _known_text())}",
-                loc, "verl renders every training prompt with it; a changed template changes what the policy sees",
-                "use the model release's template, or check that the difference is intended"))
+            report.add(
+                Finding(
+                    "template.changed",
+                    WARNING,
+                    f"the chat template in {where} differs from the "
+                    f"{next(iter(known.values()))} release template: {_first_difference(text, _known_text())}",
+                    loc,
+                    "verl renders every training prompt with it; a changed template changes what the policy sees",
+                    "use the model release's template, or check that the difference is intended",
+                )
+            )
         try:
-            rendered = tokenizer.apply_chat_template(probe_messages(), chat_template=text, add_generation_prompt=True,
-                                                     tokenize=False)
+            rendered = tokenizer.apply_chat_template(
+                probe_messages(), chat_template=text, add_generation_prompt=True, tokenize=False
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of the template is the finding
-            report.add(Finding("template.drops-input", ERROR, f"the chat template in {where} does not render a "
-                               f"one-image prompt: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}", loc,
-                               "verl fails on the first row", "use the model release's template"))
+            report.add(
+                Finding(
+                    "template.drops-input",
+                    ERROR,
+                    f"the chat template in {where} does not render a "
+                    f"one-image prompt: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}",
+                    loc,
+                    "verl fails on the first row",
+                    "use the model release's template",
+                )
+            )
             continue
         problems = []
         if rendered.count(PROBE) != 1:
@@ -127,9 +149,15 @@ def check_chat_templates(path: str, tokenizer: Any, report: Report, key: str = "
         if rendered.count(IMAGE) != 1:
             problems.append(f"the image placeholder appears {rendered.count(IMAGE)} times, not once")
         if problems:
-            report.add(Finding(
-                "template.drops-input", ERROR, f"the chat template in {where} does not keep the prompt: "
-                + "; ".join(problems), loc,
-                "every training prompt would lose (or repeat) the problem or the image: the run trains on something "
-                "else without a word", "use the model release's template"))
+            report.add(
+                Finding(
+                    "template.drops-input",
+                    ERROR,
+                    f"the chat template in {where} does not keep the prompt: " + "; ".join(problems),
+                    loc,
+                    "every training prompt would lose (or repeat) the problem or the image: the run trains on something "
+                    "else without a word",
+                    "use the model release's template",
+                )
+            )
     return {"templates": out}

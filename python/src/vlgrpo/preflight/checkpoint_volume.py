@@ -47,8 +47,11 @@ def planned_saves(work: Any) -> int | None:
         asy = work.get("async_training")
         total = work.get("rollout", {}).get("total_rollout_steps") if asy is not None else None
         if asy is not None and isinstance(total, int):
-            per = (int(work.actor_rollout_ref.actor.ppo_mini_batch_size) * int(asy.get("require_batches", 1))
-                   * int(asy.get("trigger_parameter_sync_step", 1)))
+            per = (
+                int(work.actor_rollout_ref.actor.ppo_mini_batch_size)
+                * int(asy.get("require_batches", 1))
+                * int(asy.get("trigger_parameter_sync_step", 1))
+            )
             steps = total // per if per > 0 else None
         elif isinstance(trainer.get("total_training_steps"), int):
             steps = trainer.get("total_training_steps")
@@ -84,11 +87,23 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
         # with the patch off nothing checks the files again before verl unpickles them (weights_only=False): the
         # finding is about code the launch would run, which VLGRPO_PREFLIGHT=warn cannot waive
         unguarded = safety_patch_off("checkpoint.manifest")
-        report.add(Finding("rules.checkpoint-untrusted", ERROR, f"{exc.path}: {exc.reason}", loc.where(key),
-                           "verl unpickles every file of the checkpoint it resumes (field case C03)"
-                           + ("; the patch checkpoint.manifest, which checks them again before loading, is switched "
-                              "off, so they would be unpickled as they are" if unguarded else ""),
-                           exc.fix, runs_code=unguarded))
+        report.add(
+            Finding(
+                "rules.checkpoint-untrusted",
+                ERROR,
+                f"{exc.path}: {exc.reason}",
+                loc.where(key),
+                "verl unpickles every file of the checkpoint it resumes (field case C03)"
+                + (
+                    "; the patch checkpoint.manifest, which checks them again before loading, is switched "
+                    "off, so they would be unpickled as they are"
+                    if unguarded
+                    else ""
+                ),
+                exc.fix,
+                runs_code=unguarded,
+            )
+        )
     if os.path.isdir(root):
         from vlgrpo.checkpoint.volume import storage_problem
 
@@ -96,12 +111,17 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
         free = free_bytes(root)
         storage = storage_problem(root)
         if storage.problem:
-            report.add(Finding(
-                "rules.checkpoint-storage", ERROR if launch else WARNING, storage.problem,
-                loc.where("trainer.default_local_dir"),
-                "a checkpoint there is lost with the node's memory (or the container), and the space it reports is "
-                "not disk" + ("" if launch else " (a dry run: refused when launched)"),
-                "point VLGRPO_CHECKPOINT_DIR at a folder on a disk or a shared file system that outlives the node"))
+            report.add(
+                Finding(
+                    "rules.checkpoint-storage",
+                    ERROR if launch else WARNING,
+                    storage.problem,
+                    loc.where("trainer.default_local_dir"),
+                    "a checkpoint there is lost with the node's memory (or the container), and the space it reports is "
+                    "not disk" + ("" if launch else " (a dry run: refused when launched)"),
+                    "point VLGRPO_CHECKPOINT_DIR at a folder on a disk or a shared file system that outlives the node",
+                )
+            )
         if len(storage.chain) > 1 and storage.free_bytes is not None and storage.free_bytes < free:
             # a loop image: the backing file system caps what a save can write (a sparse image overstates it)
             free, how = storage.free_bytes, how + "; free space capped by the loop image's backing file system"
@@ -121,17 +141,28 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
             _unbounded(report, loc, root, free, need, how, saves, launch)
         elif free < peak * need:
             severity = ERROR if launch else WARNING
-            report.add(Finding(
-                "rules.checkpoint-space", severity,
-                f"{root} has {free / 1e9:.1f} GB free; keeping {keep} checkpoint(s) needs {peak} x "
-                f"{need / 1e9:.1f} GB = {peak * need / 1e9:.1f} GB at the peak of a save ({how})",
-                loc.where("trainer.max_actor_ckpt_to_keep"),
-                ("verl removes old checkpoints only after the new one is written when it keeps one"
-                 if peak == 2 and keep == 1 else "verl writes the next checkpoint next to the ones it keeps")
-                + "; the save fails when the volume fills" + ("" if launch else " (a dry run: refused when launched)"),
-                f"free space, point VLGRPO_CHECKPOINT_DIR at a volume with at least {peak * need / 1e9:.0f} GB"
-                + (f", or keep fewer: VLGRPO_CHECKPOINTS_TO_KEEP={int(free // need)}" if free >= 2 * need else
-                   " (keeping fewer does not help: verl holds two at the peak even when it keeps one)")))
+            report.add(
+                Finding(
+                    "rules.checkpoint-space",
+                    severity,
+                    f"{root} has {free / 1e9:.1f} GB free; keeping {keep} checkpoint(s) needs {peak} x "
+                    f"{need / 1e9:.1f} GB = {peak * need / 1e9:.1f} GB at the peak of a save ({how})",
+                    loc.where("trainer.max_actor_ckpt_to_keep"),
+                    (
+                        "verl removes old checkpoints only after the new one is written when it keeps one"
+                        if peak == 2 and keep == 1
+                        else "verl writes the next checkpoint next to the ones it keeps"
+                    )
+                    + "; the save fails when the volume fills"
+                    + ("" if launch else " (a dry run: refused when launched)"),
+                    f"free space, point VLGRPO_CHECKPOINT_DIR at a volume with at least {peak * need / 1e9:.0f} GB"
+                    + (
+                        f", or keep fewer: VLGRPO_CHECKPOINTS_TO_KEEP={int(free // need)}"
+                        if free >= 2 * need
+                        else " (keeping fewer does not help: verl holds two at the peak even when it keeps one)"
+                    ),
+                )
+            )
     return out
 
 
@@ -140,22 +171,35 @@ def _unbounded(report, loc, root, free, need, how, saves, launch) -> None:
     warning below two) and a warning naming how many saves fill the volume."""
     if free < 2 * need:
         severity = ERROR if free < need and launch else WARNING
-        report.add(Finding(
-            "rules.checkpoint-space", severity,
-            f"{root} has {free / 1e9:.1f} GB free; one checkpoint needs {need / 1e9:.1f} GB ({how})",
-            loc.where("trainer.default_local_dir"),
-            ("the save fails hours into the run when the volume fills" if free < need else
-             "verl writes the next checkpoint before it removes an old one")
-            + ("" if launch or free >= need else " (a dry run: refused when launched)"),
-            f"free space or point VLGRPO_CHECKPOINT_DIR at a volume with at least {2 * need / 1e9:.0f} GB"))
+        report.add(
+            Finding(
+                "rules.checkpoint-space",
+                severity,
+                f"{root} has {free / 1e9:.1f} GB free; one checkpoint needs {need / 1e9:.1f} GB ({how})",
+                loc.where("trainer.default_local_dir"),
+                (
+                    "the save fails hours into the run when the volume fills"
+                    if free < need
+                    else "verl writes the next checkpoint before it removes an old one"
+                )
+                + ("" if launch or free >= need else " (a dry run: refused when launched)"),
+                f"free space or point VLGRPO_CHECKPOINT_DIR at a volume with at least {2 * need / 1e9:.0f} GB",
+            )
+        )
     fits = int(free // need)
-    runs = (f"the run saves up to {saves} checkpoints ({saves} x {need / 1e9:.1f} GB = {saves * need / 1e9:.1f} GB)"
-            if saves else "the number of saves depends on the dataset's length")
-    fill = (f"; the volume ({free / 1e9:.1f} GB free) fills at save {fits + 1}" if saves is None or saves > fits
-            else "")
-    report.add(Finding(
-        "rules.checkpoint-retention", WARNING,
-        f"every checkpoint is kept (trainer.max_actor_ckpt_to_keep unset or 0): {runs}{fill}",
-        loc.where("trainer.max_actor_ckpt_to_keep"),
-        "verl never removes a checkpoint without a retention count",
-        "set VLGRPO_CHECKPOINTS_TO_KEEP (default 2)"))
+    runs = (
+        f"the run saves up to {saves} checkpoints ({saves} x {need / 1e9:.1f} GB = {saves * need / 1e9:.1f} GB)"
+        if saves
+        else "the number of saves depends on the dataset's length"
+    )
+    fill = f"; the volume ({free / 1e9:.1f} GB free) fills at save {fits + 1}" if saves is None or saves > fits else ""
+    report.add(
+        Finding(
+            "rules.checkpoint-retention",
+            WARNING,
+            f"every checkpoint is kept (trainer.max_actor_ckpt_to_keep unset or 0): {runs}{fill}",
+            loc.where("trainer.max_actor_ckpt_to_keep"),
+            "verl never removes a checkpoint without a retention count",
+            "set VLGRPO_CHECKPOINTS_TO_KEEP (default 2)",
+        )
+    )

@@ -53,76 +53,143 @@ _CODE_LIST = [
     # verl's own checks
     Code("verl.reward-migration", ERROR, "verl's migrate_legacy_reward_impl fails (main(), before Ray)"),
     Code("verl.interpolation", ERROR, "a ${...} interpolation does not resolve"),
-    Code("verl.dataclass", ERROR, "verl's config dataclass (actor, ref, RolloutConfig, HFModelConfig, ...) rejects the node"),
+    Code(
+        "verl.dataclass",
+        ERROR,
+        "verl's config dataclass (actor, ref, RolloutConfig, HFModelConfig, ...) rejects the node",
+    ),
     Code("verl.validate-config", ERROR, "verl's validate_config fails (main_ppo)"),
     Code("verl.assert", ERROR, "an assert of verl's fully-async rollouter/trainer/worker is false for this config"),
     # cross-field rules
     Code("rules.logger", ERROR, "trainer.logger is not a list of backends verl's Tracking knows"),
     Code("rules.max-model-len", ERROR, "max_model_len below prompt + response (verl clamps answers silently)"),
-    Code("rules.max-model-len-mismatch", ERROR, "engine_kwargs.<engine>.max_model_len differs from rollout.max_model_len"),
+    Code(
+        "rules.max-model-len-mismatch", ERROR, "engine_kwargs.<engine>.max_model_len differs from rollout.max_model_len"
+    ),
     Code("rules.max-position-embeddings", ERROR, "max_model_len above the model's max_position_embeddings"),
     Code("rules.veomni-layout", ERROR, "VeOmni fsdp/ulysses/expert sizes do not fit the trainer world size"),
     Code("rules.veomni-version", EITHER, "VeOmni is not the pinned version (warning: not installed here)"),
-    Code("rules.setting-swallowed", ERROR, "a setting verl passes as a keyword the callee (VeOmni, vLLM, transformers) "
-         "takes in **kwargs and never reads (C08)"),
+    Code(
+        "rules.setting-swallowed",
+        ERROR,
+        "a setting verl passes as a keyword the callee (VeOmni, vLLM, transformers) "
+        "takes in **kwargs and never reads (C08)",
+    ),
     Code("rules.veomni-build", ERROR, "VeOmni cannot build the folder's model on meta or run one image forward"),
     Code("rules.devices-per-node", ERROR, "n_gpus_per_node larger than the node's accelerators"),
     Code("rules.devices-unused", WARNING, "n_gpus_per_node leaves accelerators of a node idle"),
-    Code("rules.layout-local", EITHER, "no Ray address and the layout needs more devices than this node has "
-         "(warning for a plan made with the planning override: it names the Ray cluster needed)"),
+    Code(
+        "rules.layout-local",
+        EITHER,
+        "no Ray address and the layout needs more devices than this node has "
+        "(warning for a plan made with the planning override: it names the Ray cluster needed)",
+    ),
     Code("rules.image-truncation", ERROR, "data.truncation cuts image prompts"),
-    Code("rules.image-patch-size", ERROR, "data.image_patch_size differs from the processor's patch size "
-         "(verl's overlong filter counts image tokens wrong)"),
+    Code(
+        "rules.image-patch-size",
+        ERROR,
+        "data.image_patch_size differs from the processor's patch size "
+        "(verl's overlong filter counts image tokens wrong)",
+    ),
     Code("rules.checkpoint-backend", ERROR, "the checkpoint-engine backend is not registered by the installed verl"),
     Code("rules.checkpoint-backend-import", WARNING, "the backend is declared but its imports fail here"),
-    Code("rules.vision-token-ban", WARNING, "vision placeholder tokens are not banned in vLLM sampling (verl PR #7038)"),
+    Code(
+        "rules.vision-token-ban", WARNING, "vision placeholder tokens are not banned in vLLM sampling (verl PR #7038)"
+    ),
     Code("rules.video-enabled", ERROR, "video inputs allowed on a vLLM inside CVE-2026-22778 / CVE-2026-34755"),
     Code("rules.image-limit", ERROR, "a data row has more images than limit_mm_per_prompt allows"),
-    Code("rules.checkpoint-untrusted", ERROR, "the checkpoint to resume has no valid manifest or an unsafe file "
-         "(code loading when patch checkpoint.manifest is switched off)"),
-    Code("patches.safety-off", EITHER, "a patch marked as a safety fix (checkpoint.manifest, rollout.server_loopback) "
-         "is switched off (error for a launch; warning in a dry run)", runs_code=True),
-    Code("rules.checkpoint-space", EITHER, "the checkpoint volume cannot hold the checkpoints verl keeps at the peak "
-         "of a save (max(keep, 2) x one; every one kept: fewer than two, error below one)"),
+    Code(
+        "rules.checkpoint-untrusted",
+        ERROR,
+        "the checkpoint to resume has no valid manifest or an unsafe file "
+        "(code loading when patch checkpoint.manifest is switched off)",
+    ),
+    Code(
+        "patches.safety-off",
+        EITHER,
+        "a patch marked as a safety fix (checkpoint.manifest, rollout.server_loopback) "
+        "is switched off (error for a launch; warning in a dry run)",
+        runs_code=True,
+    ),
+    Code(
+        "rules.checkpoint-space",
+        EITHER,
+        "the checkpoint volume cannot hold the checkpoints verl keeps at the peak "
+        "of a save (max(keep, 2) x one; every one kept: fewer than two, error below one)",
+    ),
     Code("rules.checkpoint-retention", WARNING, "every checkpoint is kept (no retention count) while the run saves"),
     Code("template.changed", WARNING, "a chat template of the model folder differs from the release's"),
     Code("template.drops-input", ERROR, "a chat template drops or repeats the problem text or the image (or fails)"),
     Code("media.image-source", ERROR, "an image entry verl would load from a URL, a relative path, or nothing"),
     Code("media.video", ERROR, "rows that bring video or audio (verl decodes them before vLLM's video:0 limit)"),
     Code("rules.checkpoint-storage", EITHER, "the checkpoint folder is on RAM (tmpfs, zram, a loop image on RAM)"),
-    Code("rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"),
+    Code(
+        "rules.reward-http-loopback", ERROR, "a reward model over HTTP while the vLLM servers listen on loopback only"
+    ),
     Code("rules.vision-token-mask", WARNING, "a response with a vision placeholder is not masked (patch switched off)"),
-    Code("rules.weight-sync-dp-rank", EITHER, "rollout DP > 1 with patch rollout.weight_sync_dp_rank switched off "
-         "(error on an NPU node, warning where no accelerator is seen)"),
+    Code(
+        "rules.weight-sync-dp-rank",
+        EITHER,
+        "rollout DP > 1 with patch rollout.weight_sync_dp_rank switched off "
+        "(error on an NPU node, warning where no accelerator is seen)",
+    ),
     # vLLM engine arguments (B08/B09): vLLM 0.13.0's rules on what verl builds from the argv
-    Code("vllm.setting-dropped", ERROR, "a False that verl's command-line builder never passes to vLLM (vLLM's default, "
-         "True, runs)"),
-    Code("vllm.max-num-batched-tokens", ERROR, "max_num_batched_tokens below max_model_len with chunked prefill off, or "
-         "below max_num_seqs"),
+    Code(
+        "vllm.setting-dropped",
+        ERROR,
+        "a False that verl's command-line builder never passes to vLLM (vLLM's default, True, runs)",
+    ),
+    Code(
+        "vllm.max-num-batched-tokens",
+        ERROR,
+        "max_num_batched_tokens below max_model_len with chunked prefill off, or below max_num_seqs",
+    ),
     Code("vllm.max-model-len", ERROR, "max_model_len above the length vLLM derives from the model's config.json"),
     Code("vllm.partial-prefill", ERROR, "partial-prefill settings vLLM's SchedulerConfig refuses"),
     Code("vllm.gpu-memory-utilization", ERROR, "gpu_memory_utilization outside (0, 1]"),
     Code("vllm.limit-mm-per-prompt", ERROR, "a limit_mm_per_prompt count vLLM refuses"),
-    Code("rules.env-rejected", ERROR, "an environment value the job gets that the pinned stack asserts on or rejects "
-         "at start, with the settings that reach that code (C10)"),
+    Code(
+        "rules.env-rejected",
+        ERROR,
+        "an environment value the job gets that the pinned stack asserts on or rejects "
+        "at start, with the settings that reach that code (C10)",
+    ),
     Code("vllm.scheduler", ERROR, "a scheduler size that is not a whole number >= 1"),
-    Code("rules.rollout-parallel", EITHER, "rollout TP x DP x PP does not fit the rollout's devices (warning: some "
-         "stay idle)"),
+    Code(
+        "rules.rollout-parallel",
+        EITHER,
+        "rollout TP x DP x PP does not fit the rollout's devices (warning: some stay idle)",
+    ),
     # no user code (B17)
     Code("security.trust-remote-code", ERROR, "a trust_remote_code setting is on", runs_code=True),
-    Code("security.code-loading", ERROR, "a key that makes verl import or execute a user file/module is set",
-         runs_code=True),
+    Code(
+        "security.code-loading",
+        ERROR,
+        "a key that makes verl import or execute a user file/module is set",
+        runs_code=True,
+    ),
     Code("security.target", ERROR, "an override names a _target_ (any importable callable)", runs_code=True),
-    Code("security.resolver", ERROR, "an override value is computed at run time by an OmegaConf resolver (${oc.env:X})"),
+    Code(
+        "security.resolver", ERROR, "an override value is computed at run time by an OmegaConf resolver (${oc.env:X})"
+    ),
     Code("security.interpolation", WARNING, "an override value is another key's (${a.b}), resolved at run time"),
     # model folder
     Code("model.missing", ERROR, "the model folder does not exist (or is a file)"),
     Code("model.bad-json", ERROR, "a JSON file of the model folder is not readable"),
-    Code("model.auto-map", ERROR, "a JSON file of the model folder has auto_map (asks to run its own code)",
-         runs_code=True),
+    Code(
+        "model.auto-map",
+        ERROR,
+        "a JSON file of the model folder has auto_map (asks to run its own code)",
+        runs_code=True,
+    ),
     Code("model.python-file", ERROR, "the model folder contains Python code", runs_code=True),
-    Code("model.redirect", ERROR, "the folder makes transformers load files from elsewhere (adapter_config.json, a "
-         "tokenizer_config *_file entry, a weight_map path)", runs_code=True),
+    Code(
+        "model.redirect",
+        ERROR,
+        "the folder makes transformers load files from elsewhere (adapter_config.json, a "
+        "tokenizer_config *_file entry, a weight_map path)",
+        runs_code=True,
+    ),
     Code("model.no-config", ERROR, "config.json is missing"),
     Code("model.type", ERROR, "config.json model_type is not Qwen3-VL"),
     Code("model.no-tokenizer", ERROR, "tokenizer files are missing"),
@@ -133,20 +200,33 @@ _CODE_LIST = [
     Code("data.unreadable", ERROR, "pyarrow cannot read a parquet file"),
     Code("data.columns", ERROR, "columns verl reads are missing"),
     Code("data.row", ERROR, "a row cannot be processed"),
-    Code("data.image-exceeds-budget", EITHER, "a row's image tokens alone exceed max_prompt_length "
-         "(warning when verl's filter drops it)"),
+    Code(
+        "data.image-exceeds-budget",
+        EITHER,
+        "a row's image tokens alone exceed max_prompt_length (warning when verl's filter drops it)",
+    ),
     Code("data.over-budget", EITHER, "rows longer than max_prompt_length (warning when verl's filter drops them)"),
-    Code("data.rollout-overlong", ERROR, "image rows verl keeps whose rollout prompt is longer than "
-         "rollout.prompt_length (the agent loop raises)"),
-    Code("data.filter-drops-fitting", WARNING, "verl's overlong filter drops rows that fit in the rollout "
-         "(data.image_patch_size over-counts them)"),
+    Code(
+        "data.rollout-overlong",
+        ERROR,
+        "image rows verl keeps whose rollout prompt is longer than rollout.prompt_length (the agent loop raises)",
+    ),
+    Code(
+        "data.filter-drops-fitting",
+        WARNING,
+        "verl's overlong filter drops rows that fit in the rollout (data.image_patch_size over-counts them)",
+    ),
     Code("data.all-rows-dropped", ERROR, "every row of a split is longer than max_prompt_length (filter on)"),
     Code("data.data-source", ERROR, "a data_source verl's default_compute_score does not handle"),
     Code("data.reward-import", WARNING, "the scorer of a data_source cannot be imported here"),
     Code("data.empty", ERROR, "a data file has no rows"),
     Code("data.not-checked", WARNING, "a remote or JSON data file whose rows are not checked here"),
-    Code("data.count-cache", WARNING, "the token-count cache folder fails the trust check (symlink, another owner, "
-         "group/other-writable); counted without it"),
+    Code(
+        "data.count-cache",
+        WARNING,
+        "the token-count cache folder fails the trust check (symlink, another owner, "
+        "group/other-writable); counted without it",
+    ),
 ]
 #: every finding code the preflight can report, by code
 CODES: dict[str, Code] = {c.code: c for c in _CODE_LIST}
@@ -156,6 +236,7 @@ RUNNER_CODES = {"schema.required-key": "runner (a check read a key that was dele
 
 # --- the checks -----------------------------------------------------------------------------------------------
 
+
 def _launch(ctx: Context) -> None:
     from .launch import LaunchError, parse_launch
     from .report import Finding, Where
@@ -164,12 +245,27 @@ def _launch(ctx: Context) -> None:
     try:
         spec = parse_launch(ctx["argv"])
     except LaunchError as exc:
-        ctx.report.add(Finding("launch.argv", ERROR, str(exc), Where(), "the entrypoint would exec a launch preflight "
-                               "cannot interpret", "pass the argv as: python3 -m <verl module> <overrides...>"))
+        ctx.report.add(
+            Finding(
+                "launch.argv",
+                ERROR,
+                str(exc),
+                Where(),
+                "the entrypoint would exec a launch preflight cannot interpret",
+                "pass the argv as: python3 -m <verl module> <overrides...>",
+            )
+        )
         ctx.withhold("spec", "the argv is not a verl launch (launch.argv)")
         return
-    ctx.summary.update({"module": spec.module, "config_name": spec.config_name, "config_dir": spec.config_dir,
-                        "verl_version": verl_version(), "overrides": len(spec.overrides)})
+    ctx.summary.update(
+        {
+            "module": spec.module,
+            "config_name": spec.config_name,
+            "config_dir": spec.config_dir,
+            "verl_version": verl_version(),
+            "overrides": len(spec.overrides),
+        }
+    )
     for note in spec.notes:
         ctx.report.add(note)
     ctx.give("spec", spec)
@@ -203,8 +299,11 @@ def _compose_cache(ctx: Context) -> Any:
     if path == "":
         return None
     if path is None:
-        given = [o.text.split("=", 1)[1] for o in ctx["spec"].overrides
-                 if o.text.lstrip("+").split("=", 1)[0] == "trainer.default_local_dir" and "=" in o.text]
+        given = [
+            o.text.split("=", 1)[1]
+            for o in ctx["spec"].overrides
+            if o.text.lstrip("+").split("=", 1)[0] == "trainer.default_local_dir" and "=" in o.text
+        ]
         value = given[-1] if given else None
         path = default_cache_dir(value) if value and "${" not in value and os.path.isdir(value) else None
     if path is None:
@@ -321,10 +420,16 @@ def _topology(ctx: Context) -> None:
         source = "a planning count for other machines"
     if devices is None:
         devices, source = count_devices_per_node()
-    ctx.summary["topology"] = check_topology(ctx["typed_work"], ctx.report, ctx["loc"],
-                                             ctx["spec"].module == FULLY_ASYNC_MODULE, devices, source,
-                                             ctx["options"].get("devices_source") or "node",
-                                             os.environ.get("RAY_ADDRESS"))
+    ctx.summary["topology"] = check_topology(
+        ctx["typed_work"],
+        ctx.report,
+        ctx["loc"],
+        ctx["spec"].module == FULLY_ASYNC_MODULE,
+        devices,
+        source,
+        ctx["options"].get("devices_source") or "node",
+        os.environ.get("RAY_ADDRESS"),
+    )
 
 
 def _model_dir(ctx: Context) -> None:
@@ -345,8 +450,9 @@ def _veomni_build(ctx: Context) -> None:
     from .rules import PINNED_VEOMNI
     from .veomni_build import check_veomni_build
 
-    ctx.summary["veomni_build"] = check_veomni_build(ctx["typed_work"], ctx["model_path"], ctx.report,
-                                                     pinned=PINNED_VEOMNI)
+    ctx.summary["veomni_build"] = check_veomni_build(
+        ctx["typed_work"], ctx["model_path"], ctx.report, pinned=PINNED_VEOMNI
+    )
 
 
 def _hf_model(ctx: Context) -> None:
@@ -391,8 +497,9 @@ def _image_patch_size(ctx: Context) -> None:
         ctx.withhold("image_processor", "the model folder has no image processor")
         return
     ctx.give("image_processor", image_processor)
-    ctx.summary["image_patch_size"] = check_image_patch_size(ctx["typed_work"], ctx.report, ctx["loc"],
-                                                             image_processor, ctx["model_path"])
+    ctx.summary["image_patch_size"] = check_image_patch_size(
+        ctx["typed_work"], ctx.report, ctx["loc"], image_processor, ctx["model_path"]
+    )
 
 
 def _vllm_engine(ctx: Context) -> None:
@@ -402,8 +509,14 @@ def _vllm_engine(ctx: Context) -> None:
         mpe = ctx["max_position_embeddings"]
     else:
         mpe = ctx["model"].get("max_position_embeddings")
-    ctx.summary["vllm"] = check_vllm_engine(ctx["typed_work"], ctx.report, ctx["loc"], mpe, ctx.get("model_path"),
-                                            use_vllm=ctx["options"].get("vllm_rules") == "vllm")
+    ctx.summary["vllm"] = check_vllm_engine(
+        ctx["typed_work"],
+        ctx.report,
+        ctx["loc"],
+        mpe,
+        ctx.get("model_path"),
+        use_vllm=ctx["options"].get("vllm_rules") == "vllm",
+    )
 
 
 def _rollout_parallel(ctx: Context) -> None:
@@ -411,19 +524,24 @@ def _rollout_parallel(ctx: Context) -> None:
     from .vllm_engine import check_rollout_parallel
 
     ctx.summary.setdefault("topology", {})["rollout_replicas"] = check_rollout_parallel(
-        ctx["typed_work"], ctx.report, ctx["loc"], ctx["spec"].module == FULLY_ASYNC_MODULE)
+        ctx["typed_work"], ctx.report, ctx["loc"], ctx["spec"].module == FULLY_ASYNC_MODULE
+    )
 
 
 def _prompt_counter(ctx: Context) -> None:
     from .dataset import PromptCounter
 
     work, hf_model = ctx["typed_work"], ctx.get("hf_model")
-    counter = PromptCounter(ctx["model_path"], filter_patch_size=work.data.get("image_patch_size", 14),
-                            apply_chat_template_kwargs=dict(work.data.get("apply_chat_template_kwargs") or {}),
-                            mm_processor_kwargs=dict(work.data.get("mm_processor_kwargs") or {}),
-                            tokenizer=getattr(hf_model, "tokenizer", None),
-                            processor=getattr(hf_model, "processor", None), processor_tried="hf_model" in ctx,
-                            image_processor=ctx.get("image_processor"))
+    counter = PromptCounter(
+        ctx["model_path"],
+        filter_patch_size=work.data.get("image_patch_size", 14),
+        apply_chat_template_kwargs=dict(work.data.get("apply_chat_template_kwargs") or {}),
+        mm_processor_kwargs=dict(work.data.get("mm_processor_kwargs") or {}),
+        tokenizer=getattr(hf_model, "tokenizer", None),
+        processor=getattr(hf_model, "processor", None),
+        processor_tried="hf_model" in ctx,
+        image_processor=ctx.get("image_processor"),
+    )
     ctx.summary["counted_with"] = counter.method
     ctx.give("counter", counter)
 
@@ -452,7 +570,8 @@ def _safety_patches(ctx: Context) -> None:
     from .patch_checks import check_safety_patches
 
     ctx.summary["safety_patches"] = check_safety_patches(
-        ctx.report, launch=ctx["options"].get("purpose", "launch") == "launch")
+        ctx.report, launch=ctx["options"].get("purpose", "launch") == "launch"
+    )
 
 
 def _data(ctx: Context) -> None:
@@ -460,9 +579,16 @@ def _data(ctx: Context) -> None:
 
     work = ctx["typed_work"]
     custom = bool((work.get("reward") or {}).get("custom_reward_function", {}).get("path"))
-    ctx.summary["data"] = check_data(work, ctx.report, ctx["loc"], ctx.get("counter"),
-                                     progress=bool(ctx["options"].get("progress")), custom_reward=custom,
-                                     cache_dir=ctx["options"].get("cache_dir"), model_path=ctx.get("model_path"))
+    ctx.summary["data"] = check_data(
+        work,
+        ctx.report,
+        ctx["loc"],
+        ctx.get("counter"),
+        progress=bool(ctx["options"].get("progress")),
+        custom_reward=custom,
+        cache_dir=ctx["options"].get("cache_dir"),
+        model_path=ctx.get("model_path"),
+    )
 
 
 def _data_media(ctx: Context) -> None:
@@ -476,8 +602,9 @@ def _mm_limits(ctx: Context) -> None:
 
     data = ctx.summary.get("data") or {}
     counts = [v.get("max_images", 0) for v in data.values() if isinstance(v, dict) and v.get("rows")]
-    ctx.summary["mm_limits"] = check_mm_limits(ctx["typed_work"], ctx.report, ctx["loc"],
-                                               max(counts) if counts else None)
+    ctx.summary["mm_limits"] = check_mm_limits(
+        ctx["typed_work"], ctx.report, ctx["loc"], max(counts) if counts else None
+    )
 
 
 def _reward_http(ctx: Context) -> None:
@@ -489,8 +616,13 @@ def _reward_http(ctx: Context) -> None:
 def _checkpoint_volume(ctx: Context) -> None:
     from .checkpoint_volume import check_checkpoint_volume
 
-    ctx.summary["checkpoint"] = check_checkpoint_volume(ctx["typed_work"], ctx.report, ctx["loc"], ctx["model_path"],
-                                                        launch=ctx["options"].get("purpose", "launch") == "launch")
+    ctx.summary["checkpoint"] = check_checkpoint_volume(
+        ctx["typed_work"],
+        ctx.report,
+        ctx["loc"],
+        ctx["model_path"],
+        launch=ctx["options"].get("purpose", "launch") == "launch",
+    )
 
 
 def _truncation(ctx: Context) -> None:
@@ -503,95 +635,302 @@ def _truncation(ctx: Context) -> None:
     check_truncation(ctx["typed_work"], ctx.report, ctx["loc"], has_images)
 
 
-_SCHEMA = tuple(c.code for c in _CODE_LIST if c.code.startswith("schema.") and c.code not in (
-    "schema.missing-value", "schema.required-key", "schema.value-type"))
+_SCHEMA = tuple(
+    c.code
+    for c in _CODE_LIST
+    if c.code.startswith("schema.")
+    and c.code not in ("schema.missing-value", "schema.required-key", "schema.value-type")
+)
 
 #: the preflight, in order
 CHECKS: tuple[Check, ...] = (
-    Check("launch", ("argv",), ("spec",), ("launch.argv", "launch.unsupported-flag", "launch.hydra-override"),
-          _launch, "the argv: python3 -m <known verl module>, Hydra flags, config dir/name (hydra @hydra.main)"),
-    Check("compose", ("spec",), ("cfg", "overrides", "loc"), _SCHEMA, _compose,
-          "each override against the installed verl's YAML with Hydra's own override code, then Hydra compose"),
-    Check("code-loading", ("cfg", "loc", "overrides"), (),
-          ("security.trust-remote-code", "security.code-loading", "security.target", "security.resolver",
-           "security.interpolation"), _code_loading,
-          "B17: no trust_remote_code, no key that imports a user file, no _target_ override"),
-    Check("runtime-config", ("spec", "cfg"), ("work",),
-          ("verl.reward-migration", "verl.interpolation", "schema.missing-value"), _runtime_config,
-          "verl's main(): fully-async rollout copies, migrate_legacy_reward_impl, OmegaConf.resolve"),
-    Check("verl-dataclasses", ("spec", "work"), (), ("verl.dataclass",), _dataclasses,
-          "verl's omega_conf_to_dataclass of actor/ref/rollout/checkpoint engine/critic, as the workers convert them"),
-    Check("verl-validate-config", ("spec", "work"), (), ("verl.validate-config",), _validate_config,
-          "verl.utils.config.validate_config (main_ppo)"),
-    Check("verl-asserts", ("spec", "work", "loc"), (), ("verl.assert",), _asserts,
-          "the asserts of verl's fully-async rollouter/trainer/worker, read from the installed source"),
-    Check("checkpoint-engine", ("work", "loc"), (), ("rules.checkpoint-backend", "rules.checkpoint-backend-import"),
-          _checkpoint_engine, "B13: the backend is one verl registers (read from source), and it imports here"),
+    Check(
+        "launch",
+        ("argv",),
+        ("spec",),
+        ("launch.argv", "launch.unsupported-flag", "launch.hydra-override"),
+        _launch,
+        "the argv: python3 -m <known verl module>, Hydra flags, config dir/name (hydra @hydra.main)",
+    ),
+    Check(
+        "compose",
+        ("spec",),
+        ("cfg", "overrides", "loc"),
+        _SCHEMA,
+        _compose,
+        "each override against the installed verl's YAML with Hydra's own override code, then Hydra compose",
+    ),
+    Check(
+        "code-loading",
+        ("cfg", "loc", "overrides"),
+        (),
+        (
+            "security.trust-remote-code",
+            "security.code-loading",
+            "security.target",
+            "security.resolver",
+            "security.interpolation",
+        ),
+        _code_loading,
+        "B17: no trust_remote_code, no key that imports a user file, no _target_ override",
+    ),
+    Check(
+        "runtime-config",
+        ("spec", "cfg"),
+        ("work",),
+        ("verl.reward-migration", "verl.interpolation", "schema.missing-value"),
+        _runtime_config,
+        "verl's main(): fully-async rollout copies, migrate_legacy_reward_impl, OmegaConf.resolve",
+    ),
+    Check(
+        "verl-dataclasses",
+        ("spec", "work"),
+        (),
+        ("verl.dataclass",),
+        _dataclasses,
+        "verl's omega_conf_to_dataclass of actor/ref/rollout/checkpoint engine/critic, as the workers convert them",
+    ),
+    Check(
+        "verl-validate-config",
+        ("spec", "work"),
+        (),
+        ("verl.validate-config",),
+        _validate_config,
+        "verl.utils.config.validate_config (main_ppo)",
+    ),
+    Check(
+        "verl-asserts",
+        ("spec", "work", "loc"),
+        (),
+        ("verl.assert",),
+        _asserts,
+        "the asserts of verl's fully-async rollouter/trainer/worker, read from the installed source",
+    ),
+    Check(
+        "checkpoint-engine",
+        ("work", "loc"),
+        (),
+        ("rules.checkpoint-backend", "rules.checkpoint-backend-import"),
+        _checkpoint_engine,
+        "B13: the backend is one verl registers (read from source), and it imports here",
+    ),
     Check("logger", ("work", "loc"), (), ("rules.logger",), _logger, "trainer.logger against verl's Tracking"),
-    Check("value-types", ("work", "loc"), ("typed_work",), ("schema.value-type",), _value_types,
-          "whole numbers, strings and file lists where verl and the rules below need them"),
-    Check("veomni-layout", ("typed_work", "loc"), (), ("rules.veomni-layout",), _veomni_layout,
-          "B19: VeOmni fsdp x ulysses = world size, expert parallel divides it"),
-    Check("veomni-install", ("typed_work",), ("veomni",), ("rules.veomni-version",), _veomni_install,
-          "B19: the pinned VeOmni for model_engine=veomni"),
-    Check("kwargs-audit", ("typed_work", "loc"), (), ("rules.setting-swallowed",), _kwargs_audit,
-          "C08: no setting whose value verl passes as a keyword the callee swallows in **kwargs (AST sweep)"),
-    Check("topology", ("typed_work", "spec", "loc", "options"), (), ("rules.devices-per-node", "rules.devices-unused",
-                                                                          "rules.layout-local"),
-          _topology, "B12: per-node device counts against the node's accelerators"),
-    Check("model-dir", ("typed_work", "options"), ("model", "model_path", "clean_model"),
-          tuple(c for c in CODES if c.startswith("model.")), _model_dir,
-          "B17: the model folder: config, type, tokenizer/processor files, no auto_map or Python files"),
-    Check("veomni-build", ("typed_work", "model_path", "clean_model", "veomni"), (), ("rules.veomni-build",),
-          _veomni_build, "B19: VeOmni builds the folder's model on meta and runs one image forward (child process)"),
-    Check("hf-model", ("typed_work", "model_path", "clean_model"), ("hf_model", "max_position_embeddings",
-                                                                    "mpe_source"),
-          ("verl.dataclass",), _hf_model, "verl's HFModelConfig of the folder (override_config applied)"),
-    Check("chat-template", ("model_path", "clean_model", "hf_model"), (), ("template.changed", "template.drops-input"),
-          _chat_template, "the folder's chat templates against the release's, rendered once: problem and image kept"),
-    Check("lengths", ("typed_work", "loc", "model"), (),
-          ("rules.max-model-len", "rules.max-model-len-mismatch", "rules.max-position-embeddings"), _lengths,
-          "B09: max_model_len against prompt + response and max_position_embeddings"),
-    Check("vllm-engine", ("typed_work", "loc", "model", "options"), (),
-          ("vllm.setting-dropped", "vllm.max-num-batched-tokens", "vllm.max-model-len", "vllm.partial-prefill",
-           "vllm.gpu-memory-utilization", "vllm.limit-mm-per-prompt", "vllm.scheduler"), _vllm_engine,
-          "B08/B09: the vLLM arguments verl builds, resolved, against vLLM 0.13.0's config rules"),
-    Check("env-values", ("typed_work",), (), ("rules.env-rejected",), _env_values,
-          "C10: no environment value of this process that a swept assert/raise of vLLM, verl or torch rejects "
-          "under the recipe's settings (expandable_segments:True with sleep mode)"),
-    Check("rollout-parallel", ("typed_work", "loc", "spec"), (), ("rules.rollout-parallel",), _rollout_parallel,
-          "rollout TP x DP x PP against the rollout's devices, as verl places vLLM replicas"),
-    Check("image-patch-size", ("typed_work", "loc", "model_path", "clean_model"), ("image_processor",),
-          ("rules.image-patch-size",), _image_patch_size,
-          "B06: data.image_patch_size (verl's overlong filter) = the processor's patch size (verl's agent loop)"),
-    Check("prompt-counter", ("typed_work", "model_path", "clean_model", "check_data"), ("counter",), (),
-          _prompt_counter, "the folder's tokenizer, chat template and image processor, for the data check"),
-    Check("vision-token-ban", ("typed_work",), (), ("rules.vision-token-ban",), _vision_token_ban,
-          "B05: verl (PR #7038) or the vlgrpo patch bans the vision placeholders in vLLM sampling"),
-    Check("vision-token-mask", ("typed_work",), (), ("rules.vision-token-mask",), _vision_token_mask,
-          "B05: verl or the vlgrpo patch masks a response that holds a vision placeholder"),
-    Check("weight-sync-dp-rank", ("typed_work",), (), ("rules.weight-sync-dp-rank",), _weight_sync_dp_rank,
-          "verl #6615: rollout DP > 1 on Ascend needs the vlgrpo patch rollout.weight_sync_dp_rank"),
-    Check("safety-patches", ("options",), (), ("patches.safety-off",), _safety_patches,
-          "no patch marked as a safety fix (code execution, exposure) switched off for a launch (a dry run: "
-          "warning)"),
-    Check("data", ("typed_work", "loc", "check_data", "options"), (),
-          tuple(c for c in CODES if c.startswith("data.")), _data,
-          "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers"),
-    Check("data-media", ("typed_work", "loc", "check_data"), (), ("media.image-source", "media.video"), _data_media,
-          "each image entry's source as verl reads it (bytes, else image/image_url: no URL, no relative path); no "
-          "video or audio rows"),
-    Check("mm-limits", ("typed_work", "loc"), (), ("rules.video-enabled", "rules.image-limit"), _mm_limits,
-          "C01: video off on a vLLM inside CVE-2026-22778/CVE-2026-34755; image limit >= images of a data row"),
-    Check("reward-http", ("typed_work", "loc"), (), ("rules.reward-http-loopback",), _reward_http,
-          "C01: no reward model reached over HTTP while patch rollout.server_loopback binds vLLM to 127.0.0.1"),
-    Check("checkpoint-volume", ("typed_work", "loc", "model_path", "clean_model", "options"), (),
-          ("rules.checkpoint-untrusted", "rules.checkpoint-space", "rules.checkpoint-storage",
-           "rules.checkpoint-retention"), _checkpoint_volume,
-          "C03: the folder a resume loads carries valid manifests; free space for the checkpoints kept at the peak of "
-          "a save (error; a warning in a dry run, --purpose plan); unbounded retention (warning)"),
-    Check("truncation", ("typed_work", "loc", "model"), (), ("rules.image-truncation",), _truncation,
-          "B07: no token truncation of image prompts"),
+    Check(
+        "value-types",
+        ("work", "loc"),
+        ("typed_work",),
+        ("schema.value-type",),
+        _value_types,
+        "whole numbers, strings and file lists where verl and the rules below need them",
+    ),
+    Check(
+        "veomni-layout",
+        ("typed_work", "loc"),
+        (),
+        ("rules.veomni-layout",),
+        _veomni_layout,
+        "B19: VeOmni fsdp x ulysses = world size, expert parallel divides it",
+    ),
+    Check(
+        "veomni-install",
+        ("typed_work",),
+        ("veomni",),
+        ("rules.veomni-version",),
+        _veomni_install,
+        "B19: the pinned VeOmni for model_engine=veomni",
+    ),
+    Check(
+        "kwargs-audit",
+        ("typed_work", "loc"),
+        (),
+        ("rules.setting-swallowed",),
+        _kwargs_audit,
+        "C08: no setting whose value verl passes as a keyword the callee swallows in **kwargs (AST sweep)",
+    ),
+    Check(
+        "topology",
+        ("typed_work", "spec", "loc", "options"),
+        (),
+        ("rules.devices-per-node", "rules.devices-unused", "rules.layout-local"),
+        _topology,
+        "B12: per-node device counts against the node's accelerators",
+    ),
+    Check(
+        "model-dir",
+        ("typed_work", "options"),
+        ("model", "model_path", "clean_model"),
+        tuple(c for c in CODES if c.startswith("model.")),
+        _model_dir,
+        "B17: the model folder: config, type, tokenizer/processor files, no auto_map or Python files",
+    ),
+    Check(
+        "veomni-build",
+        ("typed_work", "model_path", "clean_model", "veomni"),
+        (),
+        ("rules.veomni-build",),
+        _veomni_build,
+        "B19: VeOmni builds the folder's model on meta and runs one image forward (child process)",
+    ),
+    Check(
+        "hf-model",
+        ("typed_work", "model_path", "clean_model"),
+        ("hf_model", "max_position_embeddings", "mpe_source"),
+        ("verl.dataclass",),
+        _hf_model,
+        "verl's HFModelConfig of the folder (override_config applied)",
+    ),
+    Check(
+        "chat-template",
+        ("model_path", "clean_model", "hf_model"),
+        (),
+        ("template.changed", "template.drops-input"),
+        _chat_template,
+        "the folder's chat templates against the release's, rendered once: problem and image kept",
+    ),
+    Check(
+        "lengths",
+        ("typed_work", "loc", "model"),
+        (),
+        ("rules.max-model-len", "rules.max-model-len-mismatch", "rules.max-position-embeddings"),
+        _lengths,
+        "B09: max_model_len against prompt + response and max_position_embeddings",
+    ),
+    Check(
+        "vllm-engine",
+        ("typed_work", "loc", "model", "options"),
+        (),
+        (
+            "vllm.setting-dropped",
+            "vllm.max-num-batched-tokens",
+            "vllm.max-model-len",
+            "vllm.partial-prefill",
+            "vllm.gpu-memory-utilization",
+            "vllm.limit-mm-per-prompt",
+            "vllm.scheduler",
+        ),
+        _vllm_engine,
+        "B08/B09: the vLLM arguments verl builds, resolved, against vLLM 0.13.0's config rules",
+    ),
+    Check(
+        "env-values",
+        ("typed_work",),
+        (),
+        ("rules.env-rejected",),
+        _env_values,
+        "C10: no environment value of this process that a swept assert/raise of vLLM, verl or torch rejects "
+        "under the recipe's settings (expandable_segments:True with sleep mode)",
+    ),
+    Check(
+        "rollout-parallel",
+        ("typed_work", "loc", "spec"),
+        (),
+        ("rules.rollout-parallel",),
+        _rollout_parallel,
+        "rollout TP x DP x PP against the rollout's devices, as verl places vLLM replicas",
+    ),
+    Check(
+        "image-patch-size",
+        ("typed_work", "loc", "model_path", "clean_model"),
+        ("image_processor",),
+        ("rules.image-patch-size",),
+        _image_patch_size,
+        "B06: data.image_patch_size (verl's overlong filter) = the processor's patch size (verl's agent loop)",
+    ),
+    Check(
+        "prompt-counter",
+        ("typed_work", "model_path", "clean_model", "check_data"),
+        ("counter",),
+        (),
+        _prompt_counter,
+        "the folder's tokenizer, chat template and image processor, for the data check",
+    ),
+    Check(
+        "vision-token-ban",
+        ("typed_work",),
+        (),
+        ("rules.vision-token-ban",),
+        _vision_token_ban,
+        "B05: verl (PR #7038) or the vlgrpo patch bans the vision placeholders in vLLM sampling",
+    ),
+    Check(
+        "vision-token-mask",
+        ("typed_work",),
+        (),
+        ("rules.vision-token-mask",),
+        _vision_token_mask,
+        "B05: verl or the vlgrpo patch masks a response that holds a vision placeholder",
+    ),
+    Check(
+        "weight-sync-dp-rank",
+        ("typed_work",),
+        (),
+        ("rules.weight-sync-dp-rank",),
+        _weight_sync_dp_rank,
+        "verl #6615: rollout DP > 1 on Ascend needs the vlgrpo patch rollout.weight_sync_dp_rank",
+    ),
+    Check(
+        "safety-patches",
+        ("options",),
+        (),
+        ("patches.safety-off",),
+        _safety_patches,
+        "no patch marked as a safety fix (code execution, exposure) switched off for a launch (a dry run: warning)",
+    ),
+    Check(
+        "data",
+        ("typed_work", "loc", "check_data", "options"),
+        (),
+        tuple(c for c in CODES if c.startswith("data.")),
+        _data,
+        "B07: the parquet files, their columns, every row's prompt length, the data sources' scorers",
+    ),
+    Check(
+        "data-media",
+        ("typed_work", "loc", "check_data"),
+        (),
+        ("media.image-source", "media.video"),
+        _data_media,
+        "each image entry's source as verl reads it (bytes, else image/image_url: no URL, no relative path); no "
+        "video or audio rows",
+    ),
+    Check(
+        "mm-limits",
+        ("typed_work", "loc"),
+        (),
+        ("rules.video-enabled", "rules.image-limit"),
+        _mm_limits,
+        "C01: video off on a vLLM inside CVE-2026-22778/CVE-2026-34755; image limit >= images of a data row",
+    ),
+    Check(
+        "reward-http",
+        ("typed_work", "loc"),
+        (),
+        ("rules.reward-http-loopback",),
+        _reward_http,
+        "C01: no reward model reached over HTTP while patch rollout.server_loopback binds vLLM to 127.0.0.1",
+    ),
+    Check(
+        "checkpoint-volume",
+        ("typed_work", "loc", "model_path", "clean_model", "options"),
+        (),
+        (
+            "rules.checkpoint-untrusted",
+            "rules.checkpoint-space",
+            "rules.checkpoint-storage",
+            "rules.checkpoint-retention",
+        ),
+        _checkpoint_volume,
+        "C03: the folder a resume loads carries valid manifests; free space for the checkpoints kept at the peak of "
+        "a save (error; a warning in a dry run, --purpose plan); unbounded retention (warning)",
+    ),
+    Check(
+        "truncation",
+        ("typed_work", "loc", "model"),
+        (),
+        ("rules.image-truncation",),
+        _truncation,
+        "B07: no token truncation of image prompts",
+    ),
 )
 
 

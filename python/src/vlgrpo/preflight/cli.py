@@ -42,33 +42,63 @@ def _positive_int(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m vlgrpo preflight", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="`python -m vlgrpo preflight codes` lists every check and finding code.")
+    p = argparse.ArgumentParser(
+        prog="python -m vlgrpo preflight",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="`python -m vlgrpo preflight codes` lists every check and finding code.",
+    )
     p.add_argument("--argv-file", help="file with the complete launch argv, one element per line")
-    p.add_argument("--module", default=FULLY_ASYNC_MODULE, choices=sorted(KNOWN_MODULES),
-                   help="verl module for overrides given after -- (default: fully async)")
+    p.add_argument(
+        "--module",
+        default=FULLY_ASYNC_MODULE,
+        choices=sorted(KNOWN_MODULES),
+        help="verl module for overrides given after -- (default: fully async)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-data", action="store_true", help="skip reading the parquet files and counting tokens")
     p.add_argument("--model-path", help="check this model folder instead of actor_rollout_ref.model.path")
-    p.add_argument("--devices-per-node", type=_positive_int,
-                   help="accelerators per node (default: detect on this machine)")
-    p.add_argument("--devices-source", choices=("node", "plan"), default="node",
-                   help="node (default): --devices-per-node is this node's count; plan: a planning count for other "
-                        "machines (a layout larger than one node without a Ray address is then a warning)")
-    p.add_argument("--purpose", choices=PURPOSES, default="launch",
-                   help="launch (default: the argv is exec'd next) or plan (a dry run): less free space than one "
-                        "checkpoint is an error for a launch, a warning for a plan")
-    p.add_argument("--waive", action="store_true",
-                   help="exit 3 instead of 2 when no error finding is about code the launch would run")
-    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                   help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)")
-    p.add_argument("--vllm-rules", choices=("mirror", "vllm"), default="mirror",
-                   help="vLLM engine-config rules: as mirrored by vlgrpo (default, no vLLM import) or by vLLM's own "
-                        "config classes (needs vLLM installed)")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="folder of the token-count cache (default: <trainer.default_local_dir>/.vlgrpo-preflight-cache; "
-                        "'' for none). Refused unless it is yours or root's, not a symlink, not group/other-writable")
+    p.add_argument(
+        "--devices-per-node", type=_positive_int, help="accelerators per node (default: detect on this machine)"
+    )
+    p.add_argument(
+        "--devices-source",
+        choices=("node", "plan"),
+        default="node",
+        help="node (default): --devices-per-node is this node's count; plan: a planning count for other "
+        "machines (a layout larger than one node without a Ray address is then a warning)",
+    )
+    p.add_argument(
+        "--purpose",
+        choices=PURPOSES,
+        default="launch",
+        help="launch (default: the argv is exec'd next) or plan (a dry run): less free space than one "
+        "checkpoint is an error for a launch, a warning for a plan",
+    )
+    p.add_argument(
+        "--waive",
+        action="store_true",
+        help="exit 3 instead of 2 when no error finding is about code the launch would run",
+    )
+    p.add_argument(
+        "--progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="progress bar on stderr while counting tokens (auto: when stderr is a terminal)",
+    )
+    p.add_argument(
+        "--vllm-rules",
+        choices=("mirror", "vllm"),
+        default="mirror",
+        help="vLLM engine-config rules: as mirrored by vlgrpo (default, no vLLM import) or by vLLM's own "
+        "config classes (needs vLLM installed)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="folder of the token-count cache (default: <trainer.default_local_dir>/.vlgrpo-preflight-cache; "
+        "'' for none). Refused unless it is yours or root's, not a symlink, not group/other-writable",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides (after --) when no --argv-file is given")
     return p
 
@@ -80,8 +110,10 @@ def print_codes(as_json: bool = False) -> int:
     from .checks import CHECKS, code_rows
 
     rows = code_rows()
-    checks = [{"check": c.name, "needs": list(c.needs), "gives": list(c.gives), "codes": list(c.codes),
-               "doc": c.doc} for c in CHECKS]
+    checks = [
+        {"check": c.name, "needs": list(c.needs), "gives": list(c.gives), "codes": list(c.codes), "doc": c.doc}
+        for c in CHECKS
+    ]
     if as_json:
         print(json.dumps({"checks": checks, "codes": rows}, indent=2))
         return 0
@@ -120,10 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     progress = {"on": True, "off": False}.get(args.progress, sys.stderr.isatty() and not args.json)
     from .api import run_preflight
 
-    report = run_preflight(launch, check_data=not args.no_data, model_path=args.model_path,
-                           devices_per_node=args.devices_per_node, progress=progress, purpose=args.purpose,
-                           vllm_rules=args.vllm_rules, cache_dir=args.cache_dir,
-                           devices_source=args.devices_source)
+    report = run_preflight(
+        launch,
+        check_data=not args.no_data,
+        model_path=args.model_path,
+        devices_per_node=args.devices_per_node,
+        progress=progress,
+        purpose=args.purpose,
+        vllm_rules=args.vllm_rules,
+        cache_dir=args.cache_dir,
+        devices_source=args.devices_source,
+    )
     if args.json:
         print(report.to_json())
     else:
@@ -145,14 +184,17 @@ def unwaivable(report) -> list[str]:
     check that can report a ``runs_code`` finding (it did not look)."""
     from .checks import CHECKS, CODES
 
-    out = [f"[{f.code}] {f.what}" for f in report.errors
-           if f.runs_code or f.code not in CODES or CODES[f.code].runs_code]
+    out = [
+        f"[{f.code}] {f.what}" for f in report.errors if f.runs_code or f.code not in CODES or CODES[f.code].runs_code
+    ]
     by_name = {c.name: c for c in CHECKS}
     for entry in report.summary.get("checks") or []:
         check = by_name.get(entry.get("check"))
         if entry.get("status") != "ran" and check and any(CODES[c].runs_code for c in check.codes if c in CODES):
-            out.append(f"the check {check.name} did not run ({entry.get('reason') or entry.get('status')}), so the "
-                       f"launch's code-loading settings or files were not checked")
+            out.append(
+                f"the check {check.name} did not run ({entry.get('reason') or entry.get('status')}), so the "
+                f"launch's code-loading settings or files were not checked"
+            )
     return out
 
 

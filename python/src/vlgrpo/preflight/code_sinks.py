@@ -55,17 +55,55 @@ SINKS: dict[str, tuple[int, str, bool]] = {
 }
 TRUST_KEYWORD = "trust_remote_code"
 #: methods of a string that keep the value's meaning (``fqdn.rsplit(".", 1)``)
-_STR_METHODS = {"split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "replace", "format",
-                "removeprefix", "removesuffix", "partition", "rpartition", "encode", "decode"}
+_STR_METHODS = {
+    "split",
+    "rsplit",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "lower",
+    "upper",
+    "replace",
+    "format",
+    "removeprefix",
+    "removesuffix",
+    "partition",
+    "rpartition",
+    "encode",
+    "decode",
+}
 _MAX_DEPTH = 24
 #: text that a file with a sink call holds (files without any are parsed only when a flow leads there)
-_SINK_TOKENS = ("import_module", "spec_from_file_location", "find_spec", "__import__", "run_path", "run_module",
-                "exec(", "eval(", "instantiate", "get_class", "get_method", "get_object", "import call", "utils.call",
-                TRUST_KEYWORD)
+_SINK_TOKENS = (
+    "import_module",
+    "spec_from_file_location",
+    "find_spec",
+    "__import__",
+    "run_path",
+    "run_module",
+    "exec(",
+    "eval(",
+    "instantiate",
+    "get_class",
+    "get_method",
+    "get_object",
+    "import call",
+    "utils.call",
+    TRUST_KEYWORD,
+)
 _DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.M)
 #: calls that convert a config node without changing its keys (the key goes on below them)
-_SAME_KEYS = ("omega_conf_to_dataclass", "to_container", "to_object", "structured", "create", "deepcopy", "copy",
-              "dict", "DictConfigWrap")
+_SAME_KEYS = (
+    "omega_conf_to_dataclass",
+    "to_container",
+    "to_object",
+    "structured",
+    "create",
+    "deepcopy",
+    "copy",
+    "dict",
+    "DictConfigWrap",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +192,16 @@ class _Module:
         self.dotted = "verl." + (dotted[: -len(".__init__")] if dotted.endswith(".__init__") else dotted)
         self.aliases: dict[str, str] = {}  # local name -> fully qualified
         self.funcs: list[_Func] = []
-        self.top = _Func(ast.FunctionDef(name="<module>", args=ast.arguments(
-            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=[],
-            decorator_list=[]), self, None)
+        self.top = _Func(
+            ast.FunctionDef(
+                name="<module>",
+                args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                body=[],
+                decorator_list=[],
+            ),
+            self,
+            None,
+        )
         # one pass: (node, the function it belongs to, the class it is directly in)
         stack: list[tuple[ast.AST, _Func, str | None]] = [(c, self.top, None) for c in ast.iter_child_nodes(tree)]
         while stack:
@@ -356,8 +401,13 @@ class Sweep:
         rec = lambda e: self.origins(fn, e, depth + 1, seen)  # noqa: E731
         f = call.func
         const = [a.value for a in call.args[1:2] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        if isinstance(f, ast.Attribute) and f.attr == "get" and call.args and isinstance(call.args[0], ast.Constant) \
-                and isinstance(call.args[0].value, str):
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "get"
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
+        ):
             out = {a.add(call.args[0].value) for a in rec(f.value)}
             return out | set().union(set(), *(rec(d) for d in call.args[1:2]))  # the default too
         if isinstance(f, ast.Name) and f.id == "getattr" and len(call.args) >= 2 and const:
@@ -387,8 +437,12 @@ class Sweep:
             return q == want
         if not isinstance(f, ast.Attribute):
             return False
-        if isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") and caller.cls == callee.cls and \
-                caller.module is callee.module:
+        if (
+            isinstance(f.value, ast.Name)
+            and f.value.id in ("self", "cls")
+            and caller.cls == callee.cls
+            and caller.module is callee.module
+        ):
             return True
         q = caller.module.qualname(f)
         if q == want:
@@ -400,8 +454,16 @@ class Sweep:
         func_sinks: dict[str, set[str]] = {}
         pending: list[tuple[str, str, tuple[str, ...], bool, str, str, int, _Func, tuple[str, ...]]] = []
 
-        def record(fn: _Func, expr: ast.AST, suffix: tuple[str, ...], target: bool, sink: str, file: str,
-                   line: int, via: tuple[str, ...] = ()) -> None:
+        def record(
+            fn: _Func,
+            expr: ast.AST,
+            suffix: tuple[str, ...],
+            target: bool,
+            sink: str,
+            file: str,
+            line: int,
+            via: tuple[str, ...] = (),
+        ) -> None:
             for a in self.origins(fn, expr):
                 segs = a.segs if a.closed else a.segs + suffix
                 if a.root == "param":
@@ -413,17 +475,20 @@ class Sweep:
 
         for calls in list(self.calls.values()):
             for fn, sub in list(calls):
-                    m = fn.module
-                    q = m.qualname(sub.func)
-                    if q in SINKS:
-                        pos, kw, target = SINKS[q]
-                        arg = sub.args[pos] if len(sub.args) > pos else next(
-                            (k.value for k in sub.keywords if k.arg == kw), None)
-                        if arg is not None:
-                            record(fn, arg, ("_target_",) if target else (), target, q, m.rel, sub.lineno)
-                    for k in sub.keywords:
-                        if k.arg == TRUST_KEYWORD and not isinstance(k.value, ast.Constant):
-                            record(fn, k.value, (), False, "trust_remote_code=", m.rel, sub.lineno)
+                m = fn.module
+                q = m.qualname(sub.func)
+                if q in SINKS:
+                    pos, kw, target = SINKS[q]
+                    arg = (
+                        sub.args[pos]
+                        if len(sub.args) > pos
+                        else next((k.value for k in sub.keywords if k.arg == kw), None)
+                    )
+                    if arg is not None:
+                        record(fn, arg, ("_target_",) if target else (), target, q, m.rel, sub.lineno)
+                for k in sub.keywords:
+                    if k.arg == TRUST_KEYWORD and not isinstance(k.value, ast.Constant):
+                        record(fn, k.value, (), False, "trust_remote_code=", m.rel, sub.lineno)
         done: set[tuple[str, str, tuple[str, ...]]] = set()
         while pending:
             name, param, segs, target, sink, file, line, owner, via = pending.pop()
@@ -435,17 +500,31 @@ class Sweep:
                 index -= 1
             callers = 0
             self._ensure(owner.node.name if owner.node.name != "__init__" else owner.cls or "")
-            for fn, sub in list(self.calls.get(owner.node.name if owner.node.name != "__init__" else owner.cls or "", [])):
+            for fn, sub in list(
+                self.calls.get(owner.node.name if owner.node.name != "__init__" else owner.cls or "", [])
+            ):
                 if not self._calls(fn, sub, owner):
                     continue
                 callers += 1
                 arg = next((k.value for k in sub.keywords if k.arg == param), None)
-                if arg is None and index is not None and 0 <= index < len(sub.args) and not any(
-                        isinstance(a, ast.Starred) for a in sub.args[:index + 1]):
+                if (
+                    arg is None
+                    and index is not None
+                    and 0 <= index < len(sub.args)
+                    and not any(isinstance(a, ast.Starred) for a in sub.args[: index + 1])
+                ):
                     arg = sub.args[index]
                 if arg is not None:
-                    record(fn, arg, segs, target, sink, file, line,
-                           via + (f"{fn.module.rel}:{sub.lineno} {owner.node.name}({param})",))
+                    record(
+                        fn,
+                        arg,
+                        segs,
+                        target,
+                        sink,
+                        file,
+                        line,
+                        via + (f"{fn.module.rel}:{sub.lineno} {owner.node.name}({param})",),
+                    )
             if not callers and segs:
                 # an entry point verl's own code never calls (a Hydra main, a Ray actor method): the keys below the
                 # parameter are the config's
@@ -495,8 +574,9 @@ class CodeKey:
     hit: Hit
 
 
-def keys_in_config(hits: list[Hit], cfg: Any, copies: list[tuple[tuple[str, ...], tuple[str, ...], str, int]] = ()
-                   ) -> dict[str, Hit]:
+def keys_in_config(
+    hits: list[Hit], cfg: Any, copies: list[tuple[tuple[str, ...], tuple[str, ...], str, int]] = ()
+) -> dict[str, Hit]:
     """Map the sweep's access paths onto ``cfg`` (a composed verl config): dotted key -> the first hit that
     names it (see the module docstring). A hit whose chain ends in ``_target_`` maps to every ``_target_`` key.
     ``copies`` (:attr:`Sweep.copies`): a key verl copies into a code key (or into a node above one) is a code key
@@ -539,7 +619,7 @@ def keys_in_config(hits: list[Hit], cfg: Any, copies: list[tuple[tuple[str, ...]
                 for t in t_keys:
                     if code == t or code.startswith(t + "."):
                         for v in v_keys:
-                            new = v + code[len(t):]
+                            new = v + code[len(t) :]
                             if new in keys and new not in out:
                                 h = out[code]
                                 out[new] = dataclasses.replace(h, via=h.via + (f"{file}:{line} copied into {t}",))

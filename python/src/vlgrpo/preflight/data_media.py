@@ -61,7 +61,7 @@ def verl_image_source(entry: Any) -> tuple[str, str]:
 
 _WHY = {
     "url": "a URL: the trainer (qwen-vl-utils' fetch_image) would download it at training time, and the preflight "
-           "counted another image",
+    "counted another image",
     "relative": "a relative path: qwen-vl-utils opens it from the trainer's working directory, a fresh empty folder",
     "missing": "an absolute path that is not a file here",
     "null-bytes": "a 'bytes' field without data: verl opens BytesIO(None) and raises",
@@ -79,8 +79,11 @@ def _content_kinds(prompt: Any) -> list[str]:
         if isinstance(content, str):
             out += [k for k in ("video", "audio") if f"<{k}>" in content]
         elif isinstance(content, list):
-            out += [str(i.get("type")) for i in content if isinstance(i, dict) and str(i.get("type", "")).startswith(
-                ("video", "audio"))]
+            out += [
+                str(i.get("type"))
+                for i in content
+                if isinstance(i, dict) and str(i.get("type", "")).startswith(("video", "audio"))
+            ]
     return out
 
 
@@ -92,8 +95,12 @@ def check_media(work: Any, report: Report, loc: Any) -> dict[str, Any]:
     from .dataset import _as_list, _expand
 
     data = work.data
-    keys = {"image": data.get("image_key", "images"), "video": data.get("video_key", "videos"),
-            "audio": data.get("audio_key", "audios"), "prompt": data.get("prompt_key", "prompt")}
+    keys = {
+        "image": data.get("image_key", "images"),
+        "video": data.get("video_key", "videos"),
+        "audio": data.get("audio_key", "audios"),
+        "prompt": data.get("prompt_key", "prompt"),
+    }
     summary: dict[str, Any] = {}
     quiet = Report()  # _expand's own findings are the data check's; not repeated here
     for key in ("data.train_files", "data.val_files"):
@@ -122,19 +129,33 @@ def check_media(work: Any, report: Report, loc: Any) -> dict[str, Any]:
                     row += 1
             summary[path] = {"rows": row, "image_sources": kinds, "media_rows": len(media)}
             for kind, rows in bad.items():
-                report.add(Finding(
-                    "media.image-source", ERROR, f"{len(rows)} image entr{'y' if len(rows) == 1 else 'ies'} whose "
-                    f"image is {_WHY[kind]}: " + "; ".join(rows[:MAX_LISTED]) + (" ..." if len(rows) > MAX_LISTED
-                                                                                  else ""),
-                    loc.where(key, file=path), "verl reads the entry's bytes, else its image/image_url field "
-                    "(rl_dataset.py _build_messages, qwen-vl-utils fetch_image)",
-                    "embed the images as bytes (python -m vlgrpo data geo3k writes them so), or give absolute paths "
-                    "of local files"))
+                report.add(
+                    Finding(
+                        "media.image-source",
+                        ERROR,
+                        f"{len(rows)} image entr{'y' if len(rows) == 1 else 'ies'} whose "
+                        f"image is {_WHY[kind]}: "
+                        + "; ".join(rows[:MAX_LISTED])
+                        + (" ..." if len(rows) > MAX_LISTED else ""),
+                        loc.where(key, file=path),
+                        "verl reads the entry's bytes, else its image/image_url field "
+                        "(rl_dataset.py _build_messages, qwen-vl-utils fetch_image)",
+                        "embed the images as bytes (python -m vlgrpo data geo3k writes them so), or give absolute paths "
+                        "of local files",
+                    )
+                )
             if media:
-                report.add(Finding(
-                    "media.video", ERROR, f"{len(media)} row(s) bring video or audio: " + "; ".join(media[:MAX_LISTED])
-                    + (" ..." if len(media) > MAX_LISTED else ""), loc.where(key, file=path),
-                    "video is off (limit_mm_per_prompt video:0), but verl's dataset decodes a row's videos and audio "
-                    "before vLLM's limit sees them: the decoder surface of CVE-2026-22778 / CVE-2026-34755 is back",
-                    "drop those rows or their video/audio columns and placeholders (these recipes train on images)"))
+                report.add(
+                    Finding(
+                        "media.video",
+                        ERROR,
+                        f"{len(media)} row(s) bring video or audio: "
+                        + "; ".join(media[:MAX_LISTED])
+                        + (" ..." if len(media) > MAX_LISTED else ""),
+                        loc.where(key, file=path),
+                        "video is off (limit_mm_per_prompt video:0), but verl's dataset decodes a row's videos and audio "
+                        "before vLLM's limit sees them: the decoder surface of CVE-2026-22778 / CVE-2026-34755 is back",
+                        "drop those rows or their video/audio columns and placeholders (these recipes train on images)",
+                    )
+                )
     return summary

@@ -43,8 +43,9 @@ QWEN_VL_UTILS_MAX_RATIO = 200
 MAX_LISTED_ROWS = 20
 
 
-def pre_resize_hw(height: int, width: int, image_patch_size: int, min_pixels: int | None = None,
-                  max_pixels: int | None = None) -> tuple[int, int]:
+def pre_resize_hw(
+    height: int, width: int, image_patch_size: int, min_pixels: int | None = None, max_pixels: int | None = None
+) -> tuple[int, int]:
     """(height, width) after qwen-vl-utils' image resize for ``image_patch_size`` (qwen-vl-utils 0.0.14
     ``vision_process.py``: ``fetch_image`` -> ``smart_resize``).
 
@@ -85,8 +86,9 @@ def load_image_processor(model_path: str, processor: Any = None) -> Any:
     from transformers import AutoImageProcessor
 
     try:
-        return AutoImageProcessor.from_pretrained(model_path, use_fast=False, trust_remote_code=False,
-                                                  **_pixel_bounds(model_path))
+        return AutoImageProcessor.from_pretrained(
+            model_path, use_fast=False, trust_remote_code=False, **_pixel_bounds(model_path)
+        )
     except Exception:  # noqa: BLE001 - text-only model folder
         return None
 
@@ -107,10 +109,17 @@ class PromptCounter:
     (dicts; their ``min_pixels``/``max_pixels``/``resized_height``/``resized_width`` reach qwen-vl-utils).
     """
 
-    def __init__(self, model_path: str, filter_patch_size: int | None = AGENT_LOOP_DEFAULT_PATCH,
-                 apply_chat_template_kwargs: dict | None = None, mm_processor_kwargs: dict | None = None,
-                 tokenizer: Any = None, processor: Any = None, processor_tried: bool = False,
-                 image_processor: Any = None):
+    def __init__(
+        self,
+        model_path: str,
+        filter_patch_size: int | None = AGENT_LOOP_DEFAULT_PATCH,
+        apply_chat_template_kwargs: dict | None = None,
+        mm_processor_kwargs: dict | None = None,
+        tokenizer: Any = None,
+        processor: Any = None,
+        processor_tried: bool = False,
+        image_processor: Any = None,
+    ):
         self.kwargs = dict(apply_chat_template_kwargs or {})
         self.mm_kwargs = dict(mm_processor_kwargs or {})
         self.processor = processor
@@ -139,8 +148,10 @@ class PromptCounter:
             if self.image_processor is None:
                 self.image_processor = load_image_processor(model_path)
             self.chat_template = _processor_chat_template(model_path)
-            self.method = (f"{type(self.tokenizer).__name__} + {type(self.image_processor).__name__} "
-                           "(no processor: torchvision missing; Qwen3VLProcessor's <|image_pad|> expansion rule)")
+            self.method = (
+                f"{type(self.tokenizer).__name__} + {type(self.image_processor).__name__} "
+                "(no processor: torchvision missing; Qwen3VLProcessor's <|image_pad|> expansion rule)"
+            )
         self.patch_size = rollout_patch_size(self.image_processor)
         self.filter_patch_size = filter_patch_size
         self.image_pad_id = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
@@ -152,8 +163,11 @@ class PromptCounter:
         except Exception:  # noqa: BLE001 - needs torchvision
             self._fetch = None
             self.method += "; images pre-resized by vlgrpo's qwen-vl-utils rule"
-        self.method += (f" with the processor's patch size {self.patch_size}, as verl's agent loop does"
-                        if self.image_processor is not None else "")
+        self.method += (
+            f" with the processor's patch size {self.patch_size}, as verl's agent loop does"
+            if self.image_processor is not None
+            else ""
+        )
 
     @property
     def merge_size(self) -> int:
@@ -164,8 +178,9 @@ class PromptCounter:
         patch = self.patch_size if patch_size is None else patch_size
         item = item if isinstance(item, dict) else {}
         if self._fetch is not None:
-            return self._fetch({**{k: v for k, v in item.items() if k in _ITEM_KEYS}, "image": image},
-                               image_patch_size=patch)
+            return self._fetch(
+                {**{k: v for k, v in item.items() if k in _ITEM_KEYS}, "image": image}, image_patch_size=patch
+            )
         image = image.convert("RGB")
         if "resized_height" in item and "resized_width" in item:
             h, w = pre_resize_hw(int(item["resized_height"]), int(item["resized_width"]), patch)
@@ -175,18 +190,19 @@ class PromptCounter:
 
     def render(self, messages: list[dict]) -> str:
         if self.processor is not None:
-            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                                      **self.kwargs)
+            return self.processor.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, **self.kwargs
+            )
         extra = {"chat_template": self.chat_template} if self.chat_template else {}
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                                  **{**extra, **self.kwargs})
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **{**extra, **self.kwargs}
+        )
 
     def count(self, messages: list[dict], images: list[Any], items: list[Any] | None = None) -> tuple[int, int]:
         """(prompt tokens, image tokens) of the prompt the rollout builds."""
         return self._count(messages, images, items, self.patch_size)
 
-    def count_filter(self, messages: list[dict], images: list[Any], items: list[Any] | None = None
-                     ) -> tuple[int, int]:
+    def count_filter(self, messages: list[dict], images: list[Any], items: list[Any] | None = None) -> tuple[int, int]:
         """(prompt tokens, image tokens) as verl's overlong filter estimates them (``data.image_patch_size``)."""
         if self.filter_patch_size == self.patch_size or not images:
             return self.count(messages, images, items)
@@ -194,8 +210,7 @@ class PromptCounter:
             raise ValueError(f"data.image_patch_size={self.filter_patch_size!r}: qwen-vl-utils cannot pre-resize")
         return self._count(messages, images, items, self.filter_patch_size)
 
-    def _count(self, messages: list[dict], images: list[Any], items: list[Any] | None, patch: int
-               ) -> tuple[int, int]:
+    def _count(self, messages: list[dict], images: list[Any], items: list[Any] | None, patch: int) -> tuple[int, int]:
         raw = self.render(messages)
         if not images:
             return len(self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]), 0
@@ -204,18 +219,17 @@ class PromptCounter:
         if self.processor is not None:
             out = self.processor(text=[raw], images=prepared, **self.mm_kwargs)
             grid = out["image_grid_thw"]
-            image_tokens = int(sum(int(g[0]) * int(g[1]) * int(g[2]) for g in grid)) // self.merge_size ** 2
+            image_tokens = int(sum(int(g[0]) * int(g[1]) * int(g[2]) for g in grid)) // self.merge_size**2
             return len(out["input_ids"][0]), image_tokens
         if self.image_processor is None:
             raise RuntimeError("the model folder has no image processor but the row has images")
         grid = self.image_processor(images=prepared, **self.mm_kwargs)["image_grid_thw"]
-        per_image = [int(g[0]) * int(g[1]) * int(g[2]) // self.merge_size ** 2 for g in grid]
+        per_image = [int(g[0]) * int(g[1]) * int(g[2]) // self.merge_size**2 for g in grid]
         ids = self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]
         pads = sum(1 for t in ids if t == self.image_pad_id)
         if pads != len(per_image):
             raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
         return len(ids) - pads + sum(per_image), sum(per_image)
-
 
     # --- size-only counting (the cold count's fast path) -----------------------------------------------------
 
@@ -244,7 +258,7 @@ class PromptCounter:
         if rule is not None:
             smart_resize, factor, patch, lo, hi = rule
             rh, rw = smart_resize(height, width, factor, min_pixels=lo, max_pixels=hi)
-            tokens = (rh // patch) * (rw // patch) // self.merge_size ** 2
+            tokens = (rh // patch) * (rw // patch) // self.merge_size**2
             probes = self.__dict__.setdefault("_grid_probes", {"first": 0, "below": 0, "above": 0})
             branch = "below" if height * width < lo else "above" if height * width > hi else "first"
             if probes["first"] < GRID_PROBES or probes[branch] < GRID_PROBES // 2:
@@ -262,7 +276,7 @@ class PromptCounter:
         from PIL import Image
 
         grid = self.image_processor(images=[Image.new("RGB", (width, height))], **self.mm_kwargs)["image_grid_thw"]
-        return int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size ** 2
+        return int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size**2
 
     def _grid_rule(self) -> tuple | None:
         if "_grid_rule_state" not in self.__dict__:
@@ -289,8 +303,9 @@ class PromptCounter:
             return pre_resize_hw(int(item["resized_height"]), int(item["resized_width"]), patch)
         return pre_resize_hw(height, width, patch, item.get("min_pixels"), item.get("max_pixels"))
 
-    def count_sizes(self, messages: list[dict], sizes: list[tuple[int, int]], items: list[Any] | None,
-                    patch: int | None = None) -> tuple[int, int]:
+    def count_sizes(
+        self, messages: list[dict], sizes: list[tuple[int, int]], items: list[Any] | None, patch: int | None = None
+    ) -> tuple[int, int]:
         """:meth:`count` (``patch`` None) or :meth:`count_filter`'s per-patch count from the images' (height, width)
         alone: the rendered template tokenized once, each ``<|image_pad|>`` expanded to the image's tokens
         (``Qwen3VLProcessor.__call__``'s rule, transformers 4.57.6 ``processing_qwen3_vl.py``)."""
@@ -300,8 +315,9 @@ class PromptCounter:
         if not sizes:
             return len(ids), 0
         items = list(items or [None] * len(sizes))
-        per_image = [self.image_tokens_for_size(*self.pre_resize_size(h, w, it, patch))
-                     for (h, w), it in zip(sizes, items)]
+        per_image = [
+            self.image_tokens_for_size(*self.pre_resize_size(h, w, it, patch)) for (h, w), it in zip(sizes, items)
+        ]
         pads = sum(1 for t in ids if t == self.image_pad_id)
         if pads != len(per_image):
             raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
@@ -339,14 +355,24 @@ class PromptCounter:
         ip_state = ip.to_dict() if hasattr(ip, "to_dict") else None
         with open(__file__, "rb") as fh:
             source = hashlib.sha256(fh.read()).hexdigest()
-        state = {"count_version": COUNT_VERSION, "source": source, "method": self.method, "versions": versions,
-                 "tokenizer": type(self.tokenizer).__name__, "vocab": len(self.tokenizer),
-                 "processor": type(self.processor).__name__ if self.processor is not None else None,
-                 "image_processor": type(ip).__name__ if ip is not None else None, "image_processor_state": ip_state,
-                 "chat_template": getattr(self.processor, "chat_template", None) or self.chat_template,
-                 "patch_size": self.patch_size, "filter_patch_size": self.filter_patch_size,
-                 "merge_size": self.merge_size if ip is not None else None, "mm_processor_kwargs": self.mm_kwargs,
-                 "apply_chat_template_kwargs": self.kwargs, "extra": extra or {}}
+        state = {
+            "count_version": COUNT_VERSION,
+            "source": source,
+            "method": self.method,
+            "versions": versions,
+            "tokenizer": type(self.tokenizer).__name__,
+            "vocab": len(self.tokenizer),
+            "processor": type(self.processor).__name__ if self.processor is not None else None,
+            "image_processor": type(ip).__name__ if ip is not None else None,
+            "image_processor_state": ip_state,
+            "chat_template": getattr(self.processor, "chat_template", None) or self.chat_template,
+            "patch_size": self.patch_size,
+            "filter_patch_size": self.filter_patch_size,
+            "merge_size": self.merge_size if ip is not None else None,
+            "mm_processor_kwargs": self.mm_kwargs,
+            "apply_chat_template_kwargs": self.kwargs,
+            "extra": extra or {},
+        }
         h.update(json.dumps(state, sort_keys=True, default=repr).encode())
         return h.hexdigest()
 
@@ -459,8 +485,9 @@ def _placeholders(prompt: Any) -> int:
     """Number of ``<image>`` placeholders in the string contents of a prompt (verl's message list)."""
     if not isinstance(prompt, list):
         return 0
-    return sum(m.get("content").count("<image>") for m in prompt
-               if isinstance(m, dict) and isinstance(m.get("content"), str))
+    return sum(
+        m.get("content").count("<image>") for m in prompt if isinstance(m, dict) and isinstance(m.get("content"), str)
+    )
 
 
 #: file endings verl 0.8.0 ``RLHFDataset._read_files_and_tokenize`` accepts (anything else: ValueError).
@@ -481,30 +508,68 @@ def _expand(files: list[str], key: str, report: Report, loc: Any) -> list[str]:
     for path in files:
         where = loc.where(key, file=path)
         if "://" in path:
-            report.add(Finding("data.not-checked", WARNING, f"{path} is remote; its rows are not checked here",
-                               where, "verl downloads it in the trainer", "check a local copy with --argv-file"))
+            report.add(
+                Finding(
+                    "data.not-checked",
+                    WARNING,
+                    f"{path} is remote; its rows are not checked here",
+                    where,
+                    "verl downloads it in the trainer",
+                    "check a local copy with --argv-file",
+                )
+            )
             continue
         if not path.endswith(VERL_DATA_SUFFIXES):
             what = "is a folder" if os.path.isdir(path) else "does not end in .parquet, .json or .jsonl"
-            report.add(Finding("data.missing", ERROR, f"{path} {what}", where,
-                               "verl's RLHFDataset raises 'Unsupported file format' for it in the trainer",
-                               f"list the parquet files themselves in {key} (a glob such as dir/*.parquet works)"))
+            report.add(
+                Finding(
+                    "data.missing",
+                    ERROR,
+                    f"{path} {what}",
+                    where,
+                    "verl's RLHFDataset raises 'Unsupported file format' for it in the trainer",
+                    f"list the parquet files themselves in {key} (a glob such as dir/*.parquet works)",
+                )
+            )
             continue
         if glob.has_magic(path):
             found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
             if not found:
-                report.add(Finding("data.missing", ERROR, f"{path} matches no file", where,
-                                   "datasets.load_dataset raises FileNotFoundError in the trainer", f"fix {key}"))
+                report.add(
+                    Finding(
+                        "data.missing",
+                        ERROR,
+                        f"{path} matches no file",
+                        where,
+                        "datasets.load_dataset raises FileNotFoundError in the trainer",
+                        f"fix {key}",
+                    )
+                )
             out += [p for p in found if p.endswith(".parquet")]
             continue
         if not os.path.isfile(path):
-            report.add(Finding("data.missing", ERROR, f"{path} does not exist", where,
-                               "verl's RLHFDataset fails to load it in the trainer", f"fix {key}"))
+            report.add(
+                Finding(
+                    "data.missing",
+                    ERROR,
+                    f"{path} does not exist",
+                    where,
+                    "verl's RLHFDataset fails to load it in the trainer",
+                    f"fix {key}",
+                )
+            )
             continue
         if not path.endswith(".parquet"):
-            report.add(Finding("data.not-checked", WARNING, f"{path} is JSON; preflight checks parquet rows only",
-                               where, "verl reads it with datasets' json loader", "convert it to parquet to have it "
-                               "checked"))
+            report.add(
+                Finding(
+                    "data.not-checked",
+                    WARNING,
+                    f"{path} is JSON; preflight checks parquet rows only",
+                    where,
+                    "verl reads it with datasets' json loader",
+                    "convert it to parquet to have it checked",
+                )
+            )
             continue
         out.append(path)
     return out
@@ -525,9 +590,16 @@ def reward_handles(data_source: str) -> tuple[bool, str]:
     return True, ""
 
 
-def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | None, progress: bool = False,
-               custom_reward: bool = False, cache_dir: str | None = None, model_path: str | None = None
-               ) -> dict[str, Any]:
+def check_data(
+    work: Any,
+    report: Report,
+    loc: Any,
+    counter: PromptCounter | None,
+    progress: bool = False,
+    custom_reward: bool = False,
+    cache_dir: str | None = None,
+    model_path: str | None = None,
+) -> dict[str, Any]:
     """Check ``data.train_files`` and ``data.val_files``; returns per-split summaries (and ``count_cache``: the
     cache folder, its hits/misses/refused entries and the rows counted, reused and recounted).
 
@@ -566,39 +638,70 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                 cache_note = "on"
             except CacheRefused as exc:
                 cache_note = f"refused ({exc})"
-                report.add(Finding(
-                    "data.count-cache", WARNING, f"the token-count cache folder is refused: {exc}",
-                    loc.where("trainer.default_local_dir") if source != "--cache-dir" else Where(key="--cache-dir"),
-                    "a count read from a folder another user can write could hide an over-long row; every row was "
-                    "counted without the cache",
-                    f"give a folder of your own (mode 0700) with --cache-dir, or fix the owner/mode of {cache_dir}"))
+                report.add(
+                    Finding(
+                        "data.count-cache",
+                        WARNING,
+                        f"the token-count cache folder is refused: {exc}",
+                        loc.where("trainer.default_local_dir") if source != "--cache-dir" else Where(key="--cache-dir"),
+                        "a count read from a folder another user can write could hide an over-long row; every row was "
+                        "counted without the cache",
+                        f"give a folder of your own (mode 0700) with --cache-dir, or fix the owner/mode of {cache_dir}",
+                    )
+                )
     counts = RowCounts(counter, prompt_key, image_key, filtering, cache, progress, model_path)
     for split, key in (("train", "data.train_files"), ("val", "data.val_files")):
         files = _as_list(data.get(key.split(".", 1)[1]))
-        info: dict[str, Any] = {"files": files, "rows": 0, "max_prompt_length": max_len, "over_budget": 0,
-                                "image_rows": 0}
+        info: dict[str, Any] = {
+            "files": files,
+            "rows": 0,
+            "max_prompt_length": max_len,
+            "over_budget": 0,
+            "image_rows": 0,
+        }
         summary[split] = info
         largest: dict[str, Any] = {}
         for path in _expand(files, key, report, loc):
             try:
                 pf = pq.ParquetFile(path)
             except Exception as exc:  # noqa: BLE001
-                report.add(Finding("data.unreadable", ERROR, f"pyarrow cannot read {path}: {exc}",
-                                   loc.where(key, file=path), "verl loads it with datasets/pyarrow", "rewrite the file"))
+                report.add(
+                    Finding(
+                        "data.unreadable",
+                        ERROR,
+                        f"pyarrow cannot read {path}: {exc}",
+                        loc.where(key, file=path),
+                        "verl loads it with datasets/pyarrow",
+                        "rewrite the file",
+                    )
+                )
                 continue
             names = pf.schema_arrow.names
             missing = [c for c in (prompt_key, "data_source", "reward_model") if c not in names]
             if missing:
-                report.add(Finding(
-                    "data.columns", ERROR, f"columns missing: {missing} (has {names})", loc.where(key, file=path),
-                    "verl reads data.prompt_key, data_source and reward_model.ground_truth from every row",
-                    "convert the data with `python -m vlgrpo data geo3k SRC OUT`"))
+                report.add(
+                    Finding(
+                        "data.columns",
+                        ERROR,
+                        f"columns missing: {missing} (has {names})",
+                        loc.where(key, file=path),
+                        "verl reads data.prompt_key, data_source and reward_model.ground_truth from every row",
+                        "convert the data with `python -m vlgrpo data geo3k SRC OUT`",
+                    )
+                )
                 continue
             rm_type = pf.schema_arrow.field("reward_model").type
             if not (hasattr(rm_type, "names") and "ground_truth" in [f.name for f in rm_type]):
-                report.add(Finding("data.columns", ERROR, "reward_model has no ground_truth field",
-                                   loc.where(key, file=path), "the reward function compares against it",
-                                   "write reward_model={'style': 'rule', 'ground_truth': ...}"))
+                report.add(
+                    Finding(
+                        "data.columns",
+                        ERROR,
+                        "reward_model has no ground_truth field",
+                        loc.where(key, file=path),
+                        "the reward function compares against it",
+                        "write reward_model={'style': 'rule', 'ground_truth': ...}",
+                    )
+                )
             has_images = image_key in names
             placeholder_rows: list[int] = []  # rows with <image> in the prompt but no image to put there
             columns = [c for c in (prompt_key, image_key, "data_source") if c in names]
@@ -641,102 +744,198 @@ def check_data(work: Any, report: Report, loc: Any, counter: PromptCounter | Non
                     image_alone.append((idx, img_tokens))
             info["rows"] += row_index
             if row_index == 0:
-                report.add(Finding(
-                    "data.empty", ERROR, f"{path} has no rows", loc.where(key, file=path),
-                    "verl builds an empty dataloader from it: training has no steps (validation no samples)",
-                    "point the setting at the converted split (python -m vlgrpo data geo3k SRC OUT)"))
+                report.add(
+                    Finding(
+                        "data.empty",
+                        ERROR,
+                        f"{path} has no rows",
+                        loc.where(key, file=path),
+                        "verl builds an empty dataloader from it: training has no steps (validation no samples)",
+                        "point the setting at the converted split (python -m vlgrpo data geo3k SRC OUT)",
+                    )
+                )
             if placeholder_rows:
                 listed = ", ".join(str(i) for i in placeholder_rows[:MAX_LISTED_ROWS])
-                more = f" (+{len(placeholder_rows) - MAX_LISTED_ROWS} more)" if len(placeholder_rows) > MAX_LISTED_ROWS else ""
-                what = (f"column {image_key!r} (data.image_key) is missing" if not has_images else
-                        f"{len(placeholder_rows)} row(s) have no image in column {image_key!r}")
-                report.add(Finding(
-                    "data.columns" if not has_images else "data.row", ERROR,
-                    f"{what}, but their prompts carry <image> placeholders: rows {listed}{more}",
-                    (loc.where("data.image_key", file=path, row=placeholder_rows[0]) if not has_images else
-                     Where(key=key, file=path, row=placeholder_rows[0])),
-                    "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
-                    "policy is trained on the literal text '<image>' and never sees the diagram",
-                    "set data.image_key to the images column, or reconvert the data so every such row has its image"))
+                more = (
+                    f" (+{len(placeholder_rows) - MAX_LISTED_ROWS} more)"
+                    if len(placeholder_rows) > MAX_LISTED_ROWS
+                    else ""
+                )
+                what = (
+                    f"column {image_key!r} (data.image_key) is missing"
+                    if not has_images
+                    else f"{len(placeholder_rows)} row(s) have no image in column {image_key!r}"
+                )
+                report.add(
+                    Finding(
+                        "data.columns" if not has_images else "data.row",
+                        ERROR,
+                        f"{what}, but their prompts carry <image> placeholders: rows {listed}{more}",
+                        (
+                            loc.where("data.image_key", file=path, row=placeholder_rows[0])
+                            if not has_images
+                            else Where(key=key, file=path, row=placeholder_rows[0])
+                        ),
+                        "verl's RLHFDataset splits <image> into image slots only when the row has images; otherwise the "
+                        "policy is trained on the literal text '<image>' and never sees the diagram",
+                        "set data.image_key to the images column, or reconvert the data so every such row has its image",
+                    )
+                )
             info["over_budget"] += len(over) + sum(1 for r in kept_overlong if r[1] > max_len)
             info["rollout_overlong"] = info.get("rollout_overlong", 0) + len(kept_overlong)
             info["dropped_by_filter"] = info.get("dropped_by_filter", 0) + dropped
             where = loc.where(key, file=path)
             for idx, why in bad_rows[:MAX_LISTED_ROWS]:
-                report.add(Finding("data.row", ERROR, f"row cannot be processed: {why}",
-                                   Where(key=key, file=path, row=idx),
-                                   "verl's dataset asserts on it or drops it", "fix or remove the row"))
+                report.add(
+                    Finding(
+                        "data.row",
+                        ERROR,
+                        f"row cannot be processed: {why}",
+                        Where(key=key, file=path, row=idx),
+                        "verl's dataset asserts on it or drops it",
+                        "fix or remove the row",
+                    )
+                )
             severity = WARNING if filtering else ERROR
             if image_alone:
                 rows = ", ".join(f"row {i}: {n} image tokens" for i, n in image_alone[:MAX_LISTED_ROWS])
-                report.add(Finding(
-                    "data.image-exceeds-budget", severity,
-                    f"{len(image_alone)} row(s) whose image tokens alone exceed max_prompt_length {max_len}: {rows}",
-                    Where(position=where.position, override=where.override, key=key, file=path, row=image_alone[0][0]),
-                    "no truncation can fit them: verl raises at rollout for image prompts (verl issue #4975)"
-                    + (" -- with filtering on, verl drops them" if filtering else ""),
-                    "downscale those images, drop the rows, or raise data.max_prompt_length"))
+                report.add(
+                    Finding(
+                        "data.image-exceeds-budget",
+                        severity,
+                        f"{len(image_alone)} row(s) whose image tokens alone exceed max_prompt_length {max_len}: {rows}",
+                        Where(
+                            position=where.position, override=where.override, key=key, file=path, row=image_alone[0][0]
+                        ),
+                        "no truncation can fit them: verl raises at rollout for image prompts (verl issue #4975)"
+                        + (" -- with filtering on, verl drops them" if filtering else ""),
+                        "downscale those images, drop the rows, or raise data.max_prompt_length",
+                    )
+                )
             if kept_overlong:
-                report.add(_kept_overlong_finding(kept_overlong, counter, filtering, max_len, rollout_len,
-                                                  Where(position=where.position, override=where.override, key=key,
-                                                        file=path, row=kept_overlong[0][0])))
+                report.add(
+                    _kept_overlong_finding(
+                        kept_overlong,
+                        counter,
+                        filtering,
+                        max_len,
+                        rollout_len,
+                        Where(
+                            position=where.position,
+                            override=where.override,
+                            key=key,
+                            file=path,
+                            row=kept_overlong[0][0],
+                        ),
+                    )
+                )
             if dropped_fitting:
-                rows = ", ".join(f"row {i}: {n} tokens in the rollout, {e} by verl's filter"
-                                 for i, n, e in dropped_fitting[:MAX_LISTED_ROWS])
-                more = f" (+{len(dropped_fitting) - MAX_LISTED_ROWS} more)" if len(dropped_fitting) > MAX_LISTED_ROWS else ""
-                report.add(Finding(
-                    "data.filter-drops-fitting", WARNING,
-                    f"verl's overlong filter drops {len(dropped_fitting)} row(s) that fit max_prompt_length {max_len} "
-                    f"in the rollout: {rows}{more}",
-                    Where(position=where.position, override=where.override, key=key, file=path,
-                          row=dropped_fitting[0][0]),
-                    f"the filter pre-resizes images with data.image_patch_size={counter.filter_patch_size}, the "
-                    f"rollout with the processor's {counter.patch_size}, so it over-counts these (verl issue #6592)",
-                    f"data.image_patch_size={counter.patch_size}"))
+                rows = ", ".join(
+                    f"row {i}: {n} tokens in the rollout, {e} by verl's filter"
+                    for i, n, e in dropped_fitting[:MAX_LISTED_ROWS]
+                )
+                more = (
+                    f" (+{len(dropped_fitting) - MAX_LISTED_ROWS} more)"
+                    if len(dropped_fitting) > MAX_LISTED_ROWS
+                    else ""
+                )
+                report.add(
+                    Finding(
+                        "data.filter-drops-fitting",
+                        WARNING,
+                        f"verl's overlong filter drops {len(dropped_fitting)} row(s) that fit max_prompt_length {max_len} "
+                        f"in the rollout: {rows}{more}",
+                        Where(
+                            position=where.position,
+                            override=where.override,
+                            key=key,
+                            file=path,
+                            row=dropped_fitting[0][0],
+                        ),
+                        f"the filter pre-resizes images with data.image_patch_size={counter.filter_patch_size}, the "
+                        f"rollout with the processor's {counter.patch_size}, so it over-counts these (verl issue #6592)",
+                        f"data.image_patch_size={counter.patch_size}",
+                    )
+                )
             if over:
                 rows = ", ".join(f"row {i}: {n} tokens ({m} image)" for i, n, m in over[:MAX_LISTED_ROWS])
                 more = f" (+{len(over) - MAX_LISTED_ROWS} more)" if len(over) > MAX_LISTED_ROWS else ""
-                report.add(Finding(
-                    "data.over-budget", severity,
-                    f"{len(over)} row(s) longer than max_prompt_length {max_len}: {rows}{more}",
-                    Where(position=where.position, override=where.override, key=key, file=path, row=over[0][0]),
-                    ("data.filter_overlong_prompts=True: verl drops these rows before training" if filtering else
-                     "data.filter_overlong_prompts is off, so these rows reach rollout and fail or get truncated"),
-                    ("raise data.max_prompt_length (VLGRPO_MAX_PROMPT_LENGTH) or downscale the images to keep these rows"
-                     if filtering else "data.filter_overlong_prompts=True, or raise data.max_prompt_length")))
+                report.add(
+                    Finding(
+                        "data.over-budget",
+                        severity,
+                        f"{len(over)} row(s) longer than max_prompt_length {max_len}: {rows}{more}",
+                        Where(position=where.position, override=where.override, key=key, file=path, row=over[0][0]),
+                        (
+                            "data.filter_overlong_prompts=True: verl drops these rows before training"
+                            if filtering
+                            else "data.filter_overlong_prompts is off, so these rows reach rollout and fail or get truncated"
+                        ),
+                        (
+                            "raise data.max_prompt_length (VLGRPO_MAX_PROMPT_LENGTH) or downscale the images to keep these rows"
+                            if filtering
+                            else "data.filter_overlong_prompts=True, or raise data.max_prompt_length"
+                        ),
+                    )
+                )
         if largest:
             info["largest_prompt"] = largest
         if filtering and counter is not None and info["rows"] and info.get("dropped_by_filter") == info["rows"]:
-            report.add(Finding(
-                "data.all-rows-dropped", ERROR,
-                f"verl's overlong filter drops every {split} row ({info['rows']}): each is longer than "
-                f"max_prompt_length {max_len} by its count",
-                loc.where("data.max_prompt_length"),
-                "with data.filter_overlong_prompts=True verl drops them all and the dataloader is empty",
-                f"raise data.max_prompt_length (largest prompt: {largest.get('tokens')} tokens)"))
+            report.add(
+                Finding(
+                    "data.all-rows-dropped",
+                    ERROR,
+                    f"verl's overlong filter drops every {split} row ({info['rows']}): each is longer than "
+                    f"max_prompt_length {max_len} by its count",
+                    loc.where("data.max_prompt_length"),
+                    "with data.filter_overlong_prompts=True verl drops them all and the dataloader is empty",
+                    f"raise data.max_prompt_length (largest prompt: {largest.get('tokens')} tokens)",
+                )
+            )
     summary["count_cache"] = {"state": cache_note, **counts.stats()}
     if not custom_reward:
         for ds, paths in sorted(sources.items()):
             handled, note = reward_handles(ds)
             if not handled:
-                report.add(Finding(
-                    "data.data-source", ERROR, f"data_source {ds!r} is not handled by verl's default_compute_score",
-                    Where(key="data_source", file=paths[0]), note or "the reward loop raises NotImplementedError",
-                    "use the data_source verl expects (geo3k: 'hiyouga/geometry3k') or set a custom reward function"))
+                report.add(
+                    Finding(
+                        "data.data-source",
+                        ERROR,
+                        f"data_source {ds!r} is not handled by verl's default_compute_score",
+                        Where(key="data_source", file=paths[0]),
+                        note or "the reward loop raises NotImplementedError",
+                        "use the data_source verl expects (geo3k: 'hiyouga/geometry3k') or set a custom reward function",
+                    )
+                )
             elif note:
-                report.add(Finding(
-                    "data.reward-import", WARNING, f"data_source {ds!r}: {note}", Where(key="data_source", file=paths[0]),
-                    "the reward loop imports the scorer on the first batch",
-                    "install it in the training image (geo3k's scorer needs mathruler)"))
+                report.add(
+                    Finding(
+                        "data.reward-import",
+                        WARNING,
+                        f"data_source {ds!r}: {note}",
+                        Where(key="data_source", file=paths[0]),
+                        "the reward loop imports the scorer on the first batch",
+                        "install it in the training image (geo3k's scorer needs mathruler)",
+                    )
+                )
     return summary
 
 
-def _kept_overlong_finding(rows: list[tuple[int, int, int, int]], counter: PromptCounter, filtering: bool,
-                           max_len: int, rollout_len: int, where: Where) -> Finding:
+def _kept_overlong_finding(
+    rows: list[tuple[int, int, int, int]],
+    counter: PromptCounter,
+    filtering: bool,
+    max_len: int,
+    rollout_len: int,
+    where: Where,
+) -> Finding:
     """``data.rollout-overlong``: rows verl keeps (its filter's count fits, or filtering is off) whose prompt, as
     the rollout builds it, is longer than ``rollout.prompt_length``; the agent loop raises on each of them."""
-    limit = (f"max_prompt_length {max_len}" if rollout_len == max_len else
-             f"actor_rollout_ref.rollout.prompt_length {rollout_len}")
+    limit = (
+        f"max_prompt_length {max_len}"
+        if rollout_len == max_len
+        else f"actor_rollout_ref.rollout.prompt_length {rollout_len}"
+    )
     mismatch = filtering and counter.filter_patch_size != counter.patch_size
 
     def one(i: int, n: int, m: int, est: int) -> str:
@@ -748,23 +947,33 @@ def _kept_overlong_finding(rows: list[tuple[int, int, int, int]], counter: Promp
     listed = ", ".join(one(*r) for r in rows[:MAX_LISTED_ROWS])
     more = f" (+{len(rows) - MAX_LISTED_ROWS} more)" if len(rows) > MAX_LISTED_ROWS else ""
     if mismatch:
-        what = (f"{len(rows)} row(s) pass verl's overlong filter but are longer than {limit} in the rollout: "
-                f"{listed}{more}; the filter pre-resizes images with data.image_patch_size="
-                f"{counter.filter_patch_size}, the rollout with the processor's patch size {counter.patch_size}")
-        fix = (f"data.image_patch_size={counter.patch_size} (the processor's) so verl's filter drops them, or raise "
-               f"data.max_prompt_length to at least {max(r[1] for r in rows)}")
+        what = (
+            f"{len(rows)} row(s) pass verl's overlong filter but are longer than {limit} in the rollout: "
+            f"{listed}{more}; the filter pre-resizes images with data.image_patch_size="
+            f"{counter.filter_patch_size}, the rollout with the processor's patch size {counter.patch_size}"
+        )
+        fix = (
+            f"data.image_patch_size={counter.patch_size} (the processor's) so verl's filter drops them, or raise "
+            f"data.max_prompt_length to at least {max(r[1] for r in rows)}"
+        )
     elif filtering:
-        what = (f"{len(rows)} row(s) fit data.max_prompt_length {max_len} (verl's filter keeps them) but are longer "
-                f"than {limit}: {listed}{more}")
+        what = (
+            f"{len(rows)} row(s) fit data.max_prompt_length {max_len} (verl's filter keeps them) but are longer "
+            f"than {limit}: {listed}{more}"
+        )
         fix = f"actor_rollout_ref.rollout.prompt_length >= {max(r[1] for r in rows)}, or drop the override"
     else:
         what = f"{len(rows)} row(s) are longer than {limit}: {listed}{more}"
         fix = f"actor_rollout_ref.rollout.prompt_length >= {max(r[1] for r in rows)}, or drop the override"
     return Finding(
-        "data.rollout-overlong", ERROR, what, where,
+        "data.rollout-overlong",
+        ERROR,
+        what,
+        where,
         "verl's agent loop (verl 0.8.0 agent_loop.py apply_chat_template) raises 'Multimodal prompt produced N "
         "tokens, exceeding rollout.prompt_length' on such a row, after Ray placed the workers (verl issue #6592)",
-        fix)
+        fix,
+    )
 
 
 # --- per-row records, the count cache and the cold count's pool ----------------------------------------------
@@ -788,8 +997,16 @@ def _image_size(item: Any, base_dir: str) -> tuple[int, int]:
     return int(height), int(width)
 
 
-def count_row(counter: PromptCounter, row: dict, prompt_key: str, image_key: str, has_images: bool, base_dir: str,
-              filtering: bool, fast: bool = True) -> list:
+def count_row(
+    counter: PromptCounter,
+    row: dict,
+    prompt_key: str,
+    image_key: str,
+    has_images: bool,
+    base_dir: str,
+    filtering: bool,
+    fast: bool = True,
+) -> list:
     """One row's record: ``["ok", data_source, tokens, image_tokens, filter_estimate | None, n_images]``,
     ``["placeholder", data_source]`` (``<image>`` in the prompt, no image) or ``["bad", data_source, why]``.
 
@@ -893,8 +1110,16 @@ class RowCounts:
     ``stats()``: files read from the cache, rows reused, rows counted, whether the size-only count was used.
     """
 
-    def __init__(self, counter: PromptCounter | None, prompt_key: str, image_key: str, filtering: bool,
-                 cache: Any = None, progress: bool = False, model_path: str | None = None):
+    def __init__(
+        self,
+        counter: PromptCounter | None,
+        prompt_key: str,
+        image_key: str,
+        filtering: bool,
+        cache: Any = None,
+        progress: bool = False,
+        model_path: str | None = None,
+    ):
         self.counter, self.prompt_key, self.image_key, self.filtering = counter, prompt_key, image_key, filtering
         self.cache, self.progress = cache, progress
         self.fast: bool | None = None
@@ -902,13 +1127,18 @@ class RowCounts:
         self.namespace = ""
         self._reuse: dict[str, list] | None = None
         if counter is not None and cache is not None:
-            fp = counter.fingerprint(model_path or "", extra={"prompt_key": prompt_key, "image_key": image_key,
-                                                             "filtering": filtering})
+            fp = counter.fingerprint(
+                model_path or "", extra={"prompt_key": prompt_key, "image_key": image_key, "filtering": filtering}
+            )
             self.fingerprint, self.namespace = fp, "counts-" + fp[:32]
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"files_from_cache": self.files_from_cache, "rows_reused": self.rows_reused,
-                               "rows_counted": self.rows_counted, "size_only_count": self.fast}
+        out: dict[str, Any] = {
+            "files_from_cache": self.files_from_cache,
+            "rows_reused": self.rows_reused,
+            "rows_counted": self.rows_counted,
+            "size_only_count": self.fast,
+        }
         if self.cache is not None:
             out.update(self.cache.stats())
         return out
@@ -952,8 +1182,14 @@ class RowCounts:
             self._count(pending, records, has_images, base_dir, bar)
         bar.close()
         if self.cache is not None:
-            body = {"fingerprint": self.fingerprint, "file_sha256": sha, "has_images": has_images,
-                    "external": external, "hashes": hashes, "records": records}
+            body = {
+                "fingerprint": self.fingerprint,
+                "file_sha256": sha,
+                "has_images": has_images,
+                "external": external,
+                "hashes": hashes,
+                "records": records,
+            }
             try:
                 self.cache.put(self.namespace, sha, body)
             except OSError:
@@ -988,9 +1224,14 @@ class RowCounts:
         from .count_cache import file_sha256
 
         records = entry.get("records")
-        if (entry.get("fingerprint") != self.fingerprint or entry.get("file_sha256") != sha
-                or entry.get("has_images") != has_images or not isinstance(records, list) or len(records) != num_rows
-                or not all(_valid_record(r) for r in records)):
+        if (
+            entry.get("fingerprint") != self.fingerprint
+            or entry.get("file_sha256") != sha
+            or entry.get("has_images") != has_images
+            or not isinstance(records, list)
+            or len(records) != num_rows
+            or not all(_valid_record(r) for r in records)
+        ):
             self.cache.rejected += 1
             return False
         for p, digest in (entry.get("external") or {}).items():
@@ -1009,17 +1250,22 @@ class RowCounts:
             if self.cache is not None:
                 for key in self.cache.list(self.namespace):
                     entry = self.cache.get(self.namespace, key)
-                    if (entry is None or entry.get("fingerprint") != self.fingerprint
-                            or not isinstance(entry.get("hashes"), list) or not isinstance(entry.get("records"), list)
-                            or len(entry["hashes"]) != len(entry["records"])):
+                    if (
+                        entry is None
+                        or entry.get("fingerprint") != self.fingerprint
+                        or not isinstance(entry.get("hashes"), list)
+                        or not isinstance(entry.get("records"), list)
+                        or len(entry["hashes"]) != len(entry["records"])
+                    ):
                         continue
                     for h, rec in zip(entry["hashes"], entry["records"]):
                         if isinstance(h, str) and _valid_record(rec):
                             self._reuse.setdefault(h, rec)
         return self._reuse
 
-    def _count(self, pending: list[tuple[int, dict]], records: list, has_images: bool, base_dir: str,
-               bar: "_Progress") -> None:
+    def _count(
+        self, pending: list[tuple[int, dict]], records: list, has_images: bool, base_dir: str, bar: "_Progress"
+    ) -> None:
         args = (self.prompt_key, self.image_key, has_images, base_dir, self.filtering)
         start = 0
         if self.fast is None:  # self-check: the size-only count against the decoding path on the first image rows
@@ -1049,7 +1295,7 @@ class RowCounts:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the children tokenize; no fork warning
             _POOL_STATE = (self.counter, *args, fast)
             chunk = max(16, min(128, len(rest) // (workers * 4) or 16))
-            parts = [rest[k:k + chunk] for k in range(0, len(rest), chunk)]
+            parts = [rest[k : k + chunk] for k in range(0, len(rest), chunk)]
             try:
                 with multiprocessing.get_context("fork").Pool(workers) as pool:
                     for part, out in zip(parts, pool.imap(_pool_count, [[r for _, r in p] for p in parts])):

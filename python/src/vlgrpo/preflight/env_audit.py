@@ -34,10 +34,19 @@ ALIASES = {"PYTORCH_CUDA_ALLOC_CONF": ("PYTORCH_ALLOC_CONF",), "PYTORCH_ALLOC_CO
 #: the variables of the sites whose test :func:`evaluate` can run (the only ones a finding can come from), in the
 #: pinned sources (vLLM 0.13.0, verl 0.8.0, torch): the check sweeps the sources only when one of them (or an alias)
 #: is set, so a launch without them pays nothing; test_env_audit.py recomputes the set from the sources
-EVALUABLE_VARIABLES = ("ASCEND_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "LEVEL_ZERO_V1_SDK_PATH", "MASTER_ADDR",
-                       "MASTER_PORT", "PYTORCH_CUDA_ALLOC_CONF", "VERL_TRACKER_HDFS_DIR",
-                       "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", "VLLM_CACHE_ROOT", "VLLM_CUDART_SO_PATH",
-                       "VLLM_DEEPEP_BUFFER_SIZE_MB")
+EVALUABLE_VARIABLES = (
+    "ASCEND_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "LEVEL_ZERO_V1_SDK_PATH",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "VERL_TRACKER_HDFS_DIR",
+    "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
+    "VLLM_CACHE_ROOT",
+    "VLLM_CUDART_SO_PATH",
+    "VLLM_DEEPEP_BUFFER_SIZE_MB",
+)
 #: how the reports name each package
 DISPLAY = {"vllm": "vLLM", "vllm_ascend": "vllm-ascend", "torch_npu": "torch_npu"}
 _SAFE_METHODS = {"lower", "upper", "strip", "split", "startswith", "endswith", "isdigit"}
@@ -70,15 +79,27 @@ def _env_read(node):
     if isinstance(node, ast.Call):
         f = node.func
         dotted = ast.unparse(f) if isinstance(f, (ast.Attribute, ast.Name)) else ""
-        if dotted in ("os.environ.get", "os.getenv", "environ.get", "getenv") and node.args and isinstance(
-                node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        if (
+            dotted in ("os.environ.get", "os.getenv", "environ.get", "getenv")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             default = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             return node.args[0].value, default
-    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "envs"
-            and node.attr.isupper()):
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "envs"
+        and node.attr.isupper()
+    ):
         return node.attr, None  # vLLM's lazily read vllm.envs (its own parsing of the value: not evaluated here)
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ") and isinstance(
-            node.slice, ast.Constant) and isinstance(node.slice.value, str):
+    if (
+        isinstance(node, ast.Subscript)
+        and ast.unparse(node.value) in ("os.environ", "environ")
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
         return node.slice.value, None
     return None
 
@@ -131,8 +152,9 @@ def _sites_in(tree, package, rel) -> list:
                     break
             if found:
                 (var, default), bound = found
-                sites.append(Site(package, rel, node.lineno, qualname, var, ast.unparse(test), bound, kind, msg,
-                                  default, cls))
+                sites.append(
+                    Site(package, rel, node.lineno, qualname, var, ast.unparse(test), bound, kind, msg, default, cls)
+                )
 
     visit(tree.body, "", None)
     return sites
@@ -245,9 +267,14 @@ def evaluate(site: Site, value: str):
             left = ev(node.left)
             for op, right_node in zip(node.ops, node.comparators):
                 right = ev(right_node)
-                ok = {ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b, ast.Eq: lambda a, b: a == b,
-                      ast.NotEq: lambda a, b: a != b, ast.Is: lambda a, b: a is b,
-                      ast.IsNot: lambda a, b: a is not b}.get(type(op))
+                ok = {
+                    ast.In: lambda a, b: a in b,
+                    ast.NotIn: lambda a, b: a not in b,
+                    ast.Eq: lambda a, b: a == b,
+                    ast.NotEq: lambda a, b: a != b,
+                    ast.Is: lambda a, b: a is b,
+                    ast.IsNot: lambda a, b: a is not b,
+                }.get(type(op))
                 if ok is None:
                     raise _NotEvaluable(type(op).__name__)
                 if not ok(left, right):
@@ -342,12 +369,21 @@ def check_env_values(work: Any, report: Any, environ=None, roots: dict | None = 
     names = {n for n, v in env.items() if v}
     names |= {a for n in list(names) for a in ALIASES.get(n, ())}
     if not names & set(EVALUABLE_VARIABLES):
-        return {"sites_on_set_variables": 0, "files": 0, "packages": sorted(roots), "rejected": [],
-                "skipped": "none of the variables a checkable site tests is set"}
+        return {
+            "sites_on_set_variables": 0,
+            "files": 0,
+            "packages": sorted(roots),
+            "rejected": [],
+            "skipped": "none of the variables a checkable site tests is set",
+        }
     result = cached_sweep(roots, frozenset(names))
     rollout = work.actor_rollout_ref.rollout
-    summary = {"sites_on_set_variables": len(result["sites"]), "files": result["files"], "packages": sorted(roots),
-               "rejected": []}
+    summary = {
+        "sites_on_set_variables": len(result["sites"]),
+        "files": result["files"],
+        "packages": sorted(roots),
+        "rejected": [],
+    }
     for site in result["sites"]:
         if site.package.startswith("vllm") and rollout.get("name") != "vllm":
             continue
@@ -371,17 +407,23 @@ def check_env_values(work: Any, report: Any, environ=None, roots: dict | None = 
             via += "" if variable == site.variable else f"{site.package} checks only {site.variable})"
             with_gate = f" with {', '.join(gate_names)}" if gate_names else ""
             summary["rejected"].append(variable)
-            report.add(Finding(
-                "rules.env-rejected", ERROR,
-                f"{variable}={value!r}{with_gate}: {DISPLAY.get(site.package, site.package)} {version} rejects it "
-                "at start"
-                f" ({site.file}:{site.line} {site.function}: {site.kind} {site.test}"
-                + (f": {site.message!r}" if site.message else "") + ")" + via,
-                Where(key=variable),
-                "every rollout worker fails at model load, after Ray placed the workers and the trainer started "
-                "building the actor",
-                f"a value of {variable} that passes `{site.test}` (unset it, or drop the rejected entry)"
-                + (f", or turn {gate_names[0].split('=')[0]} off" if gate_names else "")))
+            report.add(
+                Finding(
+                    "rules.env-rejected",
+                    ERROR,
+                    f"{variable}={value!r}{with_gate}: {DISPLAY.get(site.package, site.package)} {version} rejects it "
+                    "at start"
+                    f" ({site.file}:{site.line} {site.function}: {site.kind} {site.test}"
+                    + (f": {site.message!r}" if site.message else "")
+                    + ")"
+                    + via,
+                    Where(key=variable),
+                    "every rollout worker fails at model load, after Ray placed the workers and the trainer started "
+                    "building the actor",
+                    f"a value of {variable} that passes `{site.test}` (unset it, or drop the rejected entry)"
+                    + (f", or turn {gate_names[0].split('=')[0]} off" if gate_names else ""),
+                )
+            )
     return summary
 
 
@@ -405,7 +447,7 @@ def _version(root, package) -> str:
     try:
         for entry in sorted(os.listdir(root or "")):
             if entry.startswith(f"{package}-") and entry.endswith(".dist-info"):
-                return entry[len(package) + 1: -len(".dist-info")]
+                return entry[len(package) + 1 : -len(".dist-info")]
     except OSError:
         pass
     return "?"
@@ -416,16 +458,26 @@ def main(argv=None) -> int:
     import json
 
     parser = argparse.ArgumentParser(prog="python -m vlgrpo.preflight.env_audit", description=__doc__.split("\n")[0])
-    parser.add_argument("--root", action="append", default=[], metavar="PACKAGE=DIR",
-                        help="folder holding PACKAGE/ (default: the installed packages)")
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="PACKAGE=DIR",
+        help="folder holding PACKAGE/ (default: the installed packages)",
+    )
     args = parser.parse_args(argv)
     roots = default_roots()
     for item in args.root:
         name, _, root = item.partition("=")
         roots[name] = root
     result = sweep(roots)
-    print(json.dumps({"files": result["files"], "sites": [s.as_dict() for s in result["sites"]],
-                      "roots": roots}, indent=1, default=str))
+    print(
+        json.dumps(
+            {"files": result["files"], "sites": [s.as_dict() for s in result["sites"]], "roots": roots},
+            indent=1,
+            default=str,
+        )
+    )
     return 0
 
 

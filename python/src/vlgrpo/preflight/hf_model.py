@@ -37,8 +37,11 @@ def hf_model_config(work: Any, mpath: str, report: Report) -> Any:
         node.path = mpath
         if node.get("tokenizer_path") is not None and not os.path.isdir(str(node.tokenizer_path)):
             node.tokenizer_path = mpath
-        node.hf_config_path = mpath if node.get("hf_config_path") is None or not os.path.isdir(
-            str(node.hf_config_path)) else node.hf_config_path
+        node.hf_config_path = (
+            mpath
+            if node.get("hf_config_path") is None or not os.path.isdir(str(node.hf_config_path))
+            else node.hf_config_path
+        )
         node.trust_remote_code = False  # remote code was refused above; never run it here
     from omegaconf import OmegaConf
 
@@ -52,9 +55,16 @@ def hf_model_config(work: Any, mpath: str, report: Report) -> Any:
         _HF_MODEL_CACHE[cache_key] = result
         return result
     except Exception as exc:  # noqa: BLE001
-        report.add(Finding("verl.dataclass", ERROR, f"verl's HFModelConfig rejects actor_rollout_ref.model: "
-                           f"{' '.join(str(exc).split())[:300]}", Where(key="actor_rollout_ref.model", file=mpath),
-                           "every worker builds it from the model folder", "fix the model folder or model settings"))
+        report.add(
+            Finding(
+                "verl.dataclass",
+                ERROR,
+                f"verl's HFModelConfig rejects actor_rollout_ref.model: {' '.join(str(exc).split())[:300]}",
+                Where(key="actor_rollout_ref.model", file=mpath),
+                "every worker builds it from the model folder",
+                "fix the model folder or model settings",
+            )
+        )
         return None
 
 

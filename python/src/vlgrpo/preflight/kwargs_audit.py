@@ -164,7 +164,7 @@ class _Resolver:
                 if target:
                     binds = _bindings(tree, module, path.endswith("__init__.py"))
                     head = binds.get(target.split(".")[0])
-                    full = (head + target[len(target.split(".")[0]):]) if head else f"{module}.{target}"
+                    full = (head + target[len(target.split(".")[0]) :]) if head else f"{module}.{target}"
                     return self.resolve(".".join([full] + rest[1:]), depth + 1)
         binds = _bindings(tree, module, path.endswith("__init__.py"))
         if name in binds:
@@ -188,7 +188,7 @@ class _Resolver:
             if not dotted:
                 continue
             head = dotted.split(".")[0]
-            full = binds[head] + dotted[len(head):] if head in binds else f"{module}.{dotted}"
+            full = binds[head] + dotted[len(head) :] if head in binds else f"{module}.{dotted}"
             found = self.resolve(full, depth + 1)
             if found and isinstance(found[3], ast.ClassDef):
                 hit = self.method(found[0], found[1], found[2], found[3], name, depth + 1)
@@ -264,7 +264,7 @@ def absorbs(resolver: _Resolver, found, key: str, depth: int = 0):
         if head == "self" or head == "super":
             verdicts.append(None)
             continue
-        full = binds[head] + target[len(head):] if head in binds else f"{module}.{target}"
+        full = binds[head] + target[len(head) :] if head in binds else f"{module}.{target}"
         hit = resolver.resolve(full)
         verdicts.append(absorbs(resolver, hit, key, depth + 1) if hit else None)
     if not verdicts:
@@ -327,12 +327,16 @@ def _holder_types(value, fn, cls) -> tuple:
 def _emits_key(loop, key: str) -> bool:
     """The loop builds arguments from its key: an ``append``/``extend`` or a subscript assignment that uses it."""
     for node in ast.walk(loop):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append",
-                                                                                                  "extend"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+        ):
             if any(isinstance(n, ast.Name) and n.id == key for a in node.args for n in ast.walk(a)):
                 return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name)
-                                                and t.slice.id == key for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id == key for t in node.targets
+        ):
             return True
     return False
 
@@ -358,9 +362,14 @@ def _drops(fn) -> list:
     ``v``) or only emit it under one."""
     tests = []
     for loop in ast.walk(fn):
-        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2
-                and isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute)
-                and loop.iter.func.attr == "items"):
+        if not (
+            isinstance(loop, ast.For)
+            and isinstance(loop.target, ast.Tuple)
+            and len(loop.target.elts) == 2
+            and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Attribute)
+            and loop.iter.func.attr == "items"
+        ):
             continue
         key, value = loop.target.elts
         if not (isinstance(value, ast.Name) and isinstance(key, ast.Name)):
@@ -370,10 +379,17 @@ def _drops(fn) -> list:
         for node in ast.walk(loop):
             if isinstance(node, ast.If) and _tests_value(node.test, value.id):
                 skips = any(isinstance(n, ast.Continue) for b in node.body for n in ast.walk(b))
-                truthy_only = (isinstance(node.test, ast.Name) and not node.orelse
-                               and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                                       and n.func.attr in ("append", "extend") for b in node.body
-                                       for n in ast.walk(b)))
+                truthy_only = (
+                    isinstance(node.test, ast.Name)
+                    and not node.orelse
+                    and any(
+                        isinstance(n, ast.Call)
+                        and isinstance(n.func, ast.Attribute)
+                        and n.func.attr in ("append", "extend")
+                        for b in node.body
+                        for n in ast.walk(b)
+                    )
+                )
                 if skips or truthy_only:
                     tests.append(ast.unparse(node.test))
     return tests
@@ -405,8 +421,9 @@ def sweep(verl_root: str, callee_roots: dict) -> dict:
             local = dict(binds)
             for node in ast.walk(fn):  # imports inside the function
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    local.update(_bindings(ast.Module(body=[node], type_ignores=[]), module,
-                                           path.endswith("__init__.py")))
+                    local.update(
+                        _bindings(ast.Module(body=[node], type_ignores=[]), module, path.endswith("__init__.py"))
+                    )
             for call in ast.walk(fn):
                 if not isinstance(call, ast.Call) or not any(k.arg for k in call.keywords):
                     continue
@@ -414,7 +431,7 @@ def sweep(verl_root: str, callee_roots: dict) -> dict:
                 if not target or target.split(".")[0] not in local:
                     continue
                 head = target.split(".")[0]
-                full = local[head] + target[len(head):]
+                full = local[head] + target[len(head) :]
                 if full.split(".")[0] not in packages:
                     continue
                 found = resolver.resolve(full)
@@ -429,12 +446,26 @@ def sweep(verl_root: str, callee_roots: dict) -> dict:
                         undecided += 1
                     elif verdict:
                         cmod, cpath, _, cnode = found
-                        swallowed.append(Swallowed(rel, call.lineno, qualname, f"{cmod}.{cnode.name}",
-                                                   os.path.relpath(cpath, packages[full.split('.')[0]].root),
-                                                   cnode.lineno, kw.arg, ast.unparse(kw.value),
-                                                   _holder_types(kw.value, fn, cls)))
-    return {"swallowed": swallowed, "undecided": undecided, "calls": calls, "drops": drops,
-            "callees": {n: p.root for n, p in packages.items()}}
+                        swallowed.append(
+                            Swallowed(
+                                rel,
+                                call.lineno,
+                                qualname,
+                                f"{cmod}.{cnode.name}",
+                                os.path.relpath(cpath, packages[full.split(".")[0]].root),
+                                cnode.lineno,
+                                kw.arg,
+                                ast.unparse(kw.value),
+                                _holder_types(kw.value, fn, cls),
+                            )
+                        )
+    return {
+        "swallowed": swallowed,
+        "undecided": undecided,
+        "calls": calls,
+        "drops": drops,
+        "callees": {n: p.root for n, p in packages.items()},
+    }
 
 
 _CACHE: dict = {}
@@ -497,7 +528,7 @@ def package_version(root: str, name: str) -> str:
     try:
         for entry in sorted(os.listdir(root)):
             if entry.startswith(f"{name}-") and entry.endswith(".dist-info"):
-                return entry[len(name) + 1: -len(".dist-info")]
+                return entry[len(name) + 1 : -len(".dist-info")]
     except OSError:
         pass
     return "?"
@@ -513,8 +544,13 @@ def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | No
     if not verl_root:
         return {"skipped": "verl is not installed here"}
     result = cached_sweep(verl_root, callee_roots)
-    summary = {"swallowed": len(result["swallowed"]), "undecided": result["undecided"], "calls": result["calls"],
-               "drops": len(result["drops"]), "reachable": {}}
+    summary = {
+        "swallowed": len(result["swallowed"]),
+        "undecided": result["undecided"],
+        "calls": result["calls"],
+        "drops": len(result["drops"]),
+        "reachable": {},
+    }
     for item in result["swallowed"]:
         package = item.callee.split(".")[0]
         version = package_version(callee_roots.get(package) or "", package)
@@ -524,16 +560,20 @@ def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | No
             summary["reachable"][key] = f"{item.callee}({item.keyword}=...)"
             if not loc.given(key):
                 continue
-            report.add(Finding(
-                "rules.setting-swallowed", ERROR,
-                f"{key} never takes effect: verl passes it as {item.keyword}={item.value} ({item.verl_file}:{item.line}) "
-                f"to {shown} {version}'s {item.callee} ({item.callee_file}:{item.callee_line}), which takes "
-                f"{item.keyword} in **kwargs and never reads it, so {shown}'s own default runs"
-                + (f" ({fix} passes it under the name the callee reads)" if fix else ""),
-                loc.where(key),
-                "the run differs from the launch: the setting is accepted and silently ignored",
-                "drop the override (the callee's default runs either way)"
-                + (f", or use a verl with {fix}" if fix else "")))
+            report.add(
+                Finding(
+                    "rules.setting-swallowed",
+                    ERROR,
+                    f"{key} never takes effect: verl passes it as {item.keyword}={item.value} ({item.verl_file}:{item.line}) "
+                    f"to {shown} {version}'s {item.callee} ({item.callee_file}:{item.callee_line}), which takes "
+                    f"{item.keyword} in **kwargs and never reads it, so {shown}'s own default runs"
+                    + (f" ({fix} passes it under the name the callee reads)" if fix else ""),
+                    loc.where(key),
+                    "the run differs from the launch: the setting is accepted and silently ignored",
+                    "drop the override (the callee's default runs either way)"
+                    + (f", or use a verl with {fix}" if fix else ""),
+                )
+            )
     return summary
 
 
@@ -543,8 +583,13 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m vlgrpo.preflight.kwargs_audit", description=__doc__.split("\n")[0])
     parser.add_argument("--verl", help="folder holding verl/ (default: the installed one)")
-    parser.add_argument("--callee", action="append", default=[], metavar="NAME=DIR",
-                        help="folder holding NAME/ (default: the installed package)")
+    parser.add_argument(
+        "--callee",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="folder holding NAME/ (default: the installed package)",
+    )
     args = parser.parse_args(argv)
     verl_root, roots = default_roots()
     verl_root = args.verl or verl_root
@@ -552,9 +597,18 @@ def main(argv=None) -> int:
         name, _, root = item.partition("=")
         roots[name] = root
     result = sweep(verl_root, roots)
-    print(json.dumps({"swallowed": [s.as_dict() for s in result["swallowed"]], "undecided": result["undecided"],
-                      "calls": result["calls"], "drops": [d.as_dict() for d in result["drops"]],
-                      "callees": result["callees"]}, indent=1))
+    print(
+        json.dumps(
+            {
+                "swallowed": [s.as_dict() for s in result["swallowed"]],
+                "undecided": result["undecided"],
+                "calls": result["calls"],
+                "drops": [d.as_dict() for d in result["drops"]],
+                "callees": result["callees"],
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

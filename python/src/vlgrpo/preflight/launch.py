@@ -101,9 +101,7 @@ def parse_launch(argv: list[str]) -> LaunchSpec:
     does for a ``@hydra.main`` script. Raises LaunchError for anything else.
     """
     if len(argv) < 3 or not _is_python(argv[0]) or argv[1] != "-m":
-        raise LaunchError(
-            "argv must start with: python3 -m <module> (got " + " ".join(repr(a) for a in argv[:3]) + ")"
-        )
+        raise LaunchError("argv must start with: python3 -m <module> (got " + " ".join(repr(a) for a in argv[:3]) + ")")
     module = argv[2]
     if module not in KNOWN_MODULES:
         raise LaunchError(
@@ -162,5 +160,12 @@ def parse_launch(argv: list[str]) -> LaunchSpec:
         i += 1
     if not os.path.isfile(os.path.join(config_dir, config_name + ".yaml")):
         raise LaunchError(f"config {config_name!r} not found in {config_dir}")
-    return LaunchSpec(argv=list(argv), module=module, config_dir=config_dir, config_name=config_name,
-                      overrides=overrides, notes=notes, hydra_overrides=hydra_overrides)
+    return LaunchSpec(
+        argv=list(argv),
+        module=module,
+        config_dir=config_dir,
+        config_name=config_name,
+        overrides=overrides,
+        notes=notes,
+        hydra_overrides=hydra_overrides,
+    )

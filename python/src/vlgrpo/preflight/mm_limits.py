@@ -53,7 +53,7 @@ def check_mm_limits(work: Any, report, loc, max_images: int | None, version: str
     ``rules.image-limit`` when a data row has more images than the limit. Returns the effective limits."""
     version = version or vllm_version()
     rollout = work.actor_rollout_ref.rollout
-    vllm_kwargs = ((rollout.get("engine_kwargs") or {}).get("vllm") or {})
+    vllm_kwargs = (rollout.get("engine_kwargs") or {}).get("vllm") or {}
     limits = dict(vllm_kwargs.get("limit_mm_per_prompt") or {})
     limit_images = rollout.get("limit_images")
     where_key = KEY
@@ -63,19 +63,35 @@ def check_mm_limits(work: Any, report, loc, max_images: int | None, version: str
     image = _count(limits["image"]) if "image" in limits else 999
     out = {"vllm": version, "image": image, "video": video, "max_images_per_row": max_images}
     if video != 0 and _release(version) < FIXED_IN:
-        why = (f"vLLM {version} is inside {ADVISORIES}, both reached through video inputs of a video-capable model "
-               "such as Qwen3-VL; the rollout servers accept requests with video_url parts")
+        why = (
+            f"vLLM {version} is inside {ADVISORIES}, both reached through video inputs of a video-capable model "
+            "such as Qwen3-VL; the rollout servers accept requests with video_url parts"
+        )
         if limit_images:
-            why += ("; verl replaces limit_mm_per_prompt by {'image': limit_images} when rollout.limit_images is "
-                    "set, so video falls back to vLLM's default of 999")
-        report.add(Finding(
-            "rules.video-enabled", ERROR, f"video inputs are allowed ({video} per prompt) on vLLM {version}",
-            loc.where(where_key), why,
-            f"+{KEY}={{image:{max(1, max_images or 1)},video:0}} and leave actor_rollout_ref.rollout.limit_images "
-            "unset (or use a vLLM >= 0.19.0)"))
+            why += (
+                "; verl replaces limit_mm_per_prompt by {'image': limit_images} when rollout.limit_images is "
+                "set, so video falls back to vLLM's default of 999"
+            )
+        report.add(
+            Finding(
+                "rules.video-enabled",
+                ERROR,
+                f"video inputs are allowed ({video} per prompt) on vLLM {version}",
+                loc.where(where_key),
+                why,
+                f"+{KEY}={{image:{max(1, max_images or 1)},video:0}} and leave actor_rollout_ref.rollout.limit_images "
+                "unset (or use a vLLM >= 0.19.0)",
+            )
+        )
     if max_images is not None and image is not None and max_images > image:
-        report.add(Finding(
-            "rules.image-limit", ERROR, f"a data row has {max_images} images, the limit is {image} per prompt",
-            loc.where(where_key), "vLLM refuses such a prompt at rollout ('At most N image(s) may be provided in one "
-            "prompt')", f"set image:{max_images} in {KEY}"))
+        report.add(
+            Finding(
+                "rules.image-limit",
+                ERROR,
+                f"a data row has {max_images} images, the limit is {image} per prompt",
+                loc.where(where_key),
+                "vLLM refuses such a prompt at rollout ('At most N image(s) may be provided in one prompt')",
+                f"set image:{max_images} in {KEY}",
+            )
+        )
     return out

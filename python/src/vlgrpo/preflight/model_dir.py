@@ -44,6 +44,7 @@ ACCEPTED_MODEL_TYPES = ("qwen3_vl",)  # dense Qwen3-VL test models (2B/4B/8B)
 def _find_key(obj: Any, key: str) -> list[str]:
     """Every dotted path (``a.b[2].c``) of ``key`` in the parsed JSON ``obj``, depth first in document order
     (iterative: any nesting the parser accepted is walked without recursion)."""
+
     def children(node: Any, path: str):
         if isinstance(node, dict):
             return iter([(f"{path}.{k}" if path else str(k), k, v) for k, v in node.items()])
@@ -88,22 +89,33 @@ def _redirects(path: str, parsed: dict[str, Any], report: Report, key: str) -> b
         data, _ = load_json(adapter)
         base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
         if not (isinstance(base, str) and os.path.realpath(base) == os.path.realpath(path)):
-            report.add(Finding(
-                "model.redirect", ERROR, f"adapter_config.json names another model to load "
-                f"(base_model_name_or_path {base!r})", Where(key=key, file=adapter),
-                "with peft installed (the images pin it), transformers' from_pretrained loads that base model's "
-                "weights and applies this folder as an adapter: another model would be trained",
-                "remove adapter_config.json (merge the adapter into the weights first if it is wanted)"))
+            report.add(
+                Finding(
+                    "model.redirect",
+                    ERROR,
+                    f"adapter_config.json names another model to load (base_model_name_or_path {base!r})",
+                    Where(key=key, file=adapter),
+                    "with peft installed (the images pin it), transformers' from_pretrained loads that base model's "
+                    "weights and applies this folder as an adapter: another model would be trained",
+                    "remove adapter_config.json (merge the adapter into the weights first if it is wanted)",
+                )
+            )
             found = True
     tok = parsed.get("tokenizer_config.json")
     if isinstance(tok, dict):
         for name, value in tok.items():
             if name.endswith("_file") and value is not None:
-                report.add(Finding(
-                    "model.redirect", ERROR, f"tokenizer_config.json sets {name}={value!r}",
-                    Where(key=key, file=os.path.join(path, "tokenizer_config.json")),
-                    "transformers passes it to the tokenizer in place of the folder's own file (a path read from "
-                    "the worker's working directory or anywhere)", f"remove the {name!r} entry"))
+                report.add(
+                    Finding(
+                        "model.redirect",
+                        ERROR,
+                        f"tokenizer_config.json sets {name}={value!r}",
+                        Where(key=key, file=os.path.join(path, "tokenizer_config.json")),
+                        "transformers passes it to the tokenizer in place of the folder's own file (a path read from "
+                        "the worker's working directory or anywhere)",
+                        f"remove the {name!r} entry",
+                    )
+                )
                 found = True
     for index in INDEX_FILES:
         fp = os.path.join(path, index)
@@ -112,19 +124,39 @@ def _redirects(path: str, parsed: dict[str, Any], report: Report, key: str) -> b
         data, why = load_json(fp)
         wmap = data.get("weight_map") if isinstance(data, dict) else None
         if why or not isinstance(wmap, dict):
-            report.add(Finding("model.bad-json", ERROR, f"{index} {why or 'has no weight_map object'}",
-                               Where(key=key, file=fp), "transformers cannot find the weight shards",
-                               "restore the file from the model release"))
+            report.add(
+                Finding(
+                    "model.bad-json",
+                    ERROR,
+                    f"{index} {why or 'has no weight_map object'}",
+                    Where(key=key, file=fp),
+                    "transformers cannot find the weight shards",
+                    "restore the file from the model release",
+                )
+            )
             found = True
             continue
-        bad = sorted({str(v) for v in wmap.values() if not isinstance(v, str) or not v or "/" in v or "\\" in v
-                      or v in (".", "..")})
+        bad = sorted(
+            {
+                str(v)
+                for v in wmap.values()
+                if not isinstance(v, str) or not v or "/" in v or "\\" in v or v in (".", "..")
+            }
+        )
         if bad:
-            report.add(Finding(
-                "model.redirect", ERROR, f"{index} maps weights to paths, not files of the folder: "
-                + ", ".join(repr(b) for b in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
-                Where(key=key, file=fp), "transformers joins each name to the folder (an absolute or '..' path "
-                "leaves it) and loads those weights", "list only the shard file names of the folder"))
+            report.add(
+                Finding(
+                    "model.redirect",
+                    ERROR,
+                    f"{index} maps weights to paths, not files of the folder: "
+                    + ", ".join(repr(b) for b in bad[:3])
+                    + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
+                    Where(key=key, file=fp),
+                    "transformers joins each name to the folder (an absolute or '..' path "
+                    "leaves it) and loads those weights",
+                    "list only the shard file names of the folder",
+                )
+            )
             found = True
     return found
 
@@ -138,13 +170,28 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
     info: dict[str, Any] = {"path": path, "clean": False}
     where = Where(key=key, file=path)
     if os.path.exists(path) and not os.path.isdir(path):
-        report.add(Finding("model.missing", ERROR, f"model path {path} is a file, not a model folder", where,
-                           "verl loads config.json, the tokenizer and the weights from a folder",
-                           f"point {key} at the folder that holds config.json"))
+        report.add(
+            Finding(
+                "model.missing",
+                ERROR,
+                f"model path {path} is a file, not a model folder",
+                where,
+                "verl loads config.json, the tokenizer and the weights from a folder",
+                f"point {key} at the folder that holds config.json",
+            )
+        )
         return info
     if not os.path.isdir(path):
-        report.add(Finding("model.missing", ERROR, f"model folder {path} does not exist", where,
-                           "verl copies/loads it in the task runner", f"mount the model at {path} or fix {key}"))
+        report.add(
+            Finding(
+                "model.missing",
+                ERROR,
+                f"model folder {path} does not exist",
+                where,
+                "verl copies/loads it in the task runner",
+                f"mount the model at {path} or fix {key}",
+            )
+        )
         return info
     clean = True
     parsed: dict[str, Any] = {}
@@ -156,19 +203,31 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
         if not why and not isinstance(data, dict):
             why = f"holds a JSON {type(data).__name__}, not an object"
         if why:
-            report.add(Finding("model.bad-json", ERROR, f"{fn} {why}", Where(key=key, file=fp),
-                               "transformers reads it as a mapping of settings and fails to load the folder",
-                               "restore the file from the model release"))
+            report.add(
+                Finding(
+                    "model.bad-json",
+                    ERROR,
+                    f"{fn} {why}",
+                    Where(key=key, file=fp),
+                    "transformers reads it as a mapping of settings and fails to load the folder",
+                    "restore the file from the model release",
+                )
+            )
             clean = False
             continue
         parsed[fn] = data
         for hit in _find_key(data, "auto_map"):
-            report.add(Finding(
-                "model.auto-map", ERROR, f"{fn} has an auto_map entry ({hit}): the folder asks to run its own code",
-                Where(key=key, file=fp),
-                "verl's reward loop loads the tokenizer with trust_remote_code forced on, so this code would run "
-                "regardless of data.trust_remote_code (verl reward_loop.py; cf. vLLM CVE-2026-4944)",
-                f"remove '{hit}' from {fn} (Qwen3-VL needs no remote code with transformers 4.57)"))
+            report.add(
+                Finding(
+                    "model.auto-map",
+                    ERROR,
+                    f"{fn} has an auto_map entry ({hit}): the folder asks to run its own code",
+                    Where(key=key, file=fp),
+                    "verl's reward loop loads the tokenizer with trust_remote_code forced on, so this code would run "
+                    "regardless of data.trust_remote_code (verl reward_loop.py; cf. vLLM CVE-2026-4944)",
+                    f"remove '{hit}' from {fn} (Qwen3-VL needs no remote code with transformers 4.57)",
+                )
+            )
             clean = False
     if _redirects(path, parsed, report, key):
         clean = False
@@ -176,17 +235,30 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
     for root, _dirs, files in os.walk(path):
         py_files += [os.path.relpath(os.path.join(root, f), path) for f in files if f.endswith(".py")]
     for rel in sorted(py_files):
-        report.add(Finding(
-            "model.python-file", ERROR, f"the model folder contains Python code: {rel}",
-            Where(key=key, file=os.path.join(path, rel)),
-            "with trust_remote_code forced on in verl's reward loop, an auto_map can import it",
-            f"delete {rel} from the model folder"))
+        report.add(
+            Finding(
+                "model.python-file",
+                ERROR,
+                f"the model folder contains Python code: {rel}",
+                Where(key=key, file=os.path.join(path, rel)),
+                "with trust_remote_code forced on in verl's reward loop, an auto_map can import it",
+                f"delete {rel} from the model folder",
+            )
+        )
         clean = False
     cfg_path = os.path.join(path, "config.json")
     config: dict[str, Any] = {}
     if not os.path.isfile(cfg_path):
-        report.add(Finding("model.no-config", ERROR, "config.json is missing", Where(key=key, file=path),
-                           "transformers cannot build the model config", "copy config.json from the model release"))
+        report.add(
+            Finding(
+                "model.no-config",
+                ERROR,
+                "config.json is missing",
+                Where(key=key, file=path),
+                "transformers cannot build the model config",
+                "copy config.json from the model release",
+            )
+        )
         clean = False
     else:
         config = parsed.get("config.json", {})
@@ -195,38 +267,72 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
     model_type = config.get("model_type")
     info["model_type"] = model_type
     if config and model_type not in EXPECTED_MODEL_TYPES + ACCEPTED_MODEL_TYPES:
-        report.add(Finding(
-            "model.type", ERROR,
-            f"config.json model_type is {model_type!r}; this recipe trains {EXPECTED_MODEL_TYPES[0]} "
-            f"(Qwen3-VL-30B-A3B; {', '.join(ACCEPTED_MODEL_TYPES)} accepted for small test models)",
-            Where(key=key, file=cfg_path), "the patches, VeOmni model and memory plan assume Qwen3-VL",
-            "point actor_rollout_ref.model.path at a Qwen3-VL-30B-A3B-Instruct folder"))
+        report.add(
+            Finding(
+                "model.type",
+                ERROR,
+                f"config.json model_type is {model_type!r}; this recipe trains {EXPECTED_MODEL_TYPES[0]} "
+                f"(Qwen3-VL-30B-A3B; {', '.join(ACCEPTED_MODEL_TYPES)} accepted for small test models)",
+                Where(key=key, file=cfg_path),
+                "the patches, VeOmni model and memory plan assume Qwen3-VL",
+                "point actor_rollout_ref.model.path at a Qwen3-VL-30B-A3B-Instruct folder",
+            )
+        )
         clean = False
     text_cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     info["max_position_embeddings"] = config.get("max_position_embeddings", text_cfg.get("max_position_embeddings"))
     info["is_vision_language"] = "vision_config" in config
     has_tok_cfg = os.path.isfile(os.path.join(path, "tokenizer_config.json"))
     has_vocab = os.path.isfile(os.path.join(path, "tokenizer.json")) or (
-        os.path.isfile(os.path.join(path, "vocab.json")) and os.path.isfile(os.path.join(path, "merges.txt")))
+        os.path.isfile(os.path.join(path, "vocab.json")) and os.path.isfile(os.path.join(path, "merges.txt"))
+    )
     if not (has_tok_cfg and has_vocab):
-        missing = [n for n, ok in (("tokenizer_config.json", has_tok_cfg),
-                                   ("tokenizer.json or vocab.json+merges.txt", has_vocab)) if not ok]
-        report.add(Finding("model.no-tokenizer", ERROR, "tokenizer files missing: " + ", ".join(missing),
-                           Where(key=key, file=path), "verl loads the tokenizer from the model folder",
-                           "copy the tokenizer files from the model release"))
+        missing = [
+            n
+            for n, ok in (
+                ("tokenizer_config.json", has_tok_cfg),
+                ("tokenizer.json or vocab.json+merges.txt", has_vocab),
+            )
+            if not ok
+        ]
+        report.add(
+            Finding(
+                "model.no-tokenizer",
+                ERROR,
+                "tokenizer files missing: " + ", ".join(missing),
+                Where(key=key, file=path),
+                "verl loads the tokenizer from the model folder",
+                "copy the tokenizer files from the model release",
+            )
+        )
         clean = False
     if info["is_vision_language"] and not os.path.isfile(os.path.join(path, "preprocessor_config.json")):
-        report.add(Finding("model.no-processor", ERROR, "preprocessor_config.json is missing",
-                           Where(key=key, file=path), "verl's hf_processor returns None and images are not encoded",
-                           "copy preprocessor_config.json from the model release"))
+        report.add(
+            Finding(
+                "model.no-processor",
+                ERROR,
+                "preprocessor_config.json is missing",
+                Where(key=key, file=path),
+                "verl's hf_processor returns None and images are not encoded",
+                "copy preprocessor_config.json from the model release",
+            )
+        )
         clean = False
     has_template = os.path.isfile(os.path.join(path, "chat_template.json")) or os.path.isfile(
-        os.path.join(path, "chat_template.jinja"))
+        os.path.join(path, "chat_template.jinja")
+    )
     if not has_template and has_tok_cfg:
         has_template = bool(parsed.get("tokenizer_config.json", {}).get("chat_template"))
     if not has_template:
-        report.add(Finding("model.no-chat-template", WARNING, "no chat template in the model folder",
-                           Where(key=key, file=path), "verl applies the chat template to every prompt",
-                           "copy chat_template.json from the model release"))
+        report.add(
+            Finding(
+                "model.no-chat-template",
+                WARNING,
+                "no chat template in the model folder",
+                Where(key=key, file=path),
+                "verl applies the chat template to every prompt",
+                "copy chat_template.json from the model release",
+            )
+        )
     info["clean"] = clean
     return info

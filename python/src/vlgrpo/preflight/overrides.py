@@ -74,12 +74,12 @@ _ENGINE_TREES = ("engine_kwargs",)
 #: (verl 0.8.0, read for this list; an attack review planted the first): the sweep of code_sinks does not see them
 UNSAFE_KEYS = {
     "use_shm": "verl copies the model to /dev/shm/verl-cache/<md5 of the path>/ and reuses a copy found there by file "
-               "names and sizes alone (utils/fs.py copy_to_local): /dev/shm is shared by every user of the host "
-               "(compose's ipc: host), so another user's planted copy is loaded",
+    "names and sizes alone (utils/fs.py copy_to_local): /dev/shm is shared by every user of the host "
+    "(compose's ipc: host), so another user's planted copy is loaded",
     "del_local_ckpt_after_load": "verl deletes the checkpoint folder a resume loaded (trainer/ppo/ray_trainer.py "
-                                 "_load_checkpoint): a failed run after it cannot resume from that step",
+    "_load_checkpoint): a failed run after it cannot resume from that step",
     "reward_manager.source": "the reward manager's source 'importlib' imports the module the config names "
-                             "(workers/config/reward.py)",
+    "(workers/config/reward.py)",
 }
 
 
@@ -141,13 +141,16 @@ def read_file(path: str) -> list[Entry]:
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise OverridesError(f"line {event.start_mark.line + 1}: YAML anchors and aliases are not accepted; "
-                                     "write every value out")
+                raise OverridesError(
+                    f"line {event.start_mark.line + 1}: YAML anchors and aliases are not accepted; "
+                    "write every value out"
+                )
             tag = getattr(event, "tag", None)
             explicit = isinstance(event, yaml.ScalarEvent) or not getattr(event, "implicit", True)
             if tag is not None and explicit:
-                raise OverridesError(f"line {event.start_mark.line + 1}: YAML tags ({tag}) are not accepted; write "
-                                     "plain values")
+                raise OverridesError(
+                    f"line {event.start_mark.line + 1}: YAML tags ({tag}) are not accepted; write plain values"
+                )
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         # the problem and where, never PyYAML's snippet of the text (the file may be a secret that was pointed at)
@@ -170,11 +173,12 @@ def read_file(path: str) -> list[Entry]:
             raise OverridesError(f"line {line}: a key must be a dotted verl key (text), e.g. trainer.total_epochs")
         key = knode.value
         if not isinstance(vnode, yaml.ScalarNode):
-            raise OverridesError(f"line {line}: {key}: the value is a mapping or a list; give one plain value per "
-                                 "key (set nested keys one by one, as dotted keys)")
+            raise OverridesError(
+                f"line {line}: {key}: the value is a mapping or a list; give one plain value per "
+                "key (set nested keys one by one, as dotted keys)"
+            )
         if key.lstrip("+") in seen:
-            raise OverridesError(f"line {line}: {key} is given twice (first on line {seen[key.lstrip('+')]}); "
-                                 "keep one")
+            raise OverridesError(f"line {line}: {key} is given twice (first on line {seen[key.lstrip('+')]}); keep one")
         seen[key.lstrip("+")] = line
         entries.append(Entry(key, constructor.construct_object(vnode, deep=True), line))
     return entries
@@ -225,8 +229,9 @@ def _compose_base(module: str, template: list[str]) -> Any:
     report = Report()
     result = compose_config(parse_launch(["python3", "-m", module] + groups), report)
     if result.base is None:
-        raise OverridesError("verl's config for this recipe could not be composed: "
-                             + "; ".join(f.what for f in report.findings))
+        raise OverridesError(
+            "verl's config for this recipe could not be composed: " + "; ".join(f.what for f in report.findings)
+        )
     return result.base
 
 
@@ -294,8 +299,13 @@ def _allowed(tp: Any) -> tuple[tuple[type, ...], bool] | None:
 def _type_name(types: tuple[type, ...], nullable: bool) -> str:
     if float in types:
         types = tuple(t for t in types if t is not int)
-    names = sorted({"a number" if t is float else {bool: "true/false", int: "a whole number", str: "text"}[t]
-                    for t in types if t in (bool, int, float, str)})
+    names = sorted(
+        {
+            "a number" if t is float else {bool: "true/false", int: "a whole number", str: "text"}[t]
+            for t in types
+            if t in (bool, int, float, str)
+        }
+    )
     return " or ".join(names) + (" (or null)" if nullable else "")
 
 
@@ -319,8 +329,15 @@ def _type_problem(base: Any, entry: Entry, default: Any) -> str | None:
         raw = default._value() if default is not _MISSING and hasattr(default, "_value") else None
         if raw is None or (isinstance(raw, str) and "${" in raw):
             return None  # no type to hold it to: the preflight composes and checks it
-        types = (bool,) if isinstance(raw, bool) else (int,) if isinstance(raw, int) else \
-            (int, float) if isinstance(raw, float) else (str,)
+        types = (
+            (bool,)
+            if isinstance(raw, bool)
+            else (int,)
+            if isinstance(raw, int)
+            else (int, float)
+            if isinstance(raw, float)
+            else (str,)
+        )
         nullable = False
         source = f"verl's default ({raw!r})"
     if value is None:
@@ -354,8 +371,9 @@ class Result:
     problems: list[Problem]
 
 
-def check(entries: list[Entry], *, owner: str, module: str, template: list[str], fixed_note: str = "",
-          base: Any = None) -> Result:
+def check(
+    entries: list[Entry], *, owner: str, module: str, template: list[str], fixed_note: str = "", base: Any = None
+) -> Result:
     """Check ``entries`` for recipe ``owner`` (``fa``/``vo``) whose verl module is ``module`` and whose argv template
     (the recipe's ``VG_TEMPLATE`` elements) is ``template``. ``base``: the composed defaults (composed when None)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -379,20 +397,25 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
     problems: list[Problem] = []
 
     for e in entries:
+
         def bad(what: str, fix: str) -> None:
             problems.append(Problem(e.key, e.line, what, fix))  # noqa: B023 - used at once
 
         m = _KEY.fullmatch(e.key)
         if not m:
-            bad("is not a dotted verl key (letters, digits and '_' between dots, an optional leading '+')",
-                "write the key as verl's config names it, e.g. trainer.total_epochs")
+            bad(
+                "is not a dotted verl key (letters, digits and '_' between dots, an optional leading '+')",
+                "write the key as verl's config names it, e.g. trainer.total_epochs",
+            )
             continue
         key = e.name
         parts = key.split(".")
         if len(parts) == 1:
-            bad("is a top-level key of verl's config: it selects a config group (model_engine picks which files "
-                "Hydra composes) or replaces a whole section", "set the keys inside it one by one, e.g. "
-                "trainer.total_epochs")
+            bad(
+                "is a top-level key of verl's config: it selects a config group (model_engine picks which files "
+                "Hydra composes) or replaces a whole section",
+                "set the keys inside it one by one, e.g. trainer.total_epochs",
+            )
             continue
         if isinstance(e.value, str):
             if len(e.value) > MAX_VALUE_LEN:
@@ -401,75 +424,103 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
             found = interpolations(e.value) or ([("interpolation", "${")] if "${" in e.value else [])
             if found:
                 kinds = ", ".join(sorted({f"{k} {n}" for k, n in found}))
-                bad(f"the value is computed at run time ({kinds}): no interpolation or resolver is accepted",
-                    "write the value itself")
+                bad(
+                    f"the value is computed at run time ({kinds}): no interpolation or resolver is accepted",
+                    "write the value itself",
+                )
                 continue
             if _BAD_TEXT.search(e.value):
                 bad("the value has a quote, a backslash or a control character", "write it without them")
                 continue
-        if isinstance(e.value, float) and e.value != e.value or isinstance(e.value, float) and e.value in (
-                float("inf"), float("-inf")):
+        if (
+            isinstance(e.value, float)
+            and e.value != e.value
+            or isinstance(e.value, float)
+            and e.value in (float("inf"), float("-inf"))
+        ):
             bad("the value is not a finite number", "write a finite number")
             continue
         hit = code.get(key) or next((code[k] for k in code if key.startswith(k + ".")), None)
         if hit is not None or parts[-1] == "_target_" or parts[-1] in trust_leaves or key in CODE_LOADING_KEYS:
-            where = (f"verl {version} passes it to {hit.sink} (verl/{hit.file}:{hit.line}"
-                     + (f", from verl/{hit.via[-1]}" if hit.via else "") + ")" if hit is not None else
-                     "Hydra instantiates what a _target_ names" if parts[-1] == "_target_" else
-                     "verl passes it as trust_remote_code" if parts[-1] in trust_leaves else
-                     "the preflight's code-loading keys")
-            bad(f"its value reaches code loading or trust: {where}",
-                "remove it; a vlgrpo launch runs no user code (docs/recipes.md, overrides)")
+            where = (
+                f"verl {version} passes it to {hit.sink} (verl/{hit.file}:{hit.line}"
+                + (f", from verl/{hit.via[-1]}" if hit.via else "")
+                + ")"
+                if hit is not None
+                else "Hydra instantiates what a _target_ names"
+                if parts[-1] == "_target_"
+                else "verl passes it as trust_remote_code"
+                if parts[-1] in trust_leaves
+                else "the preflight's code-loading keys"
+            )
+            bad(
+                f"its value reaches code loading or trust: {where}",
+                "remove it; a vlgrpo launch runs no user code (docs/recipes.md, overrides)",
+            )
             continue
         if key in owned:
-            layout = " (a layout key: the entrypoint plans and checks the layout from it)" if LAYOUT_LEAVES.fullmatch(
-                parts[-1]) else ""
+            layout = (
+                " (a layout key: the entrypoint plans and checks the layout from it)"
+                if LAYOUT_LEAVES.fullmatch(parts[-1])
+                else ""
+            )
             bad(f"is set by {owned[key]}{layout}", f"set {owned[key]} instead and remove the key from the file")
             continue
         if parts[0] in OWNED_TREES:
-            bad(f"{parts[0]}.* is the entrypoint's ({'Ray start-up' if parts[0] == 'ray_kwargs' else 'Hydra itself'})",
-                "remove it (VLGRPO_RAY_ADDRESS names the cluster)" if parts[0] == "ray_kwargs" else "remove it")
+            bad(
+                f"{parts[0]}.* is the entrypoint's ({'Ray start-up' if parts[0] == 'ray_kwargs' else 'Hydra itself'})",
+                "remove it (VLGRPO_RAY_ADDRESS names the cluster)" if parts[0] == "ray_kwargs" else "remove it",
+            )
             continue
         if key in fixed:
             bad(f"is {fixed[key]}", "remove it from the file")
             continue
         if LAYOUT_LEAVES.fullmatch(parts[-1]):
-            bad("is a layout/device key: the entrypoint plans nodes, devices and parallel sizes from the VLGRPO_* "
+            bad(
+                "is a layout/device key: the entrypoint plans nodes, devices and parallel sizes from the VLGRPO_* "
                 "layout settings and the node, and checks them together",
-                "use the recipe's layout settings (--help lists them), or remove it")
+                "use the recipe's layout settings (--help lists them), or remove it",
+            )
             continue
         engine = next((p for p in parts if p in _ENGINE_TREES), None)
         if engine is not None:
-            bad(f"{engine}.* goes to the inference engine's own argument parser, not through verl's typed config "
+            bad(
+                f"{engine}.* goes to the inference engine's own argument parser, not through verl's typed config "
                 "(vLLM takes unique prefixes of its options, e.g. trust-remote-cod for --trust-remote-code, and "
                 "imports the classes some of them name)",
-                "remove it; the engine options the recipe supports are VLGRPO_* settings (--help)")
+                "remove it; the engine options the recipe supports are VLGRPO_* settings (--help)",
+            )
             continue
         unsafe = next((why for k, why in UNSAFE_KEYS.items() if key == k or key.endswith("." + k)), None)
         if unsafe is not None:
             bad(f"its value changes what the job trusts or keeps: {unsafe}", "remove it")
             continue
         if _PATH_LEAF.fullmatch(parts[-1]):
-            bad("names a file, folder, URL or model to load: paths are set through the VLGRPO_* settings, which "
+            bad(
+                "names a file, folder, URL or model to load: paths are set through the VLGRPO_* settings, which "
                 "check them by the one path rule (VLGRPO_MODEL_PATH, VLGRPO_CHECKPOINT_DIR, ...)",
-                "use the setting that owns it, or remove it")
+                "use the setting that owns it, or remove it",
+            )
             continue
         if isinstance(e.value, str) and not _PLAIN_WORD.fullmatch(e.value):
-            bad("the text value is not a plain word (ASCII letters, digits, '_', '.', '-'; at most 128): paths, "
-                "URLs and commands are not override values", "write a number, true/false or a plain word; "
-                "paths go through the VLGRPO_* settings that check them")
+            bad(
+                "the text value is not a plain word (ASCII letters, digits, '_', '.', '-'; at most 128): paths, "
+                "URLs and commands are not override values",
+                "write a number, true/false or a plain word; paths go through the VLGRPO_* settings that check them",
+            )
             continue
         node = _node(base, key)
         if e.plus:
             if node is not _MISSING:
-                bad("has '+' but verl's config already has this key (Hydra refuses '+' on it)",
-                    f"drop the '+': {key}")
+                bad("has '+' but verl's config already has this key (Hydra refuses '+' on it)", f"drop the '+': {key}")
                 continue
             verdict = classify(base, key)
             if not verdict.known:
                 hints = list(verdict.suggestions)
-                bad("is not a key verl reads" + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
-                    f"use {hints[0]}" if hints else "remove it")
+                bad(
+                    "is not a key verl reads" + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
+                    f"use {hints[0]}" if hints else "remove it",
+                )
                 continue
         elif node is _MISSING:
             verdict = classify(base, key)
@@ -479,10 +530,14 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
                 bad(f"is a new key ({verdict.how}), which Hydra adds only with a '+'", f"write it with a '+': +{key}")
             else:
                 hints = list(verdict.suggestions)
-                bad(f"is not in verl {version}'s config for this recipe"
+                bad(
+                    f"is not in verl {version}'s config for this recipe"
                     + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
-                    f"use {hints[0]}" if hints else "check the key against the recipe's config (python -m vlgrpo "
-                    "preflight --argv-file shows the composed keys' findings)")
+                    f"use {hints[0]}"
+                    if hints
+                    else "check the key against the recipe's config (python -m vlgrpo "
+                    "preflight --argv-file shows the composed keys' findings)",
+                )
             continue
         why = _type_problem(base, e, node)
         if why:
@@ -509,8 +564,10 @@ def check(entries: list[Entry], *, owner: str, module: str, template: list[str],
             else:
                 OmegaConf.update(trial, key, e.value, merge=True)
         except Exception as exc:  # noqa: BLE001 - OmegaConf's ValidationError / ConfigKeyError
-            bad(f"verl's config does not take it ({' '.join(str(exc).split()).split(' full_key:')[0]})",
-                "write a value of the key's type")
+            bad(
+                f"verl's config does not take it ({' '.join(str(exc).split()).split(' full_key:')[0]})",
+                "write a value of the key's type",
+            )
             continue
         accepted.append(text)
     return Result(accepted, problems)

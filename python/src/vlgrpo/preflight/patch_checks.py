@@ -50,11 +50,16 @@ def check_safety_patches(report: Report, launch: bool = True) -> dict[str, Any]:
     for pid, why in off:
         how = "VLGRPO_PATCHES=off" if all_off else f"VLGRPO_PATCHES_DISABLED names {pid}"
         fix = "unset VLGRPO_PATCHES" if all_off else f"remove {pid} from VLGRPO_PATCHES_DISABLED"
-        report.add(Finding(
-            "patches.safety-off", ERROR if launch else WARNING,
-            f"the safety patch {pid} is switched off ({how})", Where(key="VLGRPO_PATCHES"),
-            why + (" (a dry run: refused when launched)" if not launch else ""),
-            fix + "; safety patches stay on for a launch (docs/patches.md)"))
+        report.add(
+            Finding(
+                "patches.safety-off",
+                ERROR if launch else WARNING,
+                f"the safety patch {pid} is switched off ({how})",
+                Where(key="VLGRPO_PATCHES"),
+                why + (" (a dry run: refused when launched)" if not launch else ""),
+                fix + "; safety patches stay on for a launch (docs/patches.md)",
+            )
+        )
     return {"off": [pid for pid, _ in off]}
 
 
@@ -103,15 +108,19 @@ def check_vision_token_mask(report: Report) -> dict[str, Any]:
     info["verl_masks_vision_placeholders"] = not faulty
     info["mask_patch_active"] = _registered(_MASK_PATCH) and not _patch_switched_off(_MASK_PATCH)
     if faulty and not info["mask_patch_active"]:
-        report.add(Finding(
-            "rules.vision-token-mask", WARNING,
-            f"verl {verl_version()} does not check generated responses for vision placeholder tokens "
-            f"before computing position ids, and the vlgrpo patch {_MASK_PATCH} that masks such a sample is switched "
-            f"off here (VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED)",
-            Where(key="actor_rollout_ref.rollout.name"),
-            "a placeholder that still reaches a response (no ban: sglang/trtllm, or the ban switched off) crashes "
-            "get_rope_index or the actor forward (verl issue #5817)",
-            f"keep the vlgrpo patch {_MASK_PATCH} enabled"))
+        report.add(
+            Finding(
+                "rules.vision-token-mask",
+                WARNING,
+                f"verl {verl_version()} does not check generated responses for vision placeholder tokens "
+                f"before computing position ids, and the vlgrpo patch {_MASK_PATCH} that masks such a sample is switched "
+                f"off here (VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED)",
+                Where(key="actor_rollout_ref.rollout.name"),
+                "a placeholder that still reaches a response (no ban: sglang/trtllm, or the ban switched off) crashes "
+                "get_rope_index or the actor forward (verl issue #5817)",
+                f"keep the vlgrpo patch {_MASK_PATCH} enabled",
+            )
+        )
     return info
 
 
@@ -144,17 +153,24 @@ def check_vision_token_ban(work: Any, report: Report, tokenizer: Any = None) -> 
     info["patch_id"] = patch_id
     if not patched:
         id_text = ", ".join(f"{k} = {v}" for k, v in ids.items()) or "<|image_pad|> = 151655, <|video_pad|> = 151656"
-        state = ("and the vlgrpo patch that bans them is switched off here "
-                 f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED names {patch_id})" if patch_id else
-                 "and no vlgrpo patch bans them")
-        report.add(Finding(
-            "rules.vision-token-ban", WARNING,
-            f"verl {verl_version()} does not ban the vision placeholder tokens ({id_text}) in vLLM "
-            f"sampling (verl PR #7038 adds it; first released in v0.9.0), {state}",
-            Where(key="actor_rollout_ref.rollout.name"),
-            "a sampled placeholder crashes get_rope_index or vLLM's masked scatter hours into training "
-            "(verl issue #5817)",
-            f"keep the vlgrpo patch {patch_id or '(vision placeholder ban)'} enabled, or use a verl with PR #7038"))
+        state = (
+            "and the vlgrpo patch that bans them is switched off here "
+            f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED names {patch_id})"
+            if patch_id
+            else "and no vlgrpo patch bans them"
+        )
+        report.add(
+            Finding(
+                "rules.vision-token-ban",
+                WARNING,
+                f"verl {verl_version()} does not ban the vision placeholder tokens ({id_text}) in vLLM "
+                f"sampling (verl PR #7038 adds it; first released in v0.9.0), {state}",
+                Where(key="actor_rollout_ref.rollout.name"),
+                "a sampled placeholder crashes get_rope_index or vLLM's masked scatter hours into training "
+                "(verl issue #5817)",
+                f"keep the vlgrpo patch {patch_id or '(vision placeholder ban)'} enabled, or use a verl with PR #7038",
+            )
+        )
     info["covered_by_patch"] = patched
     return info
 
@@ -199,13 +215,17 @@ def check_weight_sync_dp_rank(work: Any, report: Report, platform: str | None = 
         return info
     severity = ERROR if platform == "npu" else WARNING
     where = "on this NPU node" if platform == "npu" else "if the rollout runs on Ascend NPUs (no accelerator seen here)"
-    report.add(Finding(
-        "rules.weight-sync-dp-rank", severity,
-        f"rollout data_parallel_size {dp}: verl {verl_version()} names each vLLM worker's weight-sync socket from "
-        f"its engine-local rank, and the vlgrpo patch {_DP_PATCH} that fixes it is switched off here "
-        f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED); {where} two workers bind one socket",
-        Where(key="actor_rollout_ref.rollout.data_parallel_size"),
-        "the first weight sync hangs or loads another rank's buckets (verl issue #6615; vllm-ascend keeps the "
-        "engine-local rank, CUDA vLLM offsets it)",
-        f"keep the vlgrpo patch {_DP_PATCH} enabled, or set the rollout's data_parallel_size to 1"))
+    report.add(
+        Finding(
+            "rules.weight-sync-dp-rank",
+            severity,
+            f"rollout data_parallel_size {dp}: verl {verl_version()} names each vLLM worker's weight-sync socket from "
+            f"its engine-local rank, and the vlgrpo patch {_DP_PATCH} that fixes it is switched off here "
+            f"(VLGRPO_PATCHES / VLGRPO_PATCHES_DISABLED); {where} two workers bind one socket",
+            Where(key="actor_rollout_ref.rollout.data_parallel_size"),
+            "the first weight sync hangs or loads another rank's buckets (verl issue #6615; vllm-ascend keeps the "
+            "engine-local rank, CUDA vLLM offsets it)",
+            f"keep the vlgrpo patch {_DP_PATCH} enabled, or set the rollout's data_parallel_size to 1",
+        )
+    )
     return info

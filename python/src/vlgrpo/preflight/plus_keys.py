@@ -155,24 +155,29 @@ def classify(base: Any, key: str) -> KeyVerdict:
         owner = chain[i - 1]
         cls = _dataclass_of(owner)
         if cls is not None and _is_dict_type(_field_types(cls).get(found[i - 1])):
-            return KeyVerdict(True, parent, segment, how=f"inside {'.'.join(found[:i])}, a dict field of "
-                              f"{cls.__name__}")
+            return KeyVerdict(
+                True, parent, segment, how=f"inside {'.'.join(found[:i])}, a dict field of {cls.__name__}"
+            )
     cls = _dataclass_of(node)
     candidates = [str(k) for k in node.keys() if str(k) != "_target_"]
     if cls is not None:
         fields = _field_types(cls)
         if segment in fields:
-            return KeyVerdict(True, parent, segment, cls.__name__, field=True,
-                              how=f"a field of verl's {cls.__name__}")
+            return KeyVerdict(True, parent, segment, cls.__name__, field=True, how=f"a field of verl's {cls.__name__}")
         candidates += [f for f in fields if not f.startswith("_")]
         known = False
     else:
         known = verl_reads(segment)
     if known:
         return KeyVerdict(True, parent, segment, how="a name the installed verl reads from this mapping")
-    return KeyVerdict(False, parent, segment, cls.__name__ if cls else None,
-                      suggestions=tuple(_nearest(segment, candidates, parent, parts[len(found) + 1:])),
-                      how="unknown")
+    return KeyVerdict(
+        False,
+        parent,
+        segment,
+        cls.__name__ if cls else None,
+        suggestions=tuple(_nearest(segment, candidates, parent, parts[len(found) + 1 :])),
+        how="unknown",
+    )
 
 
 def _nearest(segment: str, candidates: list[str], parent: str, rest: list[str]) -> list[str]:

@@ -175,8 +175,12 @@ class Report:
         if budget:
             lines.append(
                 "token budget: max_prompt_length {max_prompt_length} + max_response_length {max_response_length}"
-                " = {needed} <= max_model_len {max_model_len}".format(**{k: budget.get(k, "?") for k in (
-                    "max_prompt_length", "max_response_length", "needed", "max_model_len")})
+                " = {needed} <= max_model_len {max_model_len}".format(
+                    **{
+                        k: budget.get(k, "?")
+                        for k in ("max_prompt_length", "max_response_length", "needed", "max_model_len")
+                    }
+                )
             )
         data = s.get("data") or {}
         for split, info in data.items():
@@ -192,8 +196,11 @@ class Report:
             lines.append(f"token counts: {s['counted_with']}")
         cache = data.get("count_cache") if isinstance(data.get("count_cache"), dict) else None
         if cache:
-            lines.append(f"count cache: {cache.get('state')}" + (f" ({cache['dir']})" if cache.get("dir") else "")
-                         + f"; rows reused {cache.get('rows_reused', 0)}, counted {cache.get('rows_counted', 0)}")
+            lines.append(
+                f"count cache: {cache.get('state')}"
+                + (f" ({cache['dir']})" if cache.get("dir") else "")
+                + f"; rows reused {cache.get('rows_reused', 0)}, counted {cache.get('rows_counted', 0)}"
+            )
         skipped = [f"{e['check']} ({e['reason']})" for e in s.get("checks") or [] if e.get("status") == "skipped"]
         if skipped:
             lines.append("skipped: " + "; ".join(skipped))

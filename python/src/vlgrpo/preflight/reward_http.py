@@ -50,18 +50,23 @@ def check_reward_http(work: Any, report, loc) -> dict:
     legacy = work.get("reward_model") or {}
     enabled = bool(reward_model.get("enable") or legacy.get("enable"))
     # name the override the user wrote (verl copies the legacy key into reward.reward_model)
-    key = next((k for k in ("reward.reward_model.enable", "reward_model.enable") if loc.given(k)),
-               "reward.reward_model.enable")
+    key = next(
+        (k for k in ("reward.reward_model.enable", "reward_model.enable") if loc.given(k)), "reward.reward_model.enable"
+    )
     engine = (reward_model.get("rollout") or {}).get("name") or (legacy.get("rollout") or {}).get("name") or "vllm"
     active = loopback_patch_active()
     if enabled and active and str(engine) == "vllm":
-        report.add(Finding(
-            "rules.reward-http-loopback", ERROR,
-            "a reward model is enabled; verl reaches its vLLM replicas over HTTP (a router on the node IP)",
-            loc.where(key),
-            f"the patch {PATCH} binds every vLLM replica's HTTP server to 127.0.0.1 (no unauthenticated request "
-            "from another host), so each reward request to the node IP is refused after the accelerators are "
-            "allocated",
-            f"score with a rule-based reward (reward.reward_model.enable=False), or switch the loopback bind off "
-            f"with VLGRPO_PATCHES_DISABLED={PATCH} and firewall the node ports to the cluster (docs/runtime-surfaces.md)"))
+        report.add(
+            Finding(
+                "rules.reward-http-loopback",
+                ERROR,
+                "a reward model is enabled; verl reaches its vLLM replicas over HTTP (a router on the node IP)",
+                loc.where(key),
+                f"the patch {PATCH} binds every vLLM replica's HTTP server to 127.0.0.1 (no unauthenticated request "
+                "from another host), so each reward request to the node IP is refused after the accelerators are "
+                "allocated",
+                f"score with a rule-based reward (reward.reward_model.enable=False), or switch the loopback bind off "
+                f"with VLGRPO_PATCHES_DISABLED={PATCH} and firewall the node ports to the cluster (docs/runtime-surfaces.md)",
+            )
+        )
     return {"reward_model": enabled, "loopback_patch": active}

@@ -80,40 +80,59 @@ def check_value_types(work: Any, report: Report, loc: Locator) -> bool:
         ok = False
         if key in reported:
             return
-        report.add(Finding(
-            "schema.value-type", ERROR, f"{key} is {_describe(value)}; verl needs {expected}", loc.where(key),
-            "Hydra composes any value here; verl fails on it (or silently misbehaves) after Ray placed the workers",
-            fix))
+        report.add(
+            Finding(
+                "schema.value-type",
+                ERROR,
+                f"{key} is {_describe(value)}; verl needs {expected}",
+                loc.where(key),
+                "Hydra composes any value here; verl fails on it (or silently misbehaves) after Ray placed the workers",
+                fix,
+            )
+        )
 
     int_keys = list(INT_KEYS)
     rollout = OmegaConf.select(work, "actor_rollout_ref.rollout", default=None)
     name = rollout.get("name") if rollout is not None else None
-    if isinstance(name, str) and name and OmegaConf.select(
-            work, f"actor_rollout_ref.rollout.engine_kwargs.{name}.max_model_len", default=_ABSENT) is not _ABSENT:
+    if (
+        isinstance(name, str)
+        and name
+        and OmegaConf.select(work, f"actor_rollout_ref.rollout.engine_kwargs.{name}.max_model_len", default=_ABSENT)
+        is not _ABSENT
+    ):
         int_keys.append((f"actor_rollout_ref.rollout.engine_kwargs.{name}.max_model_len", 1, True))
     for role in ("actor", "ref"):
         node = OmegaConf.select(work, f"actor_rollout_ref.{role}", default=None)
         if node is not None and node.get("strategy") == "veomni" and node.get("veomni") is not None:
             base = f"actor_rollout_ref.{role}.veomni"
-            int_keys += [(f"{base}.fsdp_size", -1, False), (f"{base}.ulysses_parallel_size", 1, False),
-                         (f"{base}.expert_parallel_size", 1, False)]
+            int_keys += [
+                (f"{base}.fsdp_size", -1, False),
+                (f"{base}.ulysses_parallel_size", 1, False),
+                (f"{base}.expert_parallel_size", 1, False),
+            ]
     #: rollout lengths default to the data.* values (${oc.select:data.max_...}): a bad value there is the
     #: data key's, reported once at that key
-    follows = {"actor_rollout_ref.rollout.prompt_length": "data.max_prompt_length",
-               "actor_rollout_ref.rollout.response_length": "data.max_response_length"}
+    follows = {
+        "actor_rollout_ref.rollout.prompt_length": "data.max_prompt_length",
+        "actor_rollout_ref.rollout.response_length": "data.max_response_length",
+    }
     for key, minimum, nullable in int_keys:
         value = OmegaConf.select(work, key, default=_ABSENT)
         if value is _ABSENT or (value is None and nullable):
             continue
         if key in follows and value == OmegaConf.select(work, follows[key], default=_ABSENT):
             reported.add(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-                minimum == -1 and value == 0):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (minimum == -1 and value == 0):
             expected = f"a whole number >= {minimum}" + (" (or null)" if nullable else "")
             if minimum == -1:
                 expected = "a positive whole number or -1"
-            bad(key, value, expected, f"{key}=<whole number>, no quotes" + (
-                " (or drop the override to keep verl's default)" if nullable else ""))
+            bad(
+                key,
+                value,
+                expected,
+                f"{key}=<whole number>, no quotes"
+                + (" (or drop the override to keep verl's default)" if nullable else ""),
+            )
     for key in STR_KEYS:
         value = OmegaConf.select(work, key, default=_ABSENT)
         if value is _ABSENT:
@@ -124,10 +143,18 @@ def check_value_types(work: Any, report: Report, loc: Locator) -> bool:
         value = OmegaConf.select(work, key, default=_ABSENT)
         if value is _ABSENT:
             continue
-        items = [value] if isinstance(value, str) else (
-            list(value) if OmegaConf.is_list(value) or isinstance(value, list) else None)
+        items = (
+            [value]
+            if isinstance(value, str)
+            else (list(value) if OmegaConf.is_list(value) or isinstance(value, list) else None)
+        )
         if not items or not all(isinstance(v, str) and v.strip() for v in items):
-            bad(key, value, "a parquet file path or a list of them", f"{key}=/path/train.parquet or {key}=[a.parquet,b.parquet]")
+            bad(
+                key,
+                value,
+                "a parquet file path or a list of them",
+                f"{key}=/path/train.parquet or {key}=[a.parquet,b.parquet]",
+            )
     return ok
 
 
@@ -143,24 +170,46 @@ def check_logger(work: Any, report: Report, loc: Locator) -> None:
     if isinstance(value, str):
         if any(f.code == "schema.list-as-string" and f.where.key == key for f in report.findings):
             return  # already reported at its override
-        report.add(Finding("rules.logger", ERROR, f"trainer.logger is the string {value!r}, not a list",
-                           loc.where(key), "verl's Tracking iterates it and asserts each backend is supported",
-                           "trainer.logger=[console] (Hydra list syntax)"))
+        report.add(
+            Finding(
+                "rules.logger",
+                ERROR,
+                f"trainer.logger is the string {value!r}, not a list",
+                loc.where(key),
+                "verl's Tracking iterates it and asserts each backend is supported",
+                "trainer.logger=[console] (Hydra list syntax)",
+            )
+        )
         return
     if not isinstance(value, (list, ListConfig)):
-        report.add(Finding("rules.logger", ERROR, f"trainer.logger has type {type(value).__name__}", loc.where(key),
-                           "verl's Tracking expects a list of backend names", "trainer.logger=[console]"))
+        report.add(
+            Finding(
+                "rules.logger",
+                ERROR,
+                f"trainer.logger has type {type(value).__name__}",
+                loc.where(key),
+                "verl's Tracking expects a list of backend names",
+                "trainer.logger=[console]",
+            )
+        )
         return
     unknown = [v for v in value if v not in known]
     if unknown:
-        report.add(Finding(
-            "rules.logger", ERROR, f"trainer.logger names unknown backend(s) {unknown}; verl knows {known}",
-            loc.where(key), "verl.utils.tracking.Tracking asserts '<backend> is not supported' at trainer start",
-            "use only: " + ", ".join(known)))
+        report.add(
+            Finding(
+                "rules.logger",
+                ERROR,
+                f"trainer.logger names unknown backend(s) {unknown}; verl knows {known}",
+                loc.where(key),
+                "verl.utils.tracking.Tracking asserts '<backend> is not supported' at trainer start",
+                "use only: " + ", ".join(known),
+            )
+        )
 
 
-def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddings: int | None,
-                  mpe_source: str = "") -> dict[str, Any]:
+def check_lengths(
+    work: Any, report: Report, loc: Locator, max_position_embeddings: int | None, mpe_source: str = ""
+) -> dict[str, Any]:
     """B09: max_model_len vs prompt + response, vs the model's max_position_embeddings, and vs
     ``engine_kwargs.<engine>.max_model_len`` (verl 0.8.0 ``vllm_async_server.py`` builds vLLM's args with
     ``max_model_len`` first and the engine_kwargs dict spread after it, so the latter wins for vLLM while verl
@@ -175,15 +224,18 @@ def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddin
     # both, so a larger override of either needs the room too.
     r_prompt, r_response = rollout.get("prompt_length"), rollout.get("response_length")
     prompt_eff = max(prompt, r_prompt) if isinstance(r_prompt, int) and not isinstance(r_prompt, bool) else prompt
-    response_eff = (max(response, r_response) if isinstance(r_response, int) and not isinstance(r_response, bool)
-                    else response)
+    response_eff = (
+        max(response, r_response) if isinstance(r_response, int) and not isinstance(r_response, bool) else response
+    )
     needed = prompt_eff + response_eff
     if (prompt_eff, response_eff) == (prompt, response):
         parts = f"max_prompt_length {prompt} + max_response_length {response}"
     else:
-        parts = (f"prompt {prompt_eff} + response {response_eff} (actor_rollout_ref.rollout.prompt_length={r_prompt}, "
-                 f"response_length={r_response} override data.max_prompt_length={prompt}, "
-                 f"data.max_response_length={response} for the rollout)")
+        parts = (
+            f"prompt {prompt_eff} + response {response_eff} (actor_rollout_ref.rollout.prompt_length={r_prompt}, "
+            f"response_length={r_response} override data.max_prompt_length={prompt}, "
+            f"data.max_response_length={response} for the rollout)"
+        )
     mml = rollout.get("max_model_len")
     engine = rollout.get("name")
     ek = ((rollout.get("engine_kwargs") or {}).get(engine) or {}) if isinstance(engine, str) else {}
@@ -195,42 +247,76 @@ def check_lengths(work: Any, report: Report, loc: Locator, max_position_embeddin
         effective_engine = int(ek_mml)
     else:
         effective_engine = effective
-    budget = {"max_prompt_length": prompt, "max_response_length": response, "needed": needed,
-              "max_model_len": effective, "engine_max_model_len": effective_engine,
-              "max_position_embeddings": max_position_embeddings, "max_position_embeddings_source": mpe_source}
+    budget = {
+        "max_prompt_length": prompt,
+        "max_response_length": response,
+        "needed": needed,
+        "max_model_len": effective,
+        "engine_max_model_len": effective_engine,
+        "max_position_embeddings": max_position_embeddings,
+        "max_position_embeddings_source": mpe_source,
+    }
     if mml is not None and int(mml) < needed:
-        report.add(Finding(
-            "rules.max-model-len", ERROR,
-            f"max_model_len {mml} < {parts} = {needed}",
-            loc.where(key_mml), "verl does not fail: it clamps each request's max_tokens to the room left, so long "
-            "answers are cut and overlong penalties misfire (verl issue #673)",
-            f"{key_mml}={needed} (or lower the lengths)"))
+        report.add(
+            Finding(
+                "rules.max-model-len",
+                ERROR,
+                f"max_model_len {mml} < {parts} = {needed}",
+                loc.where(key_mml),
+                "verl does not fail: it clamps each request's max_tokens to the room left, so long "
+                "answers are cut and overlong penalties misfire (verl issue #673)",
+                f"{key_mml}={needed} (or lower the lengths)",
+            )
+        )
     if ek_mml is not None and mml is not None and int(ek_mml) != int(mml):
-        report.add(Finding(
-            "rules.max-model-len-mismatch", ERROR,
-            f"{key_ek}={ek_mml} differs from {key_mml}={mml}; vLLM uses {ek_mml}",
-            loc.where(key_ek), "verl spreads engine_kwargs after max_model_len when it builds vLLM's arguments, so "
-            "vLLM silently takes the engine_kwargs value while verl computes headroom from rollout.max_model_len",
-            f"set both to the same value (>= {needed}) or drop {key_ek}"))
+        report.add(
+            Finding(
+                "rules.max-model-len-mismatch",
+                ERROR,
+                f"{key_ek}={ek_mml} differs from {key_mml}={mml}; vLLM uses {ek_mml}",
+                loc.where(key_ek),
+                "verl spreads engine_kwargs after max_model_len when it builds vLLM's arguments, so "
+                "vLLM silently takes the engine_kwargs value while verl computes headroom from rollout.max_model_len",
+                f"set both to the same value (>= {needed}) or drop {key_ek}",
+            )
+        )
     if ek_mml is not None and int(ek_mml) < needed:
-        report.add(Finding(
-            "rules.max-model-len", ERROR,
-            f"vLLM's effective max_model_len {ek_mml} (from {key_ek}) < prompt + response = {needed}",
-            loc.where(key_ek), "requests are clamped or rejected by vLLM", f"{key_ek}={needed}"))
+        report.add(
+            Finding(
+                "rules.max-model-len",
+                ERROR,
+                f"vLLM's effective max_model_len {ek_mml} (from {key_ek}) < prompt + response = {needed}",
+                loc.where(key_ek),
+                "requests are clamped or rejected by vLLM",
+                f"{key_ek}={needed}",
+            )
+        )
     if max_position_embeddings is not None:
         for k, v in ((key_mml, mml), (key_ek, ek_mml)):
             if v is not None and int(v) > int(max_position_embeddings):
-                report.add(Finding(
-                    "rules.max-position-embeddings", ERROR,
-                    f"{k}={v} exceeds the model's max_position_embeddings {max_position_embeddings} ({mpe_source})",
-                    loc.where(k), "verl's vLLM server raises 'max_model_len ... should be less than or equal to "
-                    "max_position_embeddings' after the weights are loaded", f"{k}<={max_position_embeddings}"))
+                report.add(
+                    Finding(
+                        "rules.max-position-embeddings",
+                        ERROR,
+                        f"{k}={v} exceeds the model's max_position_embeddings {max_position_embeddings} ({mpe_source})",
+                        loc.where(k),
+                        "verl's vLLM server raises 'max_model_len ... should be less than or equal to "
+                        "max_position_embeddings' after the weights are loaded",
+                        f"{k}<={max_position_embeddings}",
+                    )
+                )
         if mml is None and int(max_position_embeddings) < needed:
-            report.add(Finding(
-                "rules.max-model-len", ERROR,
-                f"max_model_len is unset, so verl uses max_position_embeddings {max_position_embeddings}, "
-                f"which is < prompt + response = {needed}", loc.where(key_mml),
-                "responses are clamped to the room left", "lower max_prompt_length/max_response_length"))
+            report.add(
+                Finding(
+                    "rules.max-model-len",
+                    ERROR,
+                    f"max_model_len is unset, so verl uses max_position_embeddings {max_position_embeddings}, "
+                    f"which is < prompt + response = {needed}",
+                    loc.where(key_mml),
+                    "responses are clamped to the room left",
+                    "lower max_prompt_length/max_response_length",
+                )
+            )
     return budget
 
 
@@ -254,25 +340,42 @@ def check_veomni(work: Any, report: Report, loc: Locator) -> None:
         usp = int(v.get("ulysses_parallel_size", 1) or 1)
         ep = int(v.get("expert_parallel_size", 1) or 1)
         if world % usp != 0:
-            report.add(Finding(
-                "rules.veomni-layout", ERROR, f"{base}.ulysses_parallel_size={usp} does not divide the world size "
-                f"{world} (trainer.nnodes x trainer.n_gpus_per_node)", loc.where(f"{base}.ulysses_parallel_size"),
-                "VeOmni's parallel state needs world = dp x ulysses", f"a ulysses size dividing {world}"))
+            report.add(
+                Finding(
+                    "rules.veomni-layout",
+                    ERROR,
+                    f"{base}.ulysses_parallel_size={usp} does not divide the world size "
+                    f"{world} (trainer.nnodes x trainer.n_gpus_per_node)",
+                    loc.where(f"{base}.ulysses_parallel_size"),
+                    "VeOmni's parallel state needs world = dp x ulysses",
+                    f"a ulysses size dividing {world}",
+                )
+            )
             continue
         if fsdp != -1 and fsdp * usp != world:
-            report.add(Finding(
-                "rules.veomni-layout", ERROR,
-                f"{base}.fsdp_size={fsdp} x ulysses_parallel_size={usp} = {fsdp * usp} != world size {world} "
-                f"(trainer.nnodes={work.trainer.nnodes} x trainer.n_gpus_per_node={work.trainer.n_gpus_per_node})",
-                loc.where(f"{base}.fsdp_size"),
-                "verl's VeOmni engine silently falls back to full sharding or a replicated layout instead of the "
-                "stated one (verl issue #6146 thread; run_qwen3_vl_30b_moe_veomni.sh sets fsdp_size=dp_size)",
-                f"{base}.fsdp_size={world // usp} or {base}.fsdp_size=-1"))
+            report.add(
+                Finding(
+                    "rules.veomni-layout",
+                    ERROR,
+                    f"{base}.fsdp_size={fsdp} x ulysses_parallel_size={usp} = {fsdp * usp} != world size {world} "
+                    f"(trainer.nnodes={work.trainer.nnodes} x trainer.n_gpus_per_node={work.trainer.n_gpus_per_node})",
+                    loc.where(f"{base}.fsdp_size"),
+                    "verl's VeOmni engine silently falls back to full sharding or a replicated layout instead of the "
+                    "stated one (verl issue #6146 thread; run_qwen3_vl_30b_moe_veomni.sh sets fsdp_size=dp_size)",
+                    f"{base}.fsdp_size={world // usp} or {base}.fsdp_size=-1",
+                )
+            )
         if ep > 1 and world % ep != 0:
-            report.add(Finding(
-                "rules.veomni-layout", ERROR, f"{base}.expert_parallel_size={ep} does not divide world size {world}",
-                loc.where(f"{base}.expert_parallel_size"), "VeOmni's expert-parallel mesh cannot be built",
-                f"an expert_parallel_size dividing {world}"))
+            report.add(
+                Finding(
+                    "rules.veomni-layout",
+                    ERROR,
+                    f"{base}.expert_parallel_size={ep} does not divide world size {world}",
+                    loc.where(f"{base}.expert_parallel_size"),
+                    "VeOmni's expert-parallel mesh cannot be built",
+                    f"an expert_parallel_size dividing {world}",
+                )
+            )
 
 
 #: VeOmni version the images pin (docs: notes/pins.md -- 0.1.10+ ship a transformers>=5.2 Qwen3-VL-MoE only).
@@ -291,17 +394,29 @@ def check_veomni_install(work: Any, report: Report) -> dict[str, Any]:
     try:
         installed = version("veomni")
     except PackageNotFoundError:
-        report.add(Finding(
-            "rules.veomni-version", WARNING, f"VeOmni is not installed here (the images pin {PINNED_VEOMNI})",
-            Where(key="model_engine"), "model_engine=veomni imports VeOmni in every training worker",
-            "run preflight inside the training image"))
+        report.add(
+            Finding(
+                "rules.veomni-version",
+                WARNING,
+                f"VeOmni is not installed here (the images pin {PINNED_VEOMNI})",
+                Where(key="model_engine"),
+                "model_engine=veomni imports VeOmni in every training worker",
+                "run preflight inside the training image",
+            )
+        )
         return {"veomni": None}
     if installed != PINNED_VEOMNI:
-        report.add(Finding(
-            "rules.veomni-version", ERROR, f"VeOmni {installed} is installed; this stack pins {PINNED_VEOMNI}",
-            Where(key="model_engine"), "VeOmni 0.1.10+ only ship a Qwen3-VL-MoE model for transformers>=5.2; on "
-            "transformers 4.57 the first forward with images fails (verl issue #6146)",
-            f"pip install --no-deps veomni=={PINNED_VEOMNI}"))
+        report.add(
+            Finding(
+                "rules.veomni-version",
+                ERROR,
+                f"VeOmni {installed} is installed; this stack pins {PINNED_VEOMNI}",
+                Where(key="model_engine"),
+                "VeOmni 0.1.10+ only ship a Qwen3-VL-MoE model for transformers>=5.2; on "
+                "transformers 4.57 the first forward with images fails (verl issue #6146)",
+                f"pip install --no-deps veomni=={PINNED_VEOMNI}",
+            )
+        )
     return {"veomni": installed}
 
 
@@ -322,8 +437,16 @@ def detect_devices_per_node() -> tuple[int | None, str]:
 LOCAL_RAY_ADDRESSES = ("", "local")
 
 
-def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, devices_per_node: int | None,
-                   source: str, devices_source: str = "node", ray_address: str | None = None) -> dict[str, Any]:
+def check_topology(
+    work: Any,
+    report: Report,
+    loc: Locator,
+    fully_async: bool,
+    devices_per_node: int | None,
+    source: str,
+    devices_source: str = "node",
+    ray_address: str | None = None,
+) -> dict[str, Any]:
     """B12: per-node device counts must not exceed what the node has (Ray would leave the placement group
     pending forever); with no Ray address (``ray_address`` unset or ``local``: Ray runs on this node alone) the
     whole layout, the sum of ``nnodes x n_gpus_per_node`` over the resource pools, must fit this node.
@@ -331,8 +454,11 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
     ``devices_source``: ``"node"`` (counted on this node, or given by the caller for it) or ``"plan"`` (the
     entrypoint's planning override VLGRPO_PLAN_DEVICES_PER_NODE: a plan for another machine): a layout larger than
     one node is then a warning saying which Ray cluster it needs, else ``rules.layout-local`` is an error."""
-    info = {"devices_per_node": devices_per_node, "devices_source": source,
-            "trainer": f"{work.trainer.nnodes} x {work.trainer.n_gpus_per_node}"}
+    info = {
+        "devices_per_node": devices_per_node,
+        "devices_source": source,
+        "trainer": f"{work.trainer.nnodes} x {work.trainer.n_gpus_per_node}",
+    }
     pools = [("trainer", work.trainer)]
     if fully_async:
         pools.append(("rollout", work.rollout))
@@ -343,23 +469,31 @@ def check_topology(work: Any, report: Report, loc: Locator, fully_async: bool, d
     for name, node in pools:
         n = int(node.n_gpus_per_node)
         if n > devices_per_node:
-            report.add(Finding(
-                "rules.devices-per-node", ERROR,
-                f"{name}.n_gpus_per_node={n} but this node has {devices_per_node} accelerators ({source})",
-                loc.where(f"{name}.n_gpus_per_node"),
-                "Ray cannot place a bundle larger than a node: the placement group stays pending forever",
-                f"{name}.n_gpus_per_node={devices_per_node} (and raise {name}.nnodes to keep the total)"))
+            report.add(
+                Finding(
+                    "rules.devices-per-node",
+                    ERROR,
+                    f"{name}.n_gpus_per_node={n} but this node has {devices_per_node} accelerators ({source})",
+                    loc.where(f"{name}.n_gpus_per_node"),
+                    "Ray cannot place a bundle larger than a node: the placement group stays pending forever",
+                    f"{name}.n_gpus_per_node={devices_per_node} (and raise {name}.nnodes to keep the total)",
+                )
+            )
         elif n < devices_per_node:
             from .report import WARNING
 
-            report.add(Finding(
-                "rules.devices-unused", WARNING,
-                f"{name}.n_gpus_per_node={n} uses {n} of the {devices_per_node} accelerators of a node ({source})",
-                loc.where(f"{name}.n_gpus_per_node"),
-                "verl places n_gpus_per_node workers per node; the rest stay idle (B19: the VeOmni example fixes 8 "
-                "per node, an Atlas A3 node has 16)",
-                f"{name}.n_gpus_per_node={devices_per_node} (and lower {name}.nnodes to keep the total) if the node "
-                "is not shared"))
+            report.add(
+                Finding(
+                    "rules.devices-unused",
+                    WARNING,
+                    f"{name}.n_gpus_per_node={n} uses {n} of the {devices_per_node} accelerators of a node ({source})",
+                    loc.where(f"{name}.n_gpus_per_node"),
+                    "verl places n_gpus_per_node workers per node; the rest stay idle (B19: the VeOmni example fixes 8 "
+                    "per node, an Atlas A3 node has 16)",
+                    f"{name}.n_gpus_per_node={devices_per_node} (and lower {name}.nnodes to keep the total) if the node "
+                    "is not shared",
+                )
+            )
     return info
 
 
@@ -380,28 +514,41 @@ def _check_local_layout(pools, report, loc, devices_per_node, source, devices_so
         return
     layout = " + ".join(f"{name} {int(node.nnodes)} node(s) x {int(node.n_gpus_per_node)}" for name, node in pools)
     info["cluster_needed"] = {"nodes": nodes, "devices_per_node": per_node}
-    fix = (f"start a Ray cluster of {nodes} node(s) with {per_node} devices each (entrypoints/ray-node.sh) and set "
-           f"VLGRPO_RAY_ADDRESS=HOST:PORT, or plan fewer nodes or devices (VLGRPO_TRAINER_NNODES, "
-           f"VLGRPO_*_DEVICES_PER_NODE) to fit {devices_per_node}")
+    fix = (
+        f"start a Ray cluster of {nodes} node(s) with {per_node} devices each (entrypoints/ray-node.sh) and set "
+        f"VLGRPO_RAY_ADDRESS=HOST:PORT, or plan fewer nodes or devices (VLGRPO_TRAINER_NNODES, "
+        f"VLGRPO_*_DEVICES_PER_NODE) to fit {devices_per_node}"
+    )
     if devices_source == "plan":
-        report.add(Finding(
-            "rules.layout-local", WARNING,
-            f"this plan needs a Ray cluster of {nodes} node(s) x {per_node} devices ({layout} = {total} devices); "
-            f"planned for {devices_per_node} devices per node ({source}) and no Ray address",
-            loc.where("trainer.nnodes"),
-            "a planning dry run describes other machines; launched without VLGRPO_RAY_ADDRESS it runs on one node "
-            "and is refused there", fix))
+        report.add(
+            Finding(
+                "rules.layout-local",
+                WARNING,
+                f"this plan needs a Ray cluster of {nodes} node(s) x {per_node} devices ({layout} = {total} devices); "
+                f"planned for {devices_per_node} devices per node ({source}) and no Ray address",
+                loc.where("trainer.nnodes"),
+                "a planning dry run describes other machines; launched without VLGRPO_RAY_ADDRESS it runs on one node "
+                "and is refused there",
+                fix,
+            )
+        )
         return
-    report.add(Finding(
-        "rules.layout-local", ERROR,
-        f"the layout needs {total} devices on {nodes} node(s) ({layout}), but with no Ray address Ray runs on this "
-        f"node alone, which has {devices_per_node} ({source})",
-        loc.where("trainer.nnodes"),
-        "Ray's placement groups for the rest never fit: verl waits for them forever", fix))
+    report.add(
+        Finding(
+            "rules.layout-local",
+            ERROR,
+            f"the layout needs {total} devices on {nodes} node(s) ({layout}), but with no Ray address Ray runs on this "
+            f"node alone, which has {devices_per_node} ({source})",
+            loc.where("trainer.nnodes"),
+            "Ray's placement groups for the rest never fit: verl waits for them forever",
+            fix,
+        )
+    )
 
 
-def check_image_patch_size(work: Any, report: Report, loc: Locator, image_processor: Any,
-                           model_path: str) -> dict[str, Any]:
+def check_image_patch_size(
+    work: Any, report: Report, loc: Locator, image_processor: Any, model_path: str
+) -> dict[str, Any]:
     """B06 (verl issue #6592, fix PR #6595): ``data.image_patch_size`` must be the processor's patch size.
 
     verl 0.8.0 pre-resizes images with ``data.image_patch_size`` (default 14) in its overlong filter
@@ -419,15 +566,20 @@ def check_image_patch_size(work: Any, report: Report, loc: Locator, image_proces
     if value != patch:
         where = loc.where(key)
         source = os.path.join(model_path, "preprocessor_config.json")
-        report.add(Finding(
-            "rules.image-patch-size", ERROR,
-            f"{key}={value}{' (verl default)' if not loc.given(key) else ''} but the model's processor uses patch size "
-            f"{patch} ({type(image_processor).__name__}, {source})",
-            where, "verl's overlong filter pre-resizes images with data.image_patch_size, the rollout with the "
-            "processor's patch size: the filter's token counts are wrong, so it keeps rows the rollout refuses and "
-            "drops rows that fit (verl issue #6592)" + (" -- null fails on every image row, which verl then drops"
-                                                        if value is None else ""),
-            f"{key}={patch}"))
+        report.add(
+            Finding(
+                "rules.image-patch-size",
+                ERROR,
+                f"{key}={value}{' (verl default)' if not loc.given(key) else ''} but the model's processor uses patch size "
+                f"{patch} ({type(image_processor).__name__}, {source})",
+                where,
+                "verl's overlong filter pre-resizes images with data.image_patch_size, the rollout with the "
+                "processor's patch size: the filter's token counts are wrong, so it keeps rows the rollout refuses and "
+                "drops rows that fit (verl issue #6592)"
+                + (" -- null fails on every image row, which verl then drops" if value is None else ""),
+                f"{key}={patch}",
+            )
+        )
     return {"data": value, "processor": patch}
 
 
@@ -436,13 +588,17 @@ def check_truncation(work: Any, report: Report, loc: Locator, has_images: bool) 
     vLLM PR #7998: cut placeholders no longer match the image features)."""
     trunc = work.data.get("truncation", "error")
     if has_images and trunc in IMAGE_TRUNCATIONS:
-        report.add(Finding(
-            "rules.image-truncation", ERROR,
-            f"data.truncation={trunc} on a dataset with images",
-            loc.where("data.truncation"),
-            "truncating an image prompt cuts <|image_pad|> tokens while the pixels stay whole; verl raises at "
-            "rollout (verl issue #4975)",
-            "data.truncation=error and data.filter_overlong_prompts=True (or raise max_prompt_length)"))
+        report.add(
+            Finding(
+                "rules.image-truncation",
+                ERROR,
+                f"data.truncation={trunc} on a dataset with images",
+                loc.where("data.truncation"),
+                "truncating an image prompt cuts <|image_pad|> tokens while the pixels stay whole; verl raises at "
+                "rollout (verl issue #4975)",
+                "data.truncation=error and data.filter_overlong_prompts=True (or raise max_prompt_length)",
+            )
+        )
 
 
 #: Keys whose value makes verl import or execute a user file or module (field case B17; verl 0.8.0 config and
@@ -486,8 +642,11 @@ def interpolations(text: str) -> list[tuple[str, str]]:
             out.append(("resolver", node.resolverName().getText()))
         elif isinstance(node, G.InterpolationNodeContext):
             out.append(("node", node.getText()))
-        stack += [node.getChild(i) for i in range(node.getChildCount() - 1, -1, -1)] if hasattr(
-            node, "getChildCount") else []
+        stack += (
+            [node.getChild(i) for i in range(node.getChildCount() - 1, -1, -1)]
+            if hasattr(node, "getChildCount")
+            else []
+        )
     return out
 
 
@@ -516,16 +675,28 @@ def check_interpolations(report: Report, overrides: list[Any]) -> None:
         nodes = sorted({name for kind, name in found if kind == "node"})
         where = Where(position=po.position, override=po.text, key=po.key)
         if resolvers:
-            report.add(Finding(
-                "security.resolver", ERROR, f"{po.key} is computed at run time by the resolver(s) "
-                + ", ".join(resolvers), where,
-                "OmegaConf calls the resolver when verl reads the key (oc.env copies an environment variable, a secret "
-                "too, into the value; others decode or run registered functions): the checked value is not the run's",
-                f"write the value itself: {po.key}=<value>"))
+            report.add(
+                Finding(
+                    "security.resolver",
+                    ERROR,
+                    f"{po.key} is computed at run time by the resolver(s) " + ", ".join(resolvers),
+                    where,
+                    "OmegaConf calls the resolver when verl reads the key (oc.env copies an environment variable, a secret "
+                    "too, into the value; others decode or run registered functions): the checked value is not the run's",
+                    f"write the value itself: {po.key}=<value>",
+                )
+            )
         elif nodes:
-            report.add(Finding(
-                "security.interpolation", WARNING, f"{po.key} takes another key's value: " + ", ".join(nodes), where,
-                "the value is resolved when verl reads it, not checked here as written", "write the value itself"))
+            report.add(
+                Finding(
+                    "security.interpolation",
+                    WARNING,
+                    f"{po.key} takes another key's value: " + ", ".join(nodes),
+                    where,
+                    "the value is resolved when verl reads it, not checked here as written",
+                    "write the value itself",
+                )
+            )
 
 
 def check_code_loading(cfg: Any, report: Report, loc: Locator, overrides: list[Any]) -> None:
@@ -553,21 +724,38 @@ def check_code_loading(cfg: Any, report: Report, loc: Locator, overrides: list[A
 
     for path, value in walk(tree, ""):
         if path.rsplit(".", 1)[-1] == "trust_remote_code" and value not in (False, None, "False", "false"):
-            report.add(Finding(
-                "security.trust-remote-code", ERROR, f"{path} is {value!r}", loc.where(path),
-                "with trust_remote_code on, transformers runs Python files from the model folder or the hub",
-                f"{path}=False (Qwen3-VL needs no remote code on transformers 4.57)"))
+            report.add(
+                Finding(
+                    "security.trust-remote-code",
+                    ERROR,
+                    f"{path} is {value!r}",
+                    loc.where(path),
+                    "with trust_remote_code on, transformers runs Python files from the model folder or the hub",
+                    f"{path}=False (Qwen3-VL needs no remote code on transformers 4.57)",
+                )
+            )
     for key in CODE_LOADING_KEYS:
         value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
         if value not in (None, ""):
-            report.add(Finding(
-                "security.code-loading", ERROR, f"{key} is set ({value!r})", loc.where(key),
-                "verl imports or executes the file/module it names inside every worker",
-                f"remove the {key} override; the recipes need no custom code"))
+            report.add(
+                Finding(
+                    "security.code-loading",
+                    ERROR,
+                    f"{key} is set ({value!r})",
+                    loc.where(key),
+                    "verl imports or executes the file/module it names inside every worker",
+                    f"remove the {key} override; the recipes need no custom code",
+                )
+            )
     for po in overrides:
         if "_target_" in po.key.split("."):
-            report.add(Finding(
-                "security.target", ERROR, f"override of {po.key}", Where(position=po.position, override=po.text,
-                                                                         key=po.key),
-                "Hydra/verl instantiate whatever callable a _target_ names",
-                "remove the override; _target_ keys are verl's own and must keep their defaults"))
+            report.add(
+                Finding(
+                    "security.target",
+                    ERROR,
+                    f"override of {po.key}",
+                    Where(position=po.position, override=po.text, key=po.key),
+                    "Hydra/verl instantiate whatever callable a _target_ names",
+                    "remove the override; _target_ keys are verl's own and must keep their defaults",
+                )
+            )

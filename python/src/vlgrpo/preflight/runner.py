@@ -157,8 +157,9 @@ def run_checks(checks: list[Check] | tuple[Check, ...], ctx: Context) -> list[di
     return log
 
 
-def code_table(codes: dict[str, Code], checks: list[Check] | tuple[Check, ...],
-               extra_givers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def code_table(
+    codes: dict[str, Code], checks: list[Check] | tuple[Check, ...], extra_givers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """One row per declared code: code, severity, summary, runs_code and the checks that can give it."""
     givers: dict[str, list[str]] = {c: [] for c in codes}
     for check in checks:
@@ -166,5 +167,13 @@ def code_table(codes: dict[str, Code], checks: list[Check] | tuple[Check, ...],
             givers.setdefault(c, []).append(check.name)
     for c, who in (extra_givers or {}).items():
         givers.setdefault(c, []).append(who)
-    return [{"code": c.code, "severity": c.severity, "summary": c.summary, "runs_code": c.runs_code,
-             "checks": givers.get(c.code, [])} for c in codes.values()]
+    return [
+        {
+            "code": c.code,
+            "severity": c.severity,
+            "summary": c.summary,
+            "runs_code": c.runs_code,
+            "checks": givers.get(c.code, []),
+        }
+        for c in codes.values()
+    ]

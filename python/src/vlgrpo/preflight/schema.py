@@ -101,13 +101,17 @@ def parse_overrides(spec: LaunchSpec, report: Report) -> list[ParsedOverride]:
         try:
             p = parser.parse_override(ov.text)
         except Exception as exc:  # noqa: BLE001 - hydra raises OverrideParseException / HydraException
-            report.add(Finding(
-                "schema.syntax", ERROR, f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
-                Where(position=ov.position, override=ov.text),
-                "Hydra rejects the whole command line at start-up (quoted key segments such as rollout.'n' "
-                "are a lexer error in hydra-core)",
-                "write it as key=value with a plain dotted key",
-            ))
+            report.add(
+                Finding(
+                    "schema.syntax",
+                    ERROR,
+                    f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
+                    Where(position=ov.position, override=ov.text),
+                    "Hydra rejects the whole command line at start-up (quoted key segments such as rollout.'n' "
+                    "are a lexer error in hydra-core)",
+                    "write it as key=value with a plain dotted key",
+                )
+            )
             continue
         key = p.key_or_group if p.package is None else f"{p.key_or_group}@{p.package}"
         parsed.append(ParsedOverride(ov.position, ov.text, p, key))
@@ -115,17 +119,23 @@ def parse_overrides(spec: LaunchSpec, report: Report) -> list[ParsedOverride]:
     for po in parsed:
         if po.key in first:
             prev = first[po.key]
-            same = _plain(prev.parsed.value()) == _plain(po.parsed.value()) if not (
-                prev.parsed.is_delete() or po.parsed.is_delete()) else False
-            report.add(Finding(
-                "schema.duplicate-key", ERROR,
-                f"key {po.key!r} is given twice: argv[{prev.position}] {prev.text!r} and argv[{po.position}] "
-                f"{po.text!r}" + (" (same value)" if same else " (different values; Hydra keeps the last)"),
-                Where(position=po.position, override=po.text, key=po.key),
-                "Hydra applies overrides in order and the last one wins without a warning "
-                "(hydra-ecosystem/hydra #3283, verl #6094)",
-                f"keep exactly one override of {po.key} (remove argv[{prev.position}] or argv[{po.position}])",
-            ))
+            same = (
+                _plain(prev.parsed.value()) == _plain(po.parsed.value())
+                if not (prev.parsed.is_delete() or po.parsed.is_delete())
+                else False
+            )
+            report.add(
+                Finding(
+                    "schema.duplicate-key",
+                    ERROR,
+                    f"key {po.key!r} is given twice: argv[{prev.position}] {prev.text!r} and argv[{po.position}] "
+                    f"{po.text!r}" + (" (same value)" if same else " (different values; Hydra keeps the last)"),
+                    Where(position=po.position, override=po.text, key=po.key),
+                    "Hydra applies overrides in order and the last one wins without a warning "
+                    "(hydra-ecosystem/hydra #3283, verl #6094)",
+                    f"keep exactly one override of {po.key} (remove argv[{prev.position}] or argv[{po.position}])",
+                )
+            )
         else:
             first[po.key] = po
     return parsed
@@ -153,8 +163,13 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
         # config overrides. Candidates: dot-free keys with a non-dict value; confirmed against the groups
         # Hydra reports in hydra.runtime.choices of the composed defaults.
         # (a package, as in actor@actor_rollout_ref.actor=dp_actor, may hold dots: test the group part only)
-        candidates = [po for po in parsed if "." not in po.parsed.key_or_group and not po.parsed.is_delete()
-                      and not isinstance(po.parsed.value(), dict)]
+        candidates = [
+            po
+            for po in parsed
+            if "." not in po.parsed.key_or_group
+            and not po.parsed.is_delete()
+            and not isinstance(po.parsed.value(), dict)
+        ]
         try:
             base = compose(spec.config_name, overrides=[po.text for po in candidates], return_hydra_config=True)
         except Exception as exc:  # noqa: BLE001
@@ -180,11 +195,16 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                     except Exception as alone:  # noqa: BLE001
                         culprits.append((po, alone))
                 for po, group_error in culprits or [(po, group_error) for po in group_ovs]:
-                    report.add(Finding(
-                        "schema.bad-group", ERROR,
-                        f"config group override rejected by Hydra: {' '.join(str(group_error).split())}",
-                        Where(position=po.position, override=po.text, key=po.key),
-                        f"verl {version} has no such option for this group", "use an option the group provides"))
+                    report.add(
+                        Finding(
+                            "schema.bad-group",
+                            ERROR,
+                            f"config group override rejected by Hydra: {' '.join(str(group_error).split())}",
+                            Where(position=po.position, override=po.text, key=po.key),
+                            f"verl {version} has no such option for this group",
+                            "use an option the group provides",
+                        )
+                    )
                 return ComposeResult(None, None, parsed, groups)
         from omegaconf import open_dict
 
@@ -210,20 +230,32 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
                 report.add(_composition_finding(po, str(exc), base, spec, version))
             except Exception as exc:  # noqa: BLE001
                 bad += 1
-                report.add(Finding(
-                    "schema.rejected", ERROR, f"Hydra rejected the override: {exc}",
-                    Where(position=po.position, override=po.text, key=po.key),
-                    f"verl {version} ({spec.config_name}) cannot take this value", "fix the value"))
+                report.add(
+                    Finding(
+                        "schema.rejected",
+                        ERROR,
+                        f"Hydra rejected the override: {exc}",
+                        Where(position=po.position, override=po.text, key=po.key),
+                        f"verl {version} ({spec.config_name}) cannot take this value",
+                        "fix the value",
+                    )
+                )
         bad += _check_new_keys(parsed, base, report, spec, version)
         if bad or not syntax_ok:
             return ComposeResult(None, base, parsed, groups)
         try:
             final = compose(spec.config_name, overrides=[o.text for o in spec.overrides])
         except Exception as exc:  # noqa: BLE001 - should not happen after the per-override pass
-            report.add(Finding(
-                "schema.compose", ERROR, f"Hydra compose failed: {exc}", Where(),
-                f"verl {version} ({spec.config_name}) does not accept the overrides together",
-                "fix the overrides Hydra names"))
+            report.add(
+                Finding(
+                    "schema.compose",
+                    ERROR,
+                    f"Hydra compose failed: {exc}",
+                    Where(),
+                    f"verl {version} ({spec.config_name}) does not accept the overrides together",
+                    "fix the overrides Hydra names",
+                )
+            )
             return ComposeResult(None, base, parsed, groups)
     return ComposeResult(final, base, parsed, groups)
 
@@ -243,20 +275,32 @@ def _check_new_keys(parsed: list[ParsedOverride], base: Any, report: Report, spe
             continue
         bad += 1
         where = Where(position=po.position, override=po.text, key=ov.key_or_group)
-        owner = (f"{verdict.parent} is verl's {verdict.dataclass}, which has no field {verdict.segment!r}"
-                 if verdict.dataclass else
-                 f"{verdict.parent or 'the top level'} is a mapping verl reads by name, and no code of it reads "
-                 f"{verdict.segment!r}")
+        owner = (
+            f"{verdict.parent} is verl's {verdict.dataclass}, which has no field {verdict.segment!r}"
+            if verdict.dataclass
+            else f"{verdict.parent or 'the top level'} is a mapping verl reads by name, and no code of it reads "
+            f"{verdict.segment!r}"
+        )
         hints = list(verdict.suggestions)
         plain = po.text.lstrip("+")
-        report.add(Finding(
-            "schema.unknown-key", ERROR,
-            f"'+' adds {ov.key_or_group!r}, which verl {version} never reads: {owner}"
-            + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
-            where, "Hydra composes any key after '+', so a misspelt one is silently ignored by verl and the setting "
-            "it was meant for keeps its default",
-            (f"use {_prefix_for(base, hints[0])}{hints[0]}" + ("" if "=" not in plain else "=" + plain.split("=", 1)[1])
-             if hints else "remove it") + f" ({spec.config_name} of verl {version})"))
+        report.add(
+            Finding(
+                "schema.unknown-key",
+                ERROR,
+                f"'+' adds {ov.key_or_group!r}, which verl {version} never reads: {owner}"
+                + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
+                where,
+                "Hydra composes any key after '+', so a misspelt one is silently ignored by verl and the setting "
+                "it was meant for keeps its default",
+                (
+                    f"use {_prefix_for(base, hints[0])}{hints[0]}"
+                    + ("" if "=" not in plain else "=" + plain.split("=", 1)[1])
+                    if hints
+                    else "remove it"
+                )
+                + f" ({spec.config_name} of verl {version})",
+            )
+        )
     return bad
 
 
@@ -278,9 +322,16 @@ def _check_hydra_overrides(spec: LaunchSpec, base: Any, report: Report, version:
         try:
             parsed = parser.parse_override(ov.text)
         except Exception as exc:  # noqa: BLE001
-            report.add(Finding("schema.syntax", ERROR, f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
-                               Where(position=ov.position, override=ov.text), "Hydra rejects the command line",
-                               "write it as key=value with a plain dotted key"))
+            report.add(
+                Finding(
+                    "schema.syntax",
+                    ERROR,
+                    f"Hydra cannot parse this override: {str(exc).splitlines()[0]}",
+                    Where(position=ov.position, override=ov.text),
+                    "Hydra rejects the command line",
+                    "write it as key=value with a plain dotted key",
+                )
+            )
             continue
         po = ParsedOverride(ov.position, ov.text, parsed, parsed.key_or_group)
         try:
@@ -309,30 +360,43 @@ def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: Laun
     schema = f"verl {version} {spec.config_name}"
     if first_line.startswith("Could not append to config"):
         return Finding(
-            "schema.plus-on-existing", ERROR,
+            "schema.plus-on-existing",
+            ERROR,
             f"'+' adds a key, but {key!r} already exists in {schema}",
-            where, "Hydra refuses '+' on an existing non-null key and stops the launch",
+            where,
+            "Hydra refuses '+' on an existing non-null key and stops the launch",
             f"remove the '+': {po.text.lstrip('+')}",
         )
     if first_line.startswith("Could not override") and "/" in key:
         return Finding(
-            "schema.bad-group", ERROR, f"{key!r} is not a config group of the defaults list of {schema}", where, "Hydra stops the launch", "select a group option as group@package=option, e.g. "
-            "actor@actor_rollout_ref.actor=dp_actor")
+            "schema.bad-group",
+            ERROR,
+            f"{key!r} is not a config group of the defaults list of {schema}",
+            where,
+            "Hydra stops the launch",
+            "select a group option as group@package=option, e.g. actor@actor_rollout_ref.actor=dp_actor",
+        )
     if first_line.startswith("Could not override"):
         from omegaconf import OmegaConf
 
         if OmegaConf.select(base, key, default=_MISSING) is not _MISSING:
             return Finding(
-                "schema.unknown-key", ERROR, f"{key!r} was deleted by an earlier '~{key}' override", where,
+                "schema.unknown-key",
+                ERROR,
+                f"{key!r} was deleted by an earlier '~{key}' override",
+                where,
                 "Hydra applies overrides in order: after the deletion the key no longer exists and the launch stops",
-                f"drop the '~{key}' override and keep {po.text}")
+                f"drop the '~{key}' override and keep {po.text}",
+            )
         parent_key, parent = _deepest_existing(base, key)
         open_dict_parent = isinstance(parent, DictConfig) and parent_key == key.rsplit(".", 1)[0] and len(parent) == 0
         if open_dict_parent:
             return Finding(
-                "schema.missing-plus", ERROR,
+                "schema.missing-plus",
+                ERROR,
                 f"{key!r} is not in {schema}; its parent {parent_key!r} is an empty dict meant to be filled",
-                where, "Hydra refuses to add a new key without '+' and stops the launch",
+                where,
+                "Hydra refuses to add a new key without '+' and stops the launch",
                 f"add a '+': +{po.text}",
             )
         from .plus_keys import classify
@@ -340,23 +404,41 @@ def _composition_finding(po: ParsedOverride, message: str, base: Any, spec: Laun
         verdict = classify(base, key)
         if verdict.field:
             return Finding(
-                "schema.missing-plus", ERROR,
+                "schema.missing-plus",
+                ERROR,
                 f"{key!r} is a field of verl's {verdict.dataclass} but not in {schema}'s YAML, so it needs '+'",
-                where, "Hydra refuses to set a key its YAML does not have and stops the launch (verl PR #7430 adds "
-                "such fields to the YAML; then the '+' must go)", f"add a '+': +{po.text}")
+                where,
+                "Hydra refuses to set a key its YAML does not have and stops the launch (verl PR #7430 adds "
+                "such fields to the YAML; then the '+' must go)",
+                f"add a '+': +{po.text}",
+            )
         hints = list(verdict.suggestions)
         return Finding(
-            "schema.unknown-key", ERROR,
+            "schema.unknown-key",
+            ERROR,
             f"key {key!r} does not exist in {schema}" + (f" (did you mean {' or '.join(hints)}?)" if hints else ""),
-            where, "Hydra stops the launch; a misspelt key would otherwise never take effect",
+            where,
+            "Hydra stops the launch; a misspelt key would otherwise never take effect",
             (f"use {hints[0]}" if hints else "remove it") + f", or if the key is meant to be new: +{po.text}",
         )
     if first_line.startswith("Could not delete"):
-        return Finding("schema.delete-missing", ERROR, f"cannot delete {key!r}: not in {schema}", where,
-                       "Hydra stops the launch", "remove the override")
+        return Finding(
+            "schema.delete-missing",
+            ERROR,
+            f"cannot delete {key!r}: not in {schema}",
+            where,
+            "Hydra stops the launch",
+            "remove the override",
+        )
     cause = message.strip().replace("\n", " ")
-    return Finding("schema.rejected", ERROR, f"Hydra rejected the override: {cause}", where,
-                   f"{schema} cannot take this value", "fix the value's type")
+    return Finding(
+        "schema.rejected",
+        ERROR,
+        f"Hydra rejected the override: {cause}",
+        where,
+        f"{schema} cannot take this value",
+        "fix the value's type",
+    )
 
 
 def _bool_fix(key: str, text: str) -> str:
@@ -384,28 +466,53 @@ def _check_value_kind(po: ParsedOverride, old: Any, report: Report) -> int:
     if not isinstance(new, str) or "${" in new:
         return 0
     if isinstance(old, ListConfig):
-        report.add(Finding(
-            "schema.list-as-string", ERROR,
-            f"{key} is a list in verl's config but is given the string {new!r}",
-            where, "Hydra stores the quoted text as one string and verl iterates it or checks membership "
-            "later (e.g. trainer.logger fails in verl's Tracking at trainer start)",
-            _list_fix(key, new)))
+        report.add(
+            Finding(
+                "schema.list-as-string",
+                ERROR,
+                f"{key} is a list in verl's config but is given the string {new!r}",
+                where,
+                "Hydra stores the quoted text as one string and verl iterates it or checks membership "
+                "later (e.g. trainer.logger fails in verl's Tracking at trainer start)",
+                _list_fix(key, new),
+            )
+        )
         return 1
     if isinstance(old, DictConfig):
-        report.add(Finding(
-            "schema.dict-as-string", ERROR, f"{key} is a mapping in verl's config but is given a string",
-            where, "verl reads sub-keys of this node", f"{key}={{a: 1, b: 2}} or set the sub-keys one by one"))
+        report.add(
+            Finding(
+                "schema.dict-as-string",
+                ERROR,
+                f"{key} is a mapping in verl's config but is given a string",
+                where,
+                "verl reads sub-keys of this node",
+                f"{key}={{a: 1, b: 2}} or set the sub-keys one by one",
+            )
+        )
         return 1
     if isinstance(old, bool):
-        report.add(Finding(
-            "schema.bool-as-string", ERROR, f"{key} is a boolean in verl's config but is given the string {new!r}",
-            where, "a non-empty string is truthy, so 'False' would act as True", _bool_fix(key, new)))
+        report.add(
+            Finding(
+                "schema.bool-as-string",
+                ERROR,
+                f"{key} is a boolean in verl's config but is given the string {new!r}",
+                where,
+                "a non-empty string is truthy, so 'False' would act as True",
+                _bool_fix(key, new),
+            )
+        )
         return 1
     if isinstance(old, (int, float)):
-        report.add(Finding(
-            "schema.number-as-string", ERROR,
-            f"{key} is a number in verl's config but is given the string {new!r}",
-            where, "verl does arithmetic and comparisons on this value", f"{key}=<number> without quotes"))
+        report.add(
+            Finding(
+                "schema.number-as-string",
+                ERROR,
+                f"{key} is a number in verl's config but is given the string {new!r}",
+                where,
+                "verl does arithmetic and comparisons on this value",
+                f"{key}=<number> without quotes",
+            )
+        )
         return 1
     return 0
 
@@ -434,17 +541,32 @@ def compose_cache_key(spec: LaunchSpec) -> str:
             versions[dist] = version(dist)
         except PackageNotFoundError:
             versions[dist] = None
-    h.update(json.dumps({"v": COMPOSE_CACHE_VERSION, "argv": spec.argv, "config_dir": spec.config_dir,
-                         "config_name": spec.config_name, "versions": versions,
-                         "python": sys.version}, sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {
+                "v": COMPOSE_CACHE_VERSION,
+                "argv": spec.argv,
+                "config_dir": spec.config_dir,
+                "config_name": spec.config_name,
+                "versions": versions,
+                "python": sys.version,
+            },
+            sort_keys=True,
+        ).encode()
+    )
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("schema.py", "plus_keys.py", "launch.py"):
         with open(os.path.join(here, name), "rb") as fh:
             h.update(hashlib.sha256(fh.read()).digest())
     found = importlib.util.find_spec("verl")
-    roots = sorted({os.path.realpath(spec.config_dir)} | (
-        {os.path.realpath(p) for p in found.submodule_search_locations} if found and found.submodule_search_locations
-        else set()))
+    roots = sorted(
+        {os.path.realpath(spec.config_dir)}
+        | (
+            {os.path.realpath(p) for p in found.submodule_search_locations}
+            if found and found.submodule_search_locations
+            else set()
+        )
+    )
     for root in roots:
         for folder, dirs, files in os.walk(root):
             dirs.sort()
@@ -479,8 +601,10 @@ def compose_cached(spec: LaunchSpec, report: Report, cache: Any) -> tuple[Compos
                 po.is_group = bool(is_group)
             config = OmegaConf.create(entry["config"])
             OmegaConf.set_struct(config, True)
-            findings = [Finding(f["code"], f["severity"], f["what"], Where(**f["where"]), f["why"], f["fix"])
-                        for f in entry["findings"]]
+            findings = [
+                Finding(f["code"], f["severity"], f["what"], Where(**f["where"]), f["why"], f["fix"])
+                for f in entry["findings"]
+            ]
         except (KeyError, TypeError, ValueError):
             cache.rejected += 1
         else:
@@ -490,10 +614,13 @@ def compose_cached(spec: LaunchSpec, report: Report, cache: Any) -> tuple[Compos
     before = len(report.findings)
     result = compose_config(spec, report)
     if result.config is not None:
-        body = {"config": OmegaConf.to_yaml(result.config), "groups": sorted(result.groups),
-                "positions": [po.position for po in result.overrides],
-                "is_group": [po.is_group for po in result.overrides],
-                "findings": [dataclasses.asdict(f) for f in report.findings[before:]]}
+        body = {
+            "config": OmegaConf.to_yaml(result.config),
+            "groups": sorted(result.groups),
+            "positions": [po.position for po in result.overrides],
+            "is_group": [po.is_group for po in result.overrides],
+            "findings": [dataclasses.asdict(f) for f in report.findings[before:]],
+        }
         try:
             cache.put("compose", key, body)
         except OSError:

@@ -40,8 +40,14 @@ DEFAULT_TIMEOUT_S = 240.0
 MODEL_TYPE = "qwen3_vl_moe"
 
 
-def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_dtype: str = "bfloat16",
-                  ops_overrides: dict[str, str] | None = None, image_forward: bool = True) -> dict[str, Any]:
+def build_on_meta(
+    model_path: str,
+    *,
+    attn_implementation: str = "eager",
+    torch_dtype: str = "bfloat16",
+    ops_overrides: dict[str, str] | None = None,
+    image_forward: bool = True,
+) -> dict[str, Any]:
     """Build the folder's model through VeOmni's builder on ``meta``, in this process (imports VeOmni and torch).
 
     Mirrors verl 0.8.0 ``verl/workers/engine/veomni/transformer_impl.py::VeOmniEngine._build_model_optimizer``
@@ -101,8 +107,7 @@ def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_
         kw["attn_implementation"] = attn_implementation
         kw.update(ops_overrides or {})
         ops = OpsImplementationConfig(**kw)
-        model = build_foundation_model(model_path, torch_dtype=torch_dtype, init_device="meta",
-                                       ops_implementation=ops)
+        model = build_foundation_model(model_path, torch_dtype=torch_dtype, init_device="meta", ops_implementation=ops)
         cls = type(model)
         out["model_class"] = f"{cls.__module__}.{cls.__qualname__}"
         out["parameters"] = int(sum(p.numel() for p in model.parameters()))
@@ -121,9 +126,12 @@ def build_on_meta(model_path: str, *, attn_implementation: str = "eager", torch_
         params = inspect.signature(model.forward).parameters
         out["forward_takes"] = [n for n in ("pixel_values", "image_grid_thw") if n in params]
         if tower is None or len(out["forward_takes"]) < 2:
-            out["error"] = (f"{out['model_class']} has " + ("no vision tower" if tower is None else
-                            f"a vision tower at .{tower}") + f"; forward takes {out['forward_takes'] or 'no'} image "
-                            "inputs (pixel_values, image_grid_thw needed)")
+            out["error"] = (
+                f"{out['model_class']} has "
+                + ("no vision tower" if tower is None else f"a vision tower at .{tower}")
+                + f"; forward takes {out['forward_takes'] or 'no'} image "
+                "inputs (pixel_values, image_grid_thw needed)"
+            )
             return out
         del model
 
@@ -164,15 +172,26 @@ def _tiny_image_forward(raw: dict[str, Any], build_foundation_model: Any, ops: A
 
     cfg = copy.deepcopy(raw)
     text, vision = cfg.setdefault("text_config", {}), cfg.setdefault("vision_config", {})
-    text.update(hidden_size=64, intermediate_size=64, moe_intermediate_size=16, num_experts=2, num_experts_per_tok=1,
-                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                decoder_sparse_step=1, mlp_only_layers=[])
+    text.update(
+        hidden_size=64,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_experts=2,
+        num_experts_per_tok=1,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+    )
     rope = dict(text.get("rope_scaling") or {"rope_type": "default"})
     if "mrope_section" in rope:
         rope["mrope_section"] = [4, 2, 2]  # sums to head_dim / 2
     text["rope_scaling"] = rope
-    vision.update(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=64,
-                  deepstack_visual_indexes=[0])
+    vision.update(
+        depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=64, deepstack_visual_indexes=[0]
+    )
     patch, tpatch = int(vision.get("patch_size", 16)), int(vision.get("temporal_patch_size", 2))
     merge = int(vision.get("spatial_merge_size", 2))
     with tempfile.TemporaryDirectory(prefix="vlgrpo-veomni-") as tmp:
@@ -181,14 +200,21 @@ def _tiny_image_forward(raw: dict[str, Any], build_foundation_model: Any, ops: A
         torch.manual_seed(0)
         model = build_foundation_model(tmp, torch_dtype="bfloat16", init_device="cpu", ops_implementation=ops)
     grid = torch.tensor([[1, 2 * merge, 2 * merge]])
-    n_image = int(grid.prod()) // merge ** 2
+    n_image = int(grid.prod()) // merge**2
     pixel_values = torch.randn(int(grid.prod()), 3 * tpatch * patch * patch)
-    ids = torch.tensor([[cfg["vision_start_token_id"]] + [cfg["image_token_id"]] * n_image
-                        + [cfg["vision_end_token_id"], 13, 14]])
+    ids = torch.tensor(
+        [[cfg["vision_start_token_id"]] + [cfg["image_token_id"]] * n_image + [cfg["vision_end_token_id"], 13, 14]]
+    )
     with torch.no_grad():
-        res = model(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixel_values,
-                    image_grid_thw=grid, labels=ids, image_mask=ids == cfg["image_token_id"],
-                    video_mask=ids == cfg.get("video_token_id", -1))
+        res = model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            pixel_values=pixel_values,
+            image_grid_thw=grid,
+            labels=ids,
+            image_mask=ids == cfg["image_token_id"],
+            video_mask=ids == cfg.get("video_token_id", -1),
+        )
     loss = float(res.loss)
     if not math.isfinite(loss):
         raise ValueError(f"the forward with one image gave a non-finite loss {loss}")
@@ -200,8 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     (``RESULT_MARK`` + JSON of :func:`build_on_meta`). Exit 0 when built, 2 when not."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or len(args) > 3:
-        print("usage: python -m vlgrpo.preflight.veomni_build MODEL_DIR [ATTN_IMPLEMENTATION [TORCH_DTYPE]]",
-              file=sys.stderr)
+        print(
+            "usage: python -m vlgrpo.preflight.veomni_build MODEL_DIR [ATTN_IMPLEMENTATION [TORCH_DTYPE]]",
+            file=sys.stderr,
+        )
         return 2
     kw = {}
     if len(args) > 1:
@@ -214,13 +242,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.get("stage") == "ok" else 2
 
 
-def run_child(model_path: str, *, attn_implementation: str = "eager", torch_dtype: str = "bfloat16",
-              timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None) -> dict[str, Any]:
+def run_child(
+    model_path: str,
+    *,
+    attn_implementation: str = "eager",
+    torch_dtype: str = "bfloat16",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str | None = None,
+) -> dict[str, Any]:
     """:func:`build_on_meta` in a fresh interpreter that sees this process's ``sys.path`` (so it finds the same
     VeOmni). Returns its dict; ``stage`` ``"child"`` with ``error`` when the child printed no result (crash,
     timeout)."""
-    code = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-            "from vlgrpo.preflight.veomni_build import main; sys.exit(main(sys.argv[2:]))")
+    code = (
+        "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+        "from vlgrpo.preflight.veomni_build import main; sys.exit(main(sys.argv[2:]))"
+    )
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     cmd = [python or sys.executable, "-c", code, json.dumps(paths), model_path, attn_implementation, torch_dtype]
     try:
@@ -229,13 +265,14 @@ def run_child(model_path: str, *, attn_implementation: str = "eager", torch_dtyp
         return {"stage": "child", "error": f"the build did not finish within {timeout_s:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
+            return json.loads(line[len(RESULT_MARK) :])
     tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[:600]
     return {"stage": "child", "error": f"exit {proc.returncode} without a result: {tail}"}
 
 
-def check_veomni_build(work: Any, model_path: str, report: Report, *, pinned: str,
-                       timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+def check_veomni_build(
+    work: Any, model_path: str, report: Report, *, pinned: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, Any]:
     """B19: add a ``rules.veomni-build`` error when VeOmni cannot build the folder's model on this transformers.
 
     Call only for ``model_engine=veomni`` with VeOmni installed and a clean Qwen3-VL model folder. Reads the
@@ -259,23 +296,33 @@ def check_veomni_build(work: Any, model_path: str, report: Report, *, pinned: st
     ver = res.get("veomni_version") or "here"
     tf = res.get("transformers_version") or "this transformers"
     fix_pin = f"pip install --no-deps veomni=={pinned} (with transformers 4.57.6, as the images pin)"
-    why = ("verl's VeOmni engine builds the actor with VeOmni's build_foundation_model in every training worker, "
-           "after Ray start (verl issue #6146)")
+    why = (
+        "verl's VeOmni engine builds the actor with VeOmni's build_foundation_model in every training worker, "
+        "after Ray start (verl issue #6146)"
+    )
     stage, err = res.get("stage"), str(res.get("error") or "")
     if stage == "registry":
-        what = (f"VeOmni {ver} has no model for model_type {res.get('model_type')!r} (its MODELING_REGISTRY lists "
-                f"{', '.join(res.get('registered') or []) or 'nothing'})")
+        what = (
+            f"VeOmni {ver} has no model for model_type {res.get('model_type')!r} (its MODELING_REGISTRY lists "
+            f"{', '.join(res.get('registered') or []) or 'nothing'})"
+        )
     elif stage == "vision" or "text-only" in err or "pixel_values" in err:
         what = f"VeOmni {ver} cannot run this folder's vision-language model on transformers {tf}: {err}"
-        why = ("the first forward with images fails: VeOmni raised \"currently supports text-only inputs ... "
-               "pixel_values ... not supported yet\" for a VL model (verl issue #6146)")
+        why = (
+            'the first forward with images fails: VeOmni raised "currently supports text-only inputs ... '
+            'pixel_values ... not supported yet" for a VL model (verl issue #6146)'
+        )
     elif stage == "forward":
-        what = (f"VeOmni {ver} builds {res.get('model_class')}, but one forward with one image fails on "
-                f"transformers {tf}: {err}")
+        what = (
+            f"VeOmni {ver} builds {res.get('model_class')}, but one forward with one image fails on "
+            f"transformers {tf}: {err}"
+        )
     elif stage == "import":
         what = f"VeOmni cannot be imported here: {err}"
-        fix_pin = (f"install VeOmni's runtime needs in the image (VeOmni is installed --no-deps), then "
-                   f"pip install --no-deps veomni=={pinned}")
+        fix_pin = (
+            f"install VeOmni's runtime needs in the image (VeOmni is installed --no-deps), then "
+            f"pip install --no-deps veomni=={pinned}"
+        )
     elif stage == "child":
         what = f"building the model with VeOmni on the meta device failed: {err}"
     else:

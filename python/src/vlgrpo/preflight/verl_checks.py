@@ -45,8 +45,9 @@ def _msg(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def load_function(rel: str, name: str, extra_globals: dict[str, Any] | None = None,
-                  import_fallback: bool = True) -> Any:
+def load_function(
+    rel: str, name: str, extra_globals: dict[str, Any] | None = None, import_fallback: bool = True
+) -> Any:
     """A top-level function of an installed verl module, compiled from its source alone.
 
     Used for functions whose module is expensive or impossible to import here: ``migrate_legacy_reward_impl``
@@ -64,12 +65,17 @@ def load_function(rel: str, name: str, extra_globals: dict[str, Any] | None = No
         node = _strip_annotations(next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name))
         import omegaconf
 
-        ns: dict[str, Any] = {"open_dict": omegaconf.open_dict, "OmegaConf": omegaconf.OmegaConf,
-                              "DictConfig": omegaconf.DictConfig, "ListConfig": omegaconf.ListConfig,
-                              **(extra_globals or {})}
+        ns: dict[str, Any] = {
+            "open_dict": omegaconf.open_dict,
+            "OmegaConf": omegaconf.OmegaConf,
+            "DictConfig": omegaconf.DictConfig,
+            "ListConfig": omegaconf.ListConfig,
+            **(extra_globals or {}),
+        }
         free = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        local = {a.arg for a in node.args.args} | {n.id for n in ast.walk(node)
-                                                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        local = {a.arg for a in node.args.args} | {
+            n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
         import builtins
 
         if free - local - set(ns) - set(dir(builtins)):
@@ -104,34 +110,63 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
             work.actor_rollout_ref.rollout.nnodes = work.rollout.nnodes
             work.actor_rollout_ref.rollout.n_gpus_per_node = work.rollout.n_gpus_per_node
     try:
-        migrate_legacy_reward_impl = load_function("experimental/reward_loop/reward_loop.py",
-                                                    "migrate_legacy_reward_impl")
+        migrate_legacy_reward_impl = load_function(
+            "experimental/reward_loop/reward_loop.py", "migrate_legacy_reward_impl"
+        )
         work = migrate_legacy_reward_impl(work)
     except _VERL_ERRORS + (Exception,) as exc:  # noqa: BLE001 - report whatever verl raises
-        report.add(Finding("verl.reward-migration", ERROR, f"verl's migrate_legacy_reward_impl fails: {_msg(exc)}",
-                           Where(key="reward_model"), "verl runs this in main() before Ray starts the trainer",
-                           "fix the reward/reward_model settings it names"))
+        report.add(
+            Finding(
+                "verl.reward-migration",
+                ERROR,
+                f"verl's migrate_legacy_reward_impl fails: {_msg(exc)}",
+                Where(key="reward_model"),
+                "verl runs this in main() before Ray starts the trainer",
+                "fix the reward/reward_model settings it names",
+            )
+        )
         return None
     try:
         missing = sorted(k for k in OmegaConf.missing_keys(work) if not _in_disabled_section(work, k))
     except Exception as exc:  # noqa: BLE001 - an interpolation that cannot resolve (missing key, unset oc.env)
         key = getattr(exc, "full_key", None)
-        report.add(Finding("verl.interpolation", ERROR, f"the config does not resolve: {_msg(exc)}",
-                           Where(key=str(key)) if key else Where(),
-                           "verl resolves every ${...} interpolation in the task runner and stops there",
-                           "fix the interpolation (the key it names must exist; oc.env needs the variable set)"))
+        report.add(
+            Finding(
+                "verl.interpolation",
+                ERROR,
+                f"the config does not resolve: {_msg(exc)}",
+                Where(key=str(key)) if key else Where(),
+                "verl resolves every ${...} interpolation in the task runner and stops there",
+                "fix the interpolation (the key it names must exist; oc.env needs the variable set)",
+            )
+        )
         return None
     for key in missing:
-        report.add(Finding("schema.missing-value", ERROR, f"{key} is mandatory ('???') in verl's config and not set",
-                           Where(key=key), "verl raises MissingMandatoryValue when it first reads it, after Ray start",
-                           f"add {key}=<value> to the launch"))
+        report.add(
+            Finding(
+                "schema.missing-value",
+                ERROR,
+                f"{key} is mandatory ('???') in verl's config and not set",
+                Where(key=key),
+                "verl raises MissingMandatoryValue when it first reads it, after Ray start",
+                f"add {key}=<value> to the launch",
+            )
+        )
     if missing:
         return None
     try:
         OmegaConf.resolve(work)
     except Exception as exc:  # noqa: BLE001
-        report.add(Finding("verl.interpolation", ERROR, f"the config does not resolve: {_msg(exc)}", Where(),
-                           "verl resolves every ${...} interpolation in the task runner", "fix the interpolation"))
+        report.add(
+            Finding(
+                "verl.interpolation",
+                ERROR,
+                f"the config does not resolve: {_msg(exc)}",
+                Where(),
+                "verl resolves every ${...} interpolation in the task runner",
+                "fix the interpolation",
+            )
+        )
         return None
     return work
 
@@ -162,10 +197,16 @@ def _convert(report: Report, key: str, node: Any, what: str) -> Any:
         with contextlib.redirect_stdout(io.StringIO()):
             return omega_conf_to_dataclass(node)
     except Exception as exc:  # noqa: BLE001 - verl's own assertion / validation message
-        report.add(Finding(
-            "verl.dataclass", ERROR, f"verl's {what} rejects {key}: {_msg(exc)}", Where(key=key),
-            "the worker converts this node with omega_conf_to_dataclass after Ray placed it and loaded weights",
-            "change the settings the message names"))
+        report.add(
+            Finding(
+                "verl.dataclass",
+                ERROR,
+                f"verl's {what} rejects {key}: {_msg(exc)}",
+                Where(key=key),
+                "the worker converts this node with omega_conf_to_dataclass after Ray placed it and loaded weights",
+                "change the settings the message names",
+            )
+        )
         return None
 
 
@@ -199,8 +240,9 @@ def run_dataclass_checks(spec: LaunchSpec, work: Any, report: Report) -> dict[st
             ref.ppo_max_token_len_per_gpu = ref.pop("log_prob_max_token_len_per_gpu", None)
         out["ref"] = _convert(report, "actor_rollout_ref.ref", ref, "ref config")
     out["rollout"] = _convert(report, "actor_rollout_ref.rollout", arr.rollout, "RolloutConfig")
-    out["checkpoint_engine"] = _convert(report, "actor_rollout_ref.rollout.checkpoint_engine",
-                                        arr.rollout.checkpoint_engine, "CheckpointEngineConfig")
+    out["checkpoint_engine"] = _convert(
+        report, "actor_rollout_ref.rollout.checkpoint_engine", arr.rollout.checkpoint_engine, "CheckpointEngineConfig"
+    )
     if spec.module == MAIN_PPO_MODULE and _need_critic(work):
         out["critic"] = _convert(report, "critic", work.critic, "critic config")
     return out
@@ -214,11 +256,22 @@ def run_validate_config(spec: LaunchSpec, work: Any, report: Report) -> None:
 
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            validate_config(config=copy.deepcopy(work), use_reference_policy=_need_reference_policy(work),
-                            use_critic=_need_critic(work))
+            validate_config(
+                config=copy.deepcopy(work),
+                use_reference_policy=_need_reference_policy(work),
+                use_critic=_need_critic(work),
+            )
     except Exception as exc:  # noqa: BLE001
-        report.add(Finding("verl.validate-config", ERROR, f"verl's validate_config fails: {_msg(exc)}", Where(),
-                           "main_ppo's TaskRunner runs it after Ray start", "change the settings the message names"))
+        report.add(
+            Finding(
+                "verl.validate-config",
+                ERROR,
+                f"verl's validate_config fails: {_msg(exc)}",
+                Where(),
+                "main_ppo's TaskRunner runs it after Ray start",
+                "change the settings the message names",
+            )
+        )
 
 
 # --- asserts read from the installed verl source ------------------------------------------------------------
@@ -268,8 +321,11 @@ def _eval(expr: ast.expr, ns: dict[str, Any], path: str) -> Any:
     if not names <= {"self", "True", "False", "None", "isinstance", "str", "int", "len"}:
         raise _Undecidable
     try:
-        return eval(compile(ast.Expression(expr), path, "eval"), {"__builtins__": {
-            "isinstance": isinstance, "str": str, "int": int, "len": len}}, ns)  # noqa: S307 - verl's own source
+        return eval(
+            compile(ast.Expression(expr), path, "eval"),
+            {"__builtins__": {"isinstance": isinstance, "str": str, "int": int, "len": len}},
+            ns,
+        )  # noqa: S307 - verl's own source
     except Exception as exc:  # noqa: BLE001 - attribute not on the stand-in object: not decidable
         raise _Undecidable from exc
 
@@ -302,12 +358,18 @@ def run_source_asserts(spec: LaunchSpec, work: Any, report: Report, loc: Any = N
             except _Undecidable:
                 message = ""
             check = ast.unparse(node.test).replace("self.config.", "")
-            report.add(Finding(
-                "verl.assert", ERROR,
-                f"verl's {cls}.{method} asserts `{check}`" + (f": {message}" if message else "") + " -- it is false",
-                _where(loc, _first_key(node.test)),
-                f"{rel}:{node.lineno} raises AssertionError after Ray placed the workers",
-                "set the value the assertion requires"))
+            report.add(
+                Finding(
+                    "verl.assert",
+                    ERROR,
+                    f"verl's {cls}.{method} asserts `{check}`"
+                    + (f": {message}" if message else "")
+                    + " -- it is false",
+                    _where(loc, _first_key(node.test)),
+                    f"{rel}:{node.lineno} raises AssertionError after Ray placed the workers",
+                    "set the value the assertion requires",
+                )
+            )
     return decided
 
 
@@ -322,13 +384,14 @@ def _first_key(expr: ast.expr) -> str | None:
         if isinstance(node, ast.Attribute):
             text = ast.unparse(node)
             if text.startswith("self.config."):
-                return text[len("self.config."):]
+                return text[len("self.config.") :]
             if text == "self.hybrid_engine":
                 return "actor_rollout_ref.hybrid_engine"
     return None
 
 
 # --- facts about the installed verl -------------------------------------------------------------------------
+
 
 def declared_checkpoint_backends() -> dict[str, list[str]]:
     """Backend names registered with ``@CheckpointEngineRegistry.register("...")`` in the installed verl's
@@ -343,8 +406,12 @@ def declared_checkpoint_backends() -> dict[str, list[str]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
                 for dec in node.decorator_list:
-                    if (isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("CheckpointEngineRegistry.register")
-                            and dec.args and isinstance(dec.args[0], ast.Constant)):
+                    if (
+                        isinstance(dec, ast.Call)
+                        and ast.unparse(dec.func).endswith("CheckpointEngineRegistry.register")
+                        and dec.args
+                        and isinstance(dec.args[0], ast.Constant)
+                    ):
                         names.setdefault(str(dec.args[0].value), []).append(fn)
     return names
 
@@ -371,23 +438,37 @@ def check_checkpoint_engine(work: Any, report: Report, loc: Any = None) -> None:
     if backend not in declared:
         hint = ""
         if str(backend).lower() == "hccl":
-            hint = (" On Ascend, verl registers its HCCL engine (hccl_checkpoint_engine.py) under the name 'nccl'"
-                    " (verl issue #6425).")
-        report.add(Finding(
-            "rules.checkpoint-backend", ERROR,
-            f"checkpoint engine backend {backend!r} is not registered by verl {version}; it registers: "
-            + ", ".join(f"{n} ({'/'.join(f)})" for n, f in sorted(declared.items())) + "." + hint,
-            _where(loc, key), "CheckpointEngineRegistry.new raises 'Checkpoint engine ... not registered' when the "
-            "trainer starts (verl issue #5684)",
-            "use backend=nccl (NCCL on GPU, HCCL on Ascend NPU)" if backend != "nccl" else "use a registered name"))
+            hint = (
+                " On Ascend, verl registers its HCCL engine (hccl_checkpoint_engine.py) under the name 'nccl'"
+                " (verl issue #6425)."
+            )
+        report.add(
+            Finding(
+                "rules.checkpoint-backend",
+                ERROR,
+                f"checkpoint engine backend {backend!r} is not registered by verl {version}; it registers: "
+                + ", ".join(f"{n} ({'/'.join(f)})" for n, f in sorted(declared.items()))
+                + "."
+                + hint,
+                _where(loc, key),
+                "CheckpointEngineRegistry.new raises 'Checkpoint engine ... not registered' when the "
+                "trainer starts (verl issue #5684)",
+                "use backend=nccl (NCCL on GPU, HCCL on Ascend NPU)" if backend != "nccl" else "use a registered name",
+            )
+        )
         return
     registered, reason = registered_checkpoint_backends()
     if registered is None or backend not in registered:
         why = reason or "its module's imports failed here"
-        report.add(Finding(
-            "rules.checkpoint-backend-import", WARNING,
-            f"backend {backend!r} is declared by verl {version} ({'/'.join(declared[backend])}) but is not "
-            f"registered in this interpreter: {why}",
-            Where(key=key), "verl swallows the ImportError; in an image without the engine's dependencies "
-            "(GPU: cupy and pyzmq; NPU: torch_npu) the trainer fails later with 'not registered'",
-            "run preflight inside the training image (its smoke test imports verl.checkpoint_engine)"))
+        report.add(
+            Finding(
+                "rules.checkpoint-backend-import",
+                WARNING,
+                f"backend {backend!r} is declared by verl {version} ({'/'.join(declared[backend])}) but is not "
+                f"registered in this interpreter: {why}",
+                Where(key=key),
+                "verl swallows the ImportError; in an image without the engine's dependencies "
+                "(GPU: cupy and pyzmq; NPU: torch_npu) the trainer fails later with 'not registered'",
+                "run preflight inside the training image (its smoke test imports verl.checkpoint_engine)",
+            )
+        )

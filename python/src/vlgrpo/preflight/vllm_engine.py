@@ -61,8 +61,17 @@ SCHEDULER_EXTRA = {"max_num_partial_prefills": 1, "max_long_partial_prefills": 1
 #: a generative decoder model supports both, so unset means True
 MODEL_DEFAULT_TRUE = ("enable_chunked_prefill", "enable_prefix_caching")
 #: keys of the text config vLLM 0.13.0 _get_and_verify_max_len takes the smallest of
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 def drops_false() -> bool | None:
@@ -71,8 +80,9 @@ def drops_false() -> bool | None:
     from .verl_checks import load_function
 
     try:
-        build = load_function("workers/rollout/vllm_rollout/utils.py", "build_cli_args_from_config",
-                              {"json": json}, import_fallback=False)
+        build = load_function(
+            "workers/rollout/vllm_rollout/utils.py", "build_cli_args_from_config", {"json": json}, import_fallback=False
+        )
     except Exception:  # noqa: BLE001 - another verl layout: nothing to say
         return None
     return build({"enable_chunked_prefill": False}) == []
@@ -177,22 +187,35 @@ def mirrored_rules(resolved: dict[str, Any], text_config: dict[str, Any]) -> lis
     mml = resolved.get("max_model_len")
     derived, key = derived_max_len(text_config)
     if _is_int(mml) and mml > derived:
-        out.append(("vllm.max-model-len", f"max_model_len ({mml}) is larger than the length vLLM derives from the "
-                    f"model's config.json ({key}={int(derived)})"))
+        out.append(
+            (
+                "vllm.max-model-len",
+                f"max_model_len ({mml}) is larger than the length vLLM derives from the "
+                f"model's config.json ({key}={int(derived)})",
+            )
+        )
     first = _scheduler_rule(resolved)
     if first:
         out.append(first)
     gmu = resolved.get("gpu_memory_utilization")
     if gmu is not None and (isinstance(gmu, bool) or not isinstance(gmu, (int, float)) or not 0 < gmu <= 1):
-        out.append(("vllm.gpu-memory-utilization", f"gpu_memory_utilization ({gmu!r}) must be greater than 0 and "
-                    "less than or equal to 1"))
+        out.append(
+            (
+                "vllm.gpu-memory-utilization",
+                f"gpu_memory_utilization ({gmu!r}) must be greater than 0 and less than or equal to 1",
+            )
+        )
     limits = resolved.get("limit_mm_per_prompt")
     if isinstance(limits, dict):
         for modality, v in limits.items():
             count = v.get("count", 999) if isinstance(v, dict) else v
             if not _is_int(count) or count < 0:
-                out.append(("vllm.limit-mm-per-prompt", f"limit_mm_per_prompt[{modality!r}] ({v!r}): the count must "
-                            "be a whole number >= 0"))
+                out.append(
+                    (
+                        "vllm.limit-mm-per-prompt",
+                        f"limit_mm_per_prompt[{modality!r}] ({v!r}): the count must be a whole number >= 0",
+                    )
+                )
                 break
     return out
 
@@ -210,11 +233,13 @@ def _scheduler_rule(resolved: dict[str, Any]) -> tuple[str, str] | None:
     if not _is_int(mml) or not _is_int(nbt) or not _is_int(seqs):
         return None
     if nbt < mml and not chunked:
-        return ("vllm.max-num-batched-tokens", f"max_num_batched_tokens ({nbt}) is smaller than max_model_len ({mml}) "
-                "with chunked prefill off: no sequence could be longer than max_num_batched_tokens")
+        return (
+            "vllm.max-num-batched-tokens",
+            f"max_num_batched_tokens ({nbt}) is smaller than max_model_len ({mml}) "
+            "with chunked prefill off: no sequence could be longer than max_num_batched_tokens",
+        )
     if nbt < seqs:
-        return ("vllm.max-num-batched-tokens", f"max_num_batched_tokens ({nbt}) is smaller than max_num_seqs "
-                f"({seqs})")
+        return ("vllm.max-num-batched-tokens", f"max_num_batched_tokens ({nbt}) is smaller than max_num_seqs ({seqs})")
     partial = resolved.get("max_num_partial_prefills", SCHEDULER_EXTRA["max_num_partial_prefills"])
     long_partial = resolved.get("max_long_partial_prefills", SCHEDULER_EXTRA["max_long_partial_prefills"])
     threshold = resolved.get("long_prefill_token_threshold", SCHEDULER_EXTRA["long_prefill_token_threshold"])
@@ -224,11 +249,15 @@ def _scheduler_rule(resolved: dict[str, Any]) -> tuple[str, str] | None:
         if not chunked:
             return "vllm.partial-prefill", f"max_num_partial_prefills {partial} > 1 needs chunked prefill on"
         if _is_int(threshold) and threshold > mml:
-            return ("vllm.partial-prefill", f"long_prefill_token_threshold ({threshold}) is larger than "
-                    f"max_model_len ({mml})")
+            return (
+                "vllm.partial-prefill",
+                f"long_prefill_token_threshold ({threshold}) is larger than max_model_len ({mml})",
+            )
     if _is_int(long_partial) and _is_int(partial) and long_partial > partial:
-        return ("vllm.partial-prefill", f"max_long_partial_prefills ({long_partial}) is larger than "
-                f"max_num_partial_prefills ({partial})")
+        return (
+            "vllm.partial-prefill",
+            f"max_long_partial_prefills ({long_partial}) is larger than max_num_partial_prefills ({partial})",
+        )
     return None
 
 
@@ -254,14 +283,22 @@ def check_with_vllm(resolved: dict[str, Any], model_path: str) -> list[tuple[str
         _get_and_verify_max_len(text_config, None, mml, False, None)
     except ValueError as exc:
         out.append(("vllm.max-model-len", message(exc)))
-    sched = {k: resolved[k] for k in ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
-                                      *SCHEDULER_EXTRA) if resolved.get(k) is not None}
+    sched = {
+        k: resolved[k]
+        for k in ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", *SCHEDULER_EXTRA)
+        if resolved.get(k) is not None
+    }
     try:
         SchedulerConfig(max_model_len=mml, is_encoder_decoder=False, **sched)
     except Exception as exc:  # noqa: BLE001 - pydantic ValidationError or ValueError
         said = message(exc)
-        rule = ("vllm.partial-prefill" if "partial" in said or "long_prefill" in said else
-                "vllm.max-num-batched-tokens" if said.startswith("max_num_batched_tokens (") else "vllm.scheduler")
+        rule = (
+            "vllm.partial-prefill"
+            if "partial" in said or "long_prefill" in said
+            else "vllm.max-num-batched-tokens"
+            if said.startswith("max_num_batched_tokens (")
+            else "vllm.scheduler"
+        )
         out.append((rule, said))
     if resolved.get("gpu_memory_utilization") is not None:
         try:
@@ -281,28 +318,41 @@ _RULE_TEXT = {
     "vllm.max-num-batched-tokens": (
         "vLLM 0.13.0's SchedulerConfig refuses it when the engine starts, after Ray placed the workers and loaded "
         "the weights (verl issues #7624, PR #259)",
-        "raise max_num_batched_tokens to at least {mml} (or lower max_model_len), or keep chunked prefill on"),
+        "raise max_num_batched_tokens to at least {mml} (or lower max_model_len), or keep chunked prefill on",
+    ),
     "vllm.max-model-len": (
         "vLLM 0.13.0 checks max_model_len against the model's own config.json (verl does not pass override_config to "
         "vLLM) and refuses to start",
-        "max_model_len at most the model's derived length"),
-    "vllm.partial-prefill": ("vLLM 0.13.0's SchedulerConfig refuses it when the engine starts",
-                             "drop the partial-prefill engine_kwargs or turn chunked prefill on"),
-    "vllm.gpu-memory-utilization": ("vLLM 0.13.0's CacheConfig refuses it when the engine starts",
-                                    "a fraction in (0, 1], e.g. 0.8"),
-    "vllm.limit-mm-per-prompt": ("vLLM 0.13.0's MultiModalConfig refuses it when the engine starts",
-                                 "counts are whole numbers >= 0, e.g. {\"image\": 1, \"video\": 0}"),
+        "max_model_len at most the model's derived length",
+    ),
+    "vllm.partial-prefill": (
+        "vLLM 0.13.0's SchedulerConfig refuses it when the engine starts",
+        "drop the partial-prefill engine_kwargs or turn chunked prefill on",
+    ),
+    "vllm.gpu-memory-utilization": (
+        "vLLM 0.13.0's CacheConfig refuses it when the engine starts",
+        "a fraction in (0, 1], e.g. 0.8",
+    ),
+    "vllm.limit-mm-per-prompt": (
+        "vLLM 0.13.0's MultiModalConfig refuses it when the engine starts",
+        'counts are whole numbers >= 0, e.g. {"image": 1, "video": 0}',
+    ),
     "vllm.scheduler": ("vLLM 0.13.0's SchedulerConfig refuses it when the engine starts", "a whole number >= 1"),
 }
 #: the engine argument a rule's finding points at
-_RULE_ARG = {"vllm.max-num-batched-tokens": "max_num_batched_tokens", "vllm.max-model-len": "max_model_len",
-             "vllm.partial-prefill": "max_num_partial_prefills", "vllm.gpu-memory-utilization":
-             "gpu_memory_utilization", "vllm.limit-mm-per-prompt": "limit_mm_per_prompt",
-             "vllm.scheduler": "max_num_batched_tokens"}
+_RULE_ARG = {
+    "vllm.max-num-batched-tokens": "max_num_batched_tokens",
+    "vllm.max-model-len": "max_model_len",
+    "vllm.partial-prefill": "max_num_partial_prefills",
+    "vllm.gpu-memory-utilization": "gpu_memory_utilization",
+    "vllm.limit-mm-per-prompt": "limit_mm_per_prompt",
+    "vllm.scheduler": "max_num_batched_tokens",
+}
 
 
-def check_vllm_engine(work: Any, report: Report, loc: Any, verl_max_model_len: int | None, model_path: str | None,
-                      use_vllm: bool = False) -> dict[str, Any]:
+def check_vllm_engine(
+    work: Any, report: Report, loc: Any, verl_max_model_len: int | None, model_path: str | None, use_vllm: bool = False
+) -> dict[str, Any]:
     """B08/B09: resolve the engine arguments (see the module docstring) and apply vLLM 0.13.0's rules.
 
     Reports ``vllm.setting-dropped`` (a False verl never passes, where vLLM's default is True) and one finding per
@@ -329,19 +379,25 @@ def check_vllm_engine(work: Any, report: Report, loc: Any, verl_max_model_len: i
         if arg == "enable_chunked_prefill":
             off = dict(resolved, enable_chunked_prefill=False)
             if any(r == "vllm.max-num-batched-tokens" for r, _ in mirrored_rules(off, text_config)):
-                hint = (f"; were it off, vLLM would refuse max_num_batched_tokens {resolved.get('max_num_batched_tokens')}"
-                        f" < max_model_len {resolved.get('max_model_len')} (verl PR #7508 passes False through, verl "
-                        "issue #7624)")
-        report.add(Finding(
-            "vllm.setting-dropped", ERROR,
-            f"{keys[arg]}=False never reaches vLLM: verl's build_cli_args_from_config passes a boolean only when it is "
-            f"True, so vLLM {VLLM_PIN} uses its default for this model, {arg}=True" + hint,
-            loc.where(keys[arg].split(" ")[0]),
-            "the run differs from the launch: vLLM turns it on for a generative model "
-            "(EngineArgs._set_default_chunked_prefill_and_prefix_caching_args), and vLLM 0.13.0 warns that turning "
-            "chunked prefill off 'may cause the engine to crash or produce incorrect outputs'",
-            f"drop the override (keep vLLM's default, on), or if it must be off: "
-            f"+{ENGINE_KWARGS}.no_{arg}=True (vLLM's --no-{arg.replace('_', '-')})"))
+                hint = (
+                    f"; were it off, vLLM would refuse max_num_batched_tokens {resolved.get('max_num_batched_tokens')}"
+                    f" < max_model_len {resolved.get('max_model_len')} (verl PR #7508 passes False through, verl "
+                    "issue #7624)"
+                )
+        report.add(
+            Finding(
+                "vllm.setting-dropped",
+                ERROR,
+                f"{keys[arg]}=False never reaches vLLM: verl's build_cli_args_from_config passes a boolean only when it is "
+                f"True, so vLLM {VLLM_PIN} uses its default for this model, {arg}=True" + hint,
+                loc.where(keys[arg].split(" ")[0]),
+                "the run differs from the launch: vLLM turns it on for a generative model "
+                "(EngineArgs._set_default_chunked_prefill_and_prefix_caching_args), and vLLM 0.13.0 warns that turning "
+                "chunked prefill off 'may cause the engine to crash or produce incorrect outputs'",
+                f"drop the override (keep vLLM's default, on), or if it must be off: "
+                f"+{ENGINE_KWARGS}.no_{arg}=True (vLLM's --no-{arg.replace('_', '-')})",
+            )
+        )
     for rule, msg in broken:
         arg = _RULE_ARG[rule]
         why, fix = _RULE_TEXT[rule]
@@ -349,12 +405,31 @@ def check_vllm_engine(work: Any, report: Report, loc: Any, verl_max_model_len: i
         where_key = keys.get(arg, f"{ENGINE_KWARGS}.{arg}").split(" ")[0]
         detail = ""
         if rule == "vllm.max-num-batched-tokens" and "smaller than max_model_len" in msg:
-            detail = (f" (chunked prefill off: {keys.get('enable_chunked_prefill', '')}; max_model_len from "
-                      f"{keys.get('max_model_len', '')})")
-        report.add(Finding(rule, ERROR, f"vLLM {VLLM_PIN} refuses the engine arguments verl builds: {msg}{detail}",
-                           loc.where(where_key), why, fix.replace("{mml}", str(mml))))
-    shown = {k: resolved.get(k) for k in ("max_model_len", "max_num_batched_tokens", "max_num_seqs",
-                                          "enable_chunked_prefill", "gpu_memory_utilization", "tensor_parallel_size")}
+            detail = (
+                f" (chunked prefill off: {keys.get('enable_chunked_prefill', '')}; max_model_len from "
+                f"{keys.get('max_model_len', '')})"
+            )
+        report.add(
+            Finding(
+                rule,
+                ERROR,
+                f"vLLM {VLLM_PIN} refuses the engine arguments verl builds: {msg}{detail}",
+                loc.where(where_key),
+                why,
+                fix.replace("{mml}", str(mml)),
+            )
+        )
+    shown = {
+        k: resolved.get(k)
+        for k in (
+            "max_model_len",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "enable_chunked_prefill",
+            "gpu_memory_utilization",
+            "tensor_parallel_size",
+        )
+    }
     shown.update({k: resolved[k] for k in ("data_parallel_size", "limit_mm_per_prompt") if k in resolved})
     return {"engine_args": shown, "rules": how, "false_dropped_by_verl": drops}
 
@@ -381,29 +456,52 @@ def check_rollout_parallel(work: Any, report: Report, loc: Any, fully_async: boo
     sizes = f"tensor_model_parallel_size {tp} x data_parallel_size {dp} x pipeline_model_parallel_size {pp} = {replica}"
     info = {"replica_devices": replica, "rollout_devices": devices, "replicas": devices // replica if replica else 0}
     if replica > devices:
-        report.add(Finding(
-            "rules.rollout-parallel", ERROR, f"one rollout replica needs {sizes} devices but the rollout has {devices} "
-            f"({pool_name}.nnodes {nodes} x {pool_name}.n_gpus_per_node {per_node})", where,
-            "verl's server manager starts devices // replica = 0 vLLM replicas: rollout never starts",
-            f"lower the rollout's parallel sizes or give it at least {replica} devices"))
+        report.add(
+            Finding(
+                "rules.rollout-parallel",
+                ERROR,
+                f"one rollout replica needs {sizes} devices but the rollout has {devices} "
+                f"({pool_name}.nnodes {nodes} x {pool_name}.n_gpus_per_node {per_node})",
+                where,
+                "verl's server manager starts devices // replica = 0 vLLM replicas: rollout never starts",
+                f"lower the rollout's parallel sizes or give it at least {replica} devices",
+            )
+        )
         return info
     per_replica_node = min(per_node, replica)
     if replica % per_replica_node:
-        report.add(Finding(
-            "rules.rollout-parallel", ERROR, f"a rollout replica of {sizes} devices does not fill whole nodes of "
-            f"{per_node} ({pool_name}.n_gpus_per_node)", where,
-            "verl's RolloutReplica asserts 'world_size must be divisible by gpus_per_node' when it is built",
-            f"a replica size that divides {per_node} or is a multiple of it"))
+        report.add(
+            Finding(
+                "rules.rollout-parallel",
+                ERROR,
+                f"a rollout replica of {sizes} devices does not fill whole nodes of "
+                f"{per_node} ({pool_name}.n_gpus_per_node)",
+                where,
+                "verl's RolloutReplica asserts 'world_size must be divisible by gpus_per_node' when it is built",
+                f"a replica size that divides {per_node} or is a multiple of it",
+            )
+        )
     if dp > 1 and per_node % tp:
-        report.add(Finding(
-            "rules.rollout-parallel", ERROR, f"data_parallel_size {dp} > 1 needs n_gpus_per_node ({per_node}) "
-            f"divisible by tensor_model_parallel_size {tp}", where,
-            "verl's vLLM server asserts 'gpus_per_node should be divisible by tensor_model_parallel_size'",
-            "a tensor parallel size dividing the devices per node"))
+        report.add(
+            Finding(
+                "rules.rollout-parallel",
+                ERROR,
+                f"data_parallel_size {dp} > 1 needs n_gpus_per_node ({per_node}) "
+                f"divisible by tensor_model_parallel_size {tp}",
+                where,
+                "verl's vLLM server asserts 'gpus_per_node should be divisible by tensor_model_parallel_size'",
+                "a tensor parallel size dividing the devices per node",
+            )
+        )
     if devices % replica:
-        report.add(Finding(
-            "rules.rollout-parallel", WARNING, f"{devices} rollout devices are not a multiple of a replica's {replica}: "
-            f"{devices % replica} stay idle", where,
-            "verl starts devices // replica vLLM replicas and leaves the rest unused",
-            f"a replica size dividing {devices}"))
+        report.add(
+            Finding(
+                "rules.rollout-parallel",
+                WARNING,
+                f"{devices} rollout devices are not a multiple of a replica's {replica}: {devices % replica} stay idle",
+                where,
+                "verl starts devices // replica vLLM replicas and leaves the rest unused",
+                f"a replica size dividing {devices}",
+            )
+        )
     return info

@@ -74,8 +74,9 @@ def npu_moe_token_permute(tokens: torch.Tensor, indices: torch.Tensor, num_out_t
     return tokens.index_select(0, sorted_indices // top_k), sorted_indices.to(torch.int32)
 
 
-def npu_moe_token_unpermute(permuted_tokens: torch.Tensor, sorted_indices: torch.Tensor, probs=None,
-                            padded_mode=False, restore_shape=None):
+def npu_moe_token_unpermute(
+    permuted_tokens: torch.Tensor, sorted_indices: torch.Tensor, probs=None, padded_mode=False, restore_shape=None
+):
     """Inverse of :func:`npu_moe_token_permute`, merging each token's K copies weighted by ``probs``.
 
     Args:
@@ -88,8 +89,7 @@ def npu_moe_token_unpermute(permuted_tokens: torch.Tensor, sorted_indices: torch
         raise NotImplementedError("npu_moe_token_unpermute stand-in: padded_mode/restore_shape not supported")
     top_k = probs.shape[1] if probs is not None else 1
     hidden = permuted_tokens.shape[-1]
-    unsorted = permuted_tokens.new_zeros(permuted_tokens.shape).index_copy(
-        0, sorted_indices.long(), permuted_tokens)
+    unsorted = permuted_tokens.new_zeros(permuted_tokens.shape).index_copy(0, sorted_indices.long(), permuted_tokens)
     unsorted = unsorted.reshape(-1, top_k, hidden).float()
     if probs is not None:
         unsorted = unsorted * probs.float().unsqueeze(-1)
@@ -105,8 +105,9 @@ def _group_sizes(group_list, group_list_type):
     return sizes
 
 
-def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, group_type=None,
-                       group_list_type=0, **unsupported):
+def npu_grouped_matmul(
+    x, weight, *, bias=None, group_list=None, split_item=0, group_type=None, group_list_type=0, **unsupported
+):
     """Grouped matmul, the two forms verl uses (a single x and a single weight tensor).
 
     - ``group_type=0`` (groups split M): x[0] (M, K), weight[0] (E, K, N); rows of group e (sizes from
@@ -126,12 +127,12 @@ def npu_grouped_matmul(x, weight, *, bias=None, group_list=None, split_item=0, g
     if group_type == 0:
         if sum(sizes) != a.shape[0]:
             raise ValueError(f"group sizes sum to {sum(sizes)}, x has {a.shape[0]} rows")
-        pieces = [(a[s:s + n].float() @ w[e].float()).to(a.dtype) for e, (s, n) in enumerate(zip(starts, sizes))]
+        pieces = [(a[s : s + n].float() @ w[e].float()).to(a.dtype) for e, (s, n) in enumerate(zip(starts, sizes))]
         out = torch.cat(pieces, dim=0)
     elif group_type == 2:
         if sum(sizes) != a.shape[1]:
             raise ValueError(f"group sizes sum to {sum(sizes)}, x has {a.shape[1]} columns")
-        pieces = [(a[:, s:s + n].float() @ w[s:s + n].float()).to(a.dtype) for s, n in zip(starts, sizes)]
+        pieces = [(a[:, s : s + n].float() @ w[s : s + n].float()).to(a.dtype) for s, n in zip(starts, sizes)]
         out = torch.stack(pieces, dim=0)
     else:
         raise NotImplementedError(f"group_type={group_type}")

@@ -73,12 +73,29 @@ def tiny_vl_model():
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
     cfg = Qwen3VLConfig(
-        text_config=dict(vocab_size=151936, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=8,
-                         rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True}),
-        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=16,
-                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2, deepstack_visual_indexes=[0],
-                           num_position_embeddings=2304))
+        text_config=dict(
+            vocab_size=151936,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=8,
+            rope_scaling={"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+        ),
+        vision_config=dict(
+            depth=1,
+            hidden_size=16,
+            intermediate_size=32,
+            num_heads=2,
+            out_hidden_size=16,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            deepstack_visual_indexes=[0],
+            num_position_embeddings=2304,
+        ),
+    )
     torch.manual_seed(0)
     return Qwen3VLModel(cfg).eval()
 
@@ -132,28 +149,40 @@ try:
         "end_vision_start": (words + [VISION_START], None, [image]),
         # a <|vision_start|> followed by text: harmless for get_rope_index, left alone
         "mid_vision_start": (words[:2] + [VISION_START] + words[2:] + [IM_END], None, [image]),
-        "tool_image": (words + tool_image + words + [IM_END],
-                       [1] * len(words) + [0] * len(tool_image) + [1] * len(words) + [1], [image, image_2]),
+        "tool_image": (
+            words + tool_image + words + [IM_END],
+            [1] * len(words) + [0] * len(tool_image) + [1] * len(words) + [1],
+            [image, image_2],
+        ),
     }
-    out["cases"] = {name: {"response_ids": ids, "response_mask": mask or [1] * len(ids)}
-                    for name, (ids, mask, _) in cases.items()}
+    out["cases"] = {
+        name: {"response_ids": ids, "response_mask": mask or [1] * len(ids)} for name, (ids, mask, _) in cases.items()
+    }
     out["pad_token_id"] = tok.pad_token_id
 
     def run(fn, name, uid):
         ids, mask, images = cases[name]
-        output = al.AgentLoopOutput(prompt_ids=prompt_ids, response_ids=list(ids),
-                                    response_mask=list(mask or [1] * len(ids)), multi_modal_data={"images": images},
-                                    metrics=al.AgentLoopMetrics(), num_turns=2)
+        output = al.AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=list(ids),
+            response_mask=list(mask or [1] * len(ids)),
+            multi_modal_data={"images": images},
+            metrics=al.AgentLoopMetrics(),
+            num_turns=2,
+        )
         before = len(records.messages)
         try:
             res = asyncio.run(fn(worker, output, False, raw_prompt=messages, uid=uid, index=7))
         except Exception as exc:  # noqa: BLE001 - the crash is the result
             tb = traceback.extract_tb(exc.__traceback__)
             where = [f"{Path(f.filename).name}:{f.name}" for f in tb]
-            return None, {"exc": [type(exc).__name__, str(exc)], "where": where,
-                          "log": records.messages[before:]}
-        return res, {"exc": None, "log": records.messages[before:],
-                     "response_ids_in": output.response_ids, "response_mask_in": output.response_mask}
+            return None, {"exc": [type(exc).__name__, str(exc)], "where": where, "log": records.messages[before:]}
+        return res, {
+            "exc": None,
+            "log": records.messages[before:],
+            "response_ids_in": output.response_ids,
+            "response_mask_in": output.response_mask,
+        }
 
     if mode == "disabled":
         res, info = run(current, "start_video_pad", "uid-disabled")
@@ -168,10 +197,14 @@ try:
                 if res is not None:
                     internal[(label, name)] = res
                     saved[f"{label}/{name}"] = {
-                        "responses": res.response_ids, "response_mask": res.response_mask,
-                        "input_ids": res.input_ids, "attention_mask": res.attention_mask,
-                        "position_ids": res.position_ids, "prompts": res.prompt_ids,
-                        **{f"mm/{k}": v for k, v in res.multi_modal_inputs.items()}}
+                        "responses": res.response_ids,
+                        "response_mask": res.response_mask,
+                        "input_ids": res.input_ids,
+                        "attention_mask": res.attention_mask,
+                        "position_ids": res.position_ids,
+                        "prompts": res.prompt_ids,
+                        **{f"mm/{k}": v for k, v in res.multi_modal_inputs.items()},
+                    }
 
         # the batch step: verl's _postprocess over the same four samples, unpatched vs patched
         batch_names = ["clean", "image_pad", "video_pad", "tool_image"]
@@ -195,8 +228,10 @@ try:
             for label in ("unpatched", "patched"):
                 mask = saved[f"batch/{label}"]["response_mask"].float()
                 out["loss"][f"{label}/{mode}"] = [
-                    agg_loss(loss_mat, mask, mode).item(), agg_loss(spiked, mask, mode).item(),
-                    agg_loss(loss_mat[[0, 3]], mask[[0, 3]], mode).item()]
+                    agg_loss(loss_mat, mask, mode).item(),
+                    agg_loss(spiked, mask, mode).item(),
+                    agg_loss(loss_mat[[0, 3]], mask[[0, 3]], mode).item(),
+                ]
 
         # reference: transformers' get_rope_index (as verl binds it) on the hand-sanitized unpadded sequence
         from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
@@ -206,8 +241,9 @@ try:
             if ids[-1] == VISION_START:
                 ids[-1] = tok.pad_token_id
             seq = torch.tensor([prompt_ids + ids])
-            ref, _ = Qwen3VLModel.get_rope_index(proc, input_ids=seq, image_grid_thw=enc["image_grid_thw"],
-                                                attention_mask=torch.ones_like(seq))
+            ref, _ = Qwen3VLModel.get_rope_index(
+                proc, input_ids=seq, image_grid_thw=enc["image_grid_thw"], attention_mask=torch.ones_like(seq)
+            )
             saved[f"reference/{name}"] = {"input_ids": seq, "vision_position_ids": ref}
 
         # the actor forward's embedding step (verl's _get_input_embeds) on what each run handed to the batch
@@ -218,8 +254,9 @@ try:
             mmi = res.multi_modal_inputs
             try:
                 with torch.no_grad():
-                    _get_input_embeds(model, res.input_ids, res.attention_mask, mmi["pixel_values"], None,
-                                      mmi["image_grid_thw"], None)
+                    _get_input_embeds(
+                        model, res.input_ids, res.attention_mask, mmi["pixel_values"], None, mmi["image_grid_thw"], None
+                    )
                 out["forward"]["/".join(key)] = None
             except Exception as exc:  # noqa: BLE001 - the crash is the result
                 out["forward"]["/".join(key)] = [type(exc).__name__, str(exc)]

@@ -36,8 +36,14 @@ def _model(seed):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     model = LlamaForCausalLM(cfg)
     mesh = init_device_mesh("cpu", (WORLD,))
     for layer in model.model.layers:
@@ -65,8 +71,10 @@ def _rank(rank, mode, root, port, results):
         mgr = FSDPCheckpointManager(model=model, optimizer=opt, lr_scheduler=sched, processing_class=None)
         if mode == "save":
             mgr.save_checkpoint(path, global_step=1)
-            torch.save({k: v.full_tensor() for k, v in model.state_dict().items()},
-                       os.path.join(root, f"reference_rank_{rank}.pt"))
+            torch.save(
+                {k: v.full_tensor() for k, v in model.state_dict().items()},
+                os.path.join(root, f"reference_rank_{rank}.pt"),
+            )
         else:
             try:
                 mgr.load_checkpoint(path)
@@ -95,15 +103,27 @@ def _rollouter(mode, root):
 
     cls = fr.FullyAsyncRollouter.__ray_metadata__.modified_class
     ro = object.__new__(cls)
-    ro.config = OmegaConf.create({"trainer": {"resume_mode": "auto", "default_local_dir": root,
-                                              "default_hdfs_dir": None, "resume_from_path": None},
-                                  "async_training": {"trigger_parameter_sync_step": 4}})
+    ro.config = OmegaConf.create(
+        {
+            "trainer": {
+                "resume_mode": "auto",
+                "default_local_dir": root,
+                "default_hdfs_dir": None,
+                "resume_from_path": None,
+            },
+            "async_training": {"trigger_parameter_sync_step": 4},
+        }
+    )
     ro.required_samples = 2
     ro.dataloader_lock = asyncio.Lock()
     data = list(range(40))
-    ro.train_dataloader = StatefulDataLoader(data, batch_size=1, drop_last=True, num_workers=0,
-                                             sampler=create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 3}),
-                                                                       data))
+    ro.train_dataloader = StatefulDataLoader(
+        data,
+        batch_size=1,
+        drop_last=True,
+        num_workers=0,
+        sampler=create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 3}), data),
+    )
     it = iter(ro.train_dataloader)
     _drawn = [int(next(it)) for _ in range(6)]  # six prompts drawn before the save
     if mode == "save":
@@ -113,9 +133,13 @@ def _rollouter(mode, root):
         return {"ok": True, "next": [int(next(it)) for _ in range(4)]}
     ro2 = object.__new__(cls)
     ro2.__dict__.update(ro.__dict__)
-    ro2.train_dataloader = StatefulDataLoader(data, batch_size=1, drop_last=True, num_workers=0,
-                                              sampler=create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 3}),
-                                                                        data))
+    ro2.train_dataloader = StatefulDataLoader(
+        data,
+        batch_size=1,
+        drop_last=True,
+        num_workers=0,
+        sampler=create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 3}), data),
+    )
     ro2.load_checkpoint()
     it2 = iter(ro2.train_dataloader)
     return {"ok": True, "next": [int(next(it2)) for _ in range(4)], "global_steps": ro2.global_steps}
@@ -133,8 +157,9 @@ def main():
             import verl.utils.checkpoint.fsdp_checkpoint_manager  # noqa: F401
             from transformers import LlamaForCausalLM  # noqa: F401
 
-            mp.start_processes(_rank, args=(mode, root, 29000 + os.getpid() % 1000, results), nprocs=WORLD,
-                               start_method="fork")
+            mp.start_processes(
+                _rank, args=(mode, root, 29000 + os.getpid() % 1000, results), nprocs=WORLD, start_method="fork"
+            )
             out["ranks"] = dict(results)
         try:
             out["rollouter"] = _rollouter(mode, root)

@@ -35,8 +35,9 @@ def _stand_ins(mod):
     if mod.__name__ == "cupy.cuda":
         mod.nccl = _Constants("cupy.cuda.nccl")
     if mod.__name__ == "zmq":
-        sock = types.SimpleNamespace(connect=lambda *a: None, setsockopt=lambda *a: None,
-                                     setsockopt_string=lambda *a: None, bind=lambda *a: None)
+        sock = types.SimpleNamespace(
+            connect=lambda *a: None, setsockopt=lambda *a: None, setsockopt_string=lambda *a: None, bind=lambda *a: None
+        )
         mod.Context = lambda: types.SimpleNamespace(socket=lambda kind: sock)
 
 
@@ -54,8 +55,13 @@ class GlooCollective:
     def init_collective_group(self, world_size, rank, backend, group_name):
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{self.port}", world_size=world_size,
-                                rank=rank, timeout=datetime.timedelta(hours=1))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{self.port}",
+            world_size=world_size,
+            rank=rank,
+            timeout=datetime.timedelta(hours=1),
+        )
 
     def barrier(self, group_name):
         import torch.distributed as dist

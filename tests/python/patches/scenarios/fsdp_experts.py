@@ -25,8 +25,9 @@ try:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
-    cfg = Qwen3VLMoeTextConfig(hidden_size=32, moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2,
-                               hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=32, moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2, hidden_act="silu"
+    )
 
     class Net(torch.nn.Module):
         def __init__(self):

@@ -26,15 +26,22 @@ try:
 
     rows = vlgrpo.patches.status(import_targets=False)
     out["status"] = {r["id"]: r["status"] for r in rows}
-    out["experts_forward"] = [m.Qwen3VLMoeTextExperts.forward.__code__.co_filename.rsplit("/", 2)[-1],
-                              getattr(m.Qwen3VLMoeTextExperts.forward, "__vlgrpo_patch__", None)]
-    out["npu_experts_forward"] = [npu.NPUQwen3VLMoeTextExperts.forward.__code__.co_filename.rsplit("/", 1)[-1],
-                                  getattr(npu.NPUQwen3VLMoeTextExperts.forward, "__vlgrpo_patch__", None)]
+    out["experts_forward"] = [
+        m.Qwen3VLMoeTextExperts.forward.__code__.co_filename.rsplit("/", 2)[-1],
+        getattr(m.Qwen3VLMoeTextExperts.forward, "__vlgrpo_patch__", None),
+    ]
+    out["npu_experts_forward"] = [
+        npu.NPUQwen3VLMoeTextExperts.forward.__code__.co_filename.rsplit("/", 1)[-1],
+        getattr(npu.NPUQwen3VLMoeTextExperts.forward, "__vlgrpo_patch__", None),
+    ]
     out["block_classes"] = [tf_block_cls.__module__, m.Qwen3VLMoeTextSparseMoeBlock.__module__]
-    out["block_forward_patches"] = [getattr(tf_block_cls.forward, "__vlgrpo_patch__", None),
-                                    getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__vlgrpo_patch__", None)]
-    cfg = Qwen3VLMoeTextConfig(hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2,
-                               hidden_act="silu")
+    out["block_forward_patches"] = [
+        getattr(tf_block_cls.forward, "__vlgrpo_patch__", None),
+        getattr(m.Qwen3VLMoeTextSparseMoeBlock.forward, "__vlgrpo_patch__", None),
+    ]
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2, hidden_act="silu"
+    )
     x = torch.randn(1, 6, 16, generator=torch.Generator().manual_seed(0))
     for name, cls, autocast in (("transformers", tf_block_cls, True), ("npu", m.Qwen3VLMoeTextSparseMoeBlock, False)):
         torch.manual_seed(0)

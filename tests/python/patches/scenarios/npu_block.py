@@ -20,8 +20,10 @@ def fake_qwen3_5():
 
     import transformers.models as tm
 
-    for pkg, names in (("qwen3_5", ("Qwen3_5RMSNormGated", "Qwen3_5RMSNorm")),
-                       ("qwen3_5_moe", ("Qwen3_5MoeExperts", "Qwen3_5MoeRMSNormGated", "Qwen3_5MoeRMSNorm"))):
+    for pkg, names in (
+        ("qwen3_5", ("Qwen3_5RMSNormGated", "Qwen3_5RMSNorm")),
+        ("qwen3_5_moe", ("Qwen3_5MoeExperts", "Qwen3_5MoeRMSNormGated", "Qwen3_5MoeRMSNorm")),
+    ):
         parent = types.ModuleType(f"transformers.models.{pkg}")
         mod = types.ModuleType(f"transformers.models.{pkg}.modeling_{pkg}")
         for n in names:
@@ -65,8 +67,9 @@ try:
     out["status"] = {r["id"]: [r["status"], r["reason"]] for r in rows}
     out["targets"] = {t["target"]: t["status"] for r in rows for t in r["targets"]}
     # B04 minimal input: hidden 16, moe_intermediate 8, 8 experts, top-2, 4 tokens, fixed seed
-    cfg = Qwen3VLMoeTextConfig(hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2,
-                               hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2, hidden_act="silu"
+    )
     torch.manual_seed(0)
     block = cls(cfg)
     with torch.no_grad():

@@ -27,7 +27,12 @@ calls = []
 
 class SamplingParams:
     def __init__(self, max_tokens=None, logprobs=None, prompt_logprobs=None, **kwargs):
-        self.max_tokens, self.logprobs, self.prompt_logprobs, self.kwargs = max_tokens, logprobs, prompt_logprobs, kwargs
+        self.max_tokens, self.logprobs, self.prompt_logprobs, self.kwargs = (
+            max_tokens,
+            logprobs,
+            prompt_logprobs,
+            kwargs,
+        )
 
 
 def _vllm(mod):
@@ -64,8 +69,12 @@ def main():
     out = {}
     try:
         vllm_distribution(os.environ["VLGRPO_TEST_TMP"])
-        sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft",
-                                         "accelerate", "tensordict"), _vllm))
+        sys.meta_path.append(
+            StubFinder(
+                ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict"),
+                _vllm,
+            )
+        )
         from omegaconf import OmegaConf
         from verl.experimental.fully_async_policy.fully_async_rollouter import FullyAsyncLLMServerClient
         from verl.workers.rollout.vllm_rollout.vllm_async_server import vLLMHttpServer
@@ -73,11 +82,18 @@ def main():
         import vlgrpo.patches
 
         server = object.__new__(vLLMHttpServer)
-        server.config = OmegaConf.create({"max_model_len": PROMPT + RESPONSE, "response_length": RESPONSE,
-                                          "prompt_length": PROMPT, "enable_rollout_routing_replay": False,
-                                          "mtp": None})
-        server.model_config = types.SimpleNamespace(processor=None, lora_rank=0, lora={},
-                                                    hf_config=types.SimpleNamespace())
+        server.config = OmegaConf.create(
+            {
+                "max_model_len": PROMPT + RESPONSE,
+                "response_length": RESPONSE,
+                "prompt_length": PROMPT,
+                "enable_rollout_routing_replay": False,
+                "mtp": None,
+            }
+        )
+        server.model_config = types.SimpleNamespace(
+            processor=None, lora_rank=0, lora={}, hf_config=types.SimpleNamespace()
+        )
         server.engine, server.global_steps = Engine(), 3
 
         async def srv_generate(**kwargs):
@@ -87,15 +103,23 @@ def main():
             return "s0", types.SimpleNamespace(generate=Remote(srv_generate))
 
         balancer = types.SimpleNamespace(acquire_server=Remote(acquire), release_server=Remote(lambda **k: None))
-        config = OmegaConf.create({"async_training": {"partial_rollout": os.environ["VLGRPO_TEST_PARTIAL"] == "1"},
-                                   "actor_rollout_ref": {"rollout": {"response_length": RESPONSE,
-                                                                     "prompt_length": PROMPT}}})
+        config = OmegaConf.create(
+            {
+                "async_training": {"partial_rollout": os.environ["VLGRPO_TEST_PARTIAL"] == "1"},
+                "actor_rollout_ref": {"rollout": {"response_length": RESPONSE, "prompt_length": PROMPT}},
+            }
+        )
         client = FullyAsyncLLMServerClient(config, load_balancer_handle=balancer)
         caller_params = {"temperature": 1.0, "top_p": 1.0, "logprobs": False}
         res = asyncio.run(client.generate("req", prompt_ids=list(range(PROMPT_LEN)), sampling_params=caller_params))
         rows = {r["id"]: r for r in vlgrpo.patches.status(import_targets=False)}
-        out.update(calls=calls, generated=len(res.token_ids), stop_reason=res.stop_reason,
-                   caller_params=caller_params, status=rows["fully_async.partial_rollout_budget"]["status"])
+        out.update(
+            calls=calls,
+            generated=len(res.token_ids),
+            stop_reason=res.stop_reason,
+            caller_params=caller_params,
+            status=rows["fully_async.partial_rollout_budget"]["status"],
+        )
     except Exception:
         out["crash"] = traceback.format_exc()
     print(json.dumps(out))

@@ -19,8 +19,11 @@ from stub_modules import StubFinder  # noqa: E402
 def main():
     out = {}
     try:
-        sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft",
-                                         "accelerate", "tensordict")))
+        sys.meta_path.append(
+            StubFinder(
+                ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict")
+            )
+        )
         from omegaconf import OmegaConf
         from verl.experimental.fully_async_policy import fully_async_trainer as ft
 
@@ -31,9 +34,18 @@ def main():
         with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as fh:
             fh.write("5")
         trainer = object.__new__(ft.FullyAsyncTrainer.__ray_metadata__.modified_class)
-        trainer.config = OmegaConf.create({"trainer": {
-            "resume_mode": os.environ["VLGRPO_TEST_RESUME"], "default_local_dir": root, "default_hdfs_dir": None,
-            "resume_from_path": None, "del_local_ckpt_after_load": False, "test_freq": 5}})
+        trainer.config = OmegaConf.create(
+            {
+                "trainer": {
+                    "resume_mode": os.environ["VLGRPO_TEST_RESUME"],
+                    "default_local_dir": root,
+                    "default_hdfs_dir": None,
+                    "resume_from_path": None,
+                    "del_local_ckpt_after_load": False,
+                    "test_freq": 5,
+                }
+            }
+        )
         trainer.global_steps, trainer.current_param_version, trainer.local_trigger_step = 0, 0, 1
         trainer.trigger_parameter_sync_step, trainer.use_critic = 16, False
         loaded = []
@@ -51,8 +63,12 @@ def main():
         version = asyncio.run(trainer.load_checkpoint())
         asyncio.run(trainer.fit())
         rows = {r["id"]: r for r in vlgrpo.patches.status(import_targets=False)}
-        out.update(version=version, first_label=labels[0], loaded=loaded,
-                   status=rows["fully_async.resume_step_label"]["status"])
+        out.update(
+            version=version,
+            first_label=labels[0],
+            loaded=loaded,
+            status=rows["fully_async.resume_step_label"]["status"],
+        )
     except Exception:
         out["crash"] = traceback.format_exc()
     print(json.dumps(out))

@@ -37,12 +37,17 @@ def _parquet(path, rows):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({
-        "data_source": ["standin"] * rows,
-        "prompt": [[{"role": "user", "content": f"problem {i}"}] for i in range(rows)],
-        "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)],
-        "extra_info": [{"index": 1000 + i, "split": "train"} for i in range(rows)],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "data_source": ["standin"] * rows,
+                "prompt": [[{"role": "user", "content": f"problem {i}"}] for i in range(rows)],
+                "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)],
+                "extra_info": [{"index": 1000 + i, "split": "train"} for i in range(rows)],
+            }
+        ),
+        path,
+    )
 
 
 def _config(data, root, epochs, workers):
@@ -52,14 +57,27 @@ def _config(data, root, epochs, workers):
 
     conf_dir = os.path.join(os.path.dirname(fully_async_main.__file__), "config")
     overrides = [
-        f"data.train_files=['{data}']", f"data.val_files=['{data}']", "data.train_batch_size=0",
-        "data.gen_batch_size=1", f"data.dataloader_num_workers={workers}", "data.shuffle=True", "+data.seed=7",
-        "data.filter_overlong_prompts=False", f"actor_rollout_ref.model.path={TOKENIZER}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={REQUIRED}", "actor_rollout_ref.rollout.n=1",
-        "actor_rollout_ref.hybrid_engine=False", "async_training.staleness_threshold=0.5",
-        f"async_training.trigger_parameter_sync_step={T}", "async_training.require_batches=1",
-        f"trainer.total_epochs={epochs}", "rollout.total_rollout_steps=null", "trainer.resume_mode=auto",
-        f"trainer.default_local_dir={root}", f"trainer.save_freq={SAVE_FREQ}", "trainer.logger=[console]",
+        f"data.train_files=['{data}']",
+        f"data.val_files=['{data}']",
+        "data.train_batch_size=0",
+        "data.gen_batch_size=1",
+        f"data.dataloader_num_workers={workers}",
+        "data.shuffle=True",
+        "+data.seed=7",
+        "data.filter_overlong_prompts=False",
+        f"actor_rollout_ref.model.path={TOKENIZER}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={REQUIRED}",
+        "actor_rollout_ref.rollout.n=1",
+        "actor_rollout_ref.hybrid_engine=False",
+        "async_training.staleness_threshold=0.5",
+        f"async_training.trigger_parameter_sync_step={T}",
+        "async_training.require_batches=1",
+        f"trainer.total_epochs={epochs}",
+        "rollout.total_rollout_steps=null",
+        "trainer.resume_mode=auto",
+        f"trainer.default_local_dir={root}",
+        f"trainer.save_freq={SAVE_FREQ}",
+        "trainer.logger=[console]",
     ]
     with initialize_config_dir(config_dir=conf_dir, version_base=None):
         cfg = compose("fully_async_ppo_trainer", overrides=overrides)
@@ -136,16 +154,26 @@ async def _run(cfg, tokenizer, root, stop, trained, seed):
     fit.cancel()
     await asyncio.gather(fit, return_exceptions=True)
     ray.kill(queue)
-    return {"start": start, "version": version, "epochs": epochs, "uids": uids, "agent_keys": sorted(agent.keys),
-            "end_global_steps": ro.global_steps, "total_generated": ro.total_generated_samples,
-            "processed": ro.processed_sample_count}
+    return {
+        "start": start,
+        "version": version,
+        "epochs": epochs,
+        "uids": uids,
+        "agent_keys": sorted(agent.keys),
+        "end_global_steps": ro.global_steps,
+        "total_generated": ro.total_generated_samples,
+        "processed": ro.processed_sample_count,
+    }
 
 
 def main():
     out = {}
     try:
-        sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft",
-                                         "accelerate", "tensordict")))
+        sys.meta_path.append(
+            StubFinder(
+                ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict")
+            )
+        )
         import ray
         from verl.utils import hf_tokenizer
 
@@ -159,8 +187,7 @@ def main():
         cfg = _config(data, root, epochs, workers)
         tokenizer = hf_tokenizer(TOKENIZER)
         ray_tmp = tempfile.mkdtemp(prefix="vlr", dir="/tmp")  # short: Ray's socket paths have a length limit
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=ray_tmp,
-                 logging_level="ERROR")
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=ray_tmp, logging_level="ERROR")
         try:
             trained = {"indices": []}
             first = asyncio.run(_run(cfg, tokenizer, root, stop, trained, seed=1))
@@ -169,9 +196,16 @@ def main():
         finally:
             ray.shutdown()
         rows_status = {r["id"]: r for r in vlgrpo.patches.status(import_targets=False)}
-        out.update(rows=rows, epochs=epochs, trained=trained["indices"], trained_before_stop=trained_before,
-                   short_last_batch=trained.get("short_last_batch"), first=first, second=second,
-                   status={k: v["status"] for k, v in rows_status.items()})
+        out.update(
+            rows=rows,
+            epochs=epochs,
+            trained=trained["indices"],
+            trained_before_stop=trained_before,
+            short_last_batch=trained.get("short_last_batch"),
+            first=first,
+            second=second,
+            status={k: v["status"] for k, v in rows_status.items()},
+        )
     except Exception:
         out["crash"] = traceback.format_exc()
     print(json.dumps(out))

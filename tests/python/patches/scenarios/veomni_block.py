@@ -31,8 +31,9 @@ try:
     row = {r["id"]: r for r in vlgrpo.patches.status(import_targets=False)}["qwen3_vl_moe.router_dtype"]
     out["status"] = [row["status"], row["reason"]]
     out["experts_class"] = f"{hf.Qwen3VLMoeTextExperts.__module__}.{hf.Qwen3VLMoeTextExperts.__qualname__}"
-    cfg = Qwen3VLMoeTextConfig(hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2,
-                               hidden_act="silu")
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=16, moe_intermediate_size=8, num_experts=8, num_experts_per_tok=2, hidden_act="silu"
+    )
     torch.manual_seed(0)
     block = hf.Qwen3VLMoeTextSparseMoeBlock(cfg)
     with torch.no_grad():
@@ -48,10 +49,14 @@ try:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 y, logits = block(x)
             top = seen[-1][3] if len(seen[-1]) > 3 else None
-            out[mode] = {"err": (y[0].double() - ref).abs().max().item(), "ref_max": ref.abs().max().item(),
-                         "n_args": len(seen[-1]),
-                         "topk": None if top is None else [list(top.shape), str(top.dtype),
-                                                           (top.float().sum(-1) - 1).abs().max().item()]}
+            out[mode] = {
+                "err": (y[0].double() - ref).abs().max().item(),
+                "ref_max": ref.abs().max().item(),
+                "n_args": len(seen[-1]),
+                "topk": None
+                if top is None
+                else [list(top.shape), str(top.dtype), (top.float().sum(-1) - 1).abs().max().item()],
+            }
         except Exception as exc:
             out[mode] = {"error": f"{type(exc).__name__}: {exc}"}
     # same dtypes (fp32, no autocast): identical to VeOmni's own forward, both outputs

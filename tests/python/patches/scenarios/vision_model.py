@@ -32,12 +32,19 @@ def run(model_kind, apply_verl):
         cls, vision_cls = mod.Qwen3VLMoeForConditionalGeneration, mod.Qwen3VLMoeVisionModel
         raw = json.loads((REPO / "assets/models/qwen3-vl-30b-a3b-instruct/config.json").read_text())
         raw["text_config"].update(moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2)
-    raw["text_config"].update(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1,
-                              num_hidden_layers=2, intermediate_size=64)
+    raw["text_config"].update(
+        hidden_size=32,
+        head_dim=16,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_hidden_layers=2,
+        intermediate_size=64,
+    )
     raw["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
     raw["text_config"].pop("dtype", None)
-    raw["vision_config"].update(depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32,
-                                deepstack_visual_indexes=[0, 1])
+    raw["vision_config"].update(
+        depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32, deepstack_visual_indexes=[0, 1]
+    )
     cfg = Config(**raw)
     torch.manual_seed(0)
     model = cls(cfg).eval()
@@ -55,21 +62,27 @@ def run(model_kind, apply_verl):
     merge = cfg.vision_config.spatial_merge_size
     ids = [1, 2]
     for t, h, w in grids:
-        ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * (t * h * w // merge ** 2) + [cfg.vision_end_token_id]
+        ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * (t * h * w // merge**2) + [cfg.vision_end_token_id]
     ids += [5, 6]
     input_ids = torch.tensor([ids])
     vc = cfg.vision_config
-    pixel_values = torch.randn(sum(t * h * w for t, h, w in grids),
-                               vc.in_channels * vc.temporal_patch_size * vc.patch_size ** 2)
+    pixel_values = torch.randn(
+        sum(t * h * w for t, h, w in grids), vc.in_channels * vc.temporal_patch_size * vc.patch_size**2
+    )
     with torch.no_grad():
-        logits = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), pixel_values=pixel_values,
-                       image_grid_thw=torch.tensor(grids)).logits
+        logits = model(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            pixel_values=pixel_values,
+            image_grid_thw=torch.tensor(grids),
+        ).logits
     out["logits"] = logits[0, :, :16].tolist()
     import vlgrpo.patches
 
     out["status"] = {r["id"]: r["status"] for r in vlgrpo.patches.status(import_targets=False)}
-    out["targets"] = {t["target"]: t["status"] for r in vlgrpo.patches.status(import_targets=False)
-                      for t in r["targets"]}
+    out["targets"] = {
+        t["target"]: t["status"] for r in vlgrpo.patches.status(import_targets=False) for t in r["targets"]
+    }
     return out
 
 

@@ -26,8 +26,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [p for p in os.environ["VLGRPO_TEST_VLLM_PATH"].split(os.pathsep) if p]
 from stub_modules import AutoStubModule, StubFinder  # noqa: E402
 
-STUBBED = ("openai_harmony", "xgrammar", "diskcache", "fastapi", "llguidance", "cpuinfo", "msgspec", "cbor2",
-           "gguf", "zmq", "blake3", "sniffio", "torchvision")
+STUBBED = (
+    "openai_harmony",
+    "xgrammar",
+    "diskcache",
+    "fastapi",
+    "llguidance",
+    "cpuinfo",
+    "msgspec",
+    "cbor2",
+    "gguf",
+    "zmq",
+    "blake3",
+    "sniffio",
+    "torchvision",
+)
 PATCH = "rollout.encoder_cache_reset"
 
 
@@ -72,9 +85,12 @@ try:
     sched._connector_finished = lambda request: (False, None)
 
     def request(rid, image_hash, prompt_len=300):
-        feature = MultiModalFeatureSpec(data=None, modality="image", identifier=image_hash,
-                                        mm_position=PlaceholderRange(offset=10, length=256))
-        params = SimpleNamespace(max_tokens=64, structured_outputs=None, extra_args=None, skip_reading_prefix_cache=None)
+        feature = MultiModalFeatureSpec(
+            data=None, modality="image", identifier=image_hash, mm_position=PlaceholderRange(offset=10, length=256)
+        )
+        params = SimpleNamespace(
+            max_tokens=64, structured_outputs=None, extra_args=None, skip_reading_prefix_cache=None
+        )
         return Request(rid, list(range(prompt_len)), params, None, eos_token_id=0, mm_features=[feature])
 
     def schedule(req):

@@ -18,7 +18,13 @@ REPO = Path(__file__).resolve().parents[4]
 out = {}
 
 
-STUBBED = ("vllm", "zmq", "msgspec", "uvicorn", "fastapi")  # not in the CPU test environment (they come with vLLM in the images)
+STUBBED = (
+    "vllm",
+    "zmq",
+    "msgspec",
+    "uvicorn",
+    "fastapi",
+)  # not in the CPU test environment (they come with vLLM in the images)
 
 
 class Stop(Exception):
@@ -56,17 +62,21 @@ try:
     server = object.__new__(srv.vLLMHttpServer)
     hf = AutoConfig.from_pretrained(str(REPO / "assets/models/qwen3-vl-30b-a3b-instruct"))
     server.model_config = types.SimpleNamespace(hf_config=hf, processor=None)
-    server.config = types.SimpleNamespace(max_model_len=4096, response_length=1024, prompt_length=2048,
-                                          get=lambda key, default=None: default)
+    server.config = types.SimpleNamespace(
+        max_model_len=4096, response_length=1024, prompt_length=2048, get=lambda key, default=None: default
+    )
     params = {"temperature": 1.0, "top_p": 1.0, "logprobs": True, "logit_bias": {42: 1.5}}
     try:
         asyncio.run(server.generate([1, 2, 3], params, "req-1"))
     except Stop:
         pass
-    out["sampling_params"] = {k: ({str(t): b for t, b in v.items()} if isinstance(v, dict) else v)
-                              for k, v in RecordingSamplingParams.calls[-1].items()}
-    out["caller_params"] = {k: ({str(t): b for t, b in v.items()} if isinstance(v, dict) else v)
-                            for k, v in params.items()}
+    out["sampling_params"] = {
+        k: ({str(t): b for t, b in v.items()} if isinstance(v, dict) else v)
+        for k, v in RecordingSamplingParams.calls[-1].items()
+    }
+    out["caller_params"] = {
+        k: ({str(t): b for t, b in v.items()} if isinstance(v, dict) else v) for k, v in params.items()
+    }
 except Exception:
     out["crash"] = traceback.format_exc()
 print(json.dumps(out))

@@ -17,10 +17,12 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stub_modules import StubFinder, vllm_distribution  # noqa: E402
 
-PROBE = ("import socket, sys\n"
-         "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
-         "s.sendall(b'POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
-         "print(s.recv(200).split(b'\\r\\n')[0].decode())\n")
+PROBE = (
+    "import socket, sys\n"
+    "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
+    "s.sendall(b'POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
+    "print(s.recv(200).split(b'\\r\\n')[0].decode())\n"
+)
 
 
 class App:
@@ -31,8 +33,7 @@ class App:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": b'{"object": "chat.completion"}'})
 
 
@@ -46,6 +47,7 @@ def _vllm(mod):
     if name == "vllm.usage.usage_lib":
         mod.UsageContext = types.SimpleNamespace(OPENAI_API_SERVER="openai_api_server")
     if name == "vllm.engine.arg_utils":
+
         class AsyncEngineArgs:
             enable_log_requests = disable_log_stats = False
 
@@ -55,8 +57,10 @@ def _vllm(mod):
 
             def create_engine_config(self, usage_context=None):
                 return types.SimpleNamespace(parallel_config=types.SimpleNamespace())
+
         mod.AsyncEngineArgs = AsyncEngineArgs
     if name == "vllm.v1.engine.async_llm":
+
         class Engine:
             model_config = None
 
@@ -70,13 +74,16 @@ def _vllm(mod):
             @staticmethod
             def from_vllm_config(vllm_config, usage_context=None):
                 return Engine()
+
         mod.AsyncLLM = AsyncLLM
     if name == "vllm.entrypoints.openai.api_server":
+
         def build_app(args):
             return app
 
         async def init_app_state(engine_client, state, args):
             pass
+
         mod.build_app, mod.init_app_state = build_app, init_app_state
 
 
@@ -115,8 +122,9 @@ def main():
     out = {}
     try:
         vllm_distribution(os.environ["VLGRPO_TEST_TMP"])
-        sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "fastapi", "cachetools", "peft", "accelerate",
-                                         "tensordict"), _vllm))
+        sys.meta_path.append(
+            StubFinder(("vllm", "zmq", "msgspec", "fastapi", "cachetools", "peft", "accelerate", "tensordict"), _vllm)
+        )
         import vlgrpo.patches
 
         asyncio.run(scenario(out))

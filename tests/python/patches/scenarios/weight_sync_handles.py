@@ -39,8 +39,9 @@ def senders(rollout_mod, config_cls, case):
     rollout_mod.get_device_uuid = lambda device_id: f"uuid-{device_id}"
     rollout_mod.get_device_id = lambda: 0
     rollout_mod.is_support_ipc = lambda: True
-    config = config_cls(name="vllm", tensor_model_parallel_size=tp, data_parallel_size=dp,
-                        pipeline_model_parallel_size=1)
+    config = config_cls(
+        name="vllm", tensor_model_parallel_size=tp, data_parallel_size=dp, pipeline_model_parallel_size=1
+    )
     out = {}
     for rank in range(nodes * per_node):
         os.environ.update(RANK=str(rank), RAY_LOCAL_WORLD_SIZE=str(per_node))
@@ -67,9 +68,15 @@ def receivers(utils_mod, case):
             node = start // per_node
             dp_local = dp_rank % dp_local_size
             pc = types.SimpleNamespace(
-                data_parallel_size=dp, data_parallel_size_local=dp_local_size, data_parallel_rank=dp_rank,
+                data_parallel_size=dp,
+                data_parallel_size_local=dp_local_size,
+                data_parallel_rank=dp_rank,
                 data_parallel_rank_local=None if case.get("dp_local_none") else dp_local,
-                tensor_parallel_size=tp, pipeline_parallel_size=1, world_size=world, nnodes_within_dp=1)
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=1,
+                world_size=world,
+                nnodes_within_dp=1,
+            )
             for local_rank in range(world):
                 worker = object.__new__(utils_mod.vLLMColocateWorkerExtension)
                 offset = case["platform"] == "cuda" and dp > 1
@@ -85,8 +92,12 @@ def main():
     out = {}
     try:
         vllm_distribution(os.environ.get("VLGRPO_TEST_TMP", "/tmp"))
-        sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft",
-                                         "accelerate", "tensordict"), _vllm))
+        sys.meta_path.append(
+            StubFinder(
+                ("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft", "accelerate", "tensordict"),
+                _vllm,
+            )
+        )
         from verl.workers.config import RolloutConfig
         from verl.workers.rollout.vllm_rollout import utils as utils_mod
         from verl.workers.rollout.vllm_rollout import vllm_rollout as rollout_mod
@@ -98,8 +109,10 @@ def main():
         out["status"] = [row["status"], row["reason"]]
         out["cases"] = {}
         for case in json.loads(os.environ["VLGRPO_TEST_CASES"]):
-            out["cases"][case["name"]] = {"senders": senders(rollout_mod, RolloutConfig, case),
-                                          "receivers": receivers(utils_mod, case)}
+            out["cases"][case["name"]] = {
+                "senders": senders(rollout_mod, RolloutConfig, case),
+                "receivers": receivers(utils_mod, case),
+            }
     except BaseException:
         out["crash"] = traceback.format_exc()
     print(json.dumps(out))

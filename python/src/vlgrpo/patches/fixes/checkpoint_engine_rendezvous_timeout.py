@@ -133,12 +133,14 @@ def make_init_process_group(original):
         engine = type(self).__name__
 
         def describe(elapsed):
-            return (f"{STAGE} of {engine} rank {rank} of {world_size}"
-                    + (f", group {group!r}" if group else "")
-                    + f" did not finish within {bound:g} s (waited {elapsed:.1f} s): a peer never joined "
-                    "(a rollout or trainer worker that died or never reached the sync, a blocked port or a wrong "
-                    "network interface, or the first-init race of verl issue #6967). Check the other workers' logs "
-                    f"for the first error; raise {TIMEOUT_ENV} only if the rendezvous is slow but healthy.")
+            return (
+                f"{STAGE} of {engine} rank {rank} of {world_size}"
+                + (f", group {group!r}" if group else "")
+                + f" did not finish within {bound:g} s (waited {elapsed:.1f} s): a peer never joined "
+                "(a rollout or trainer worker that died or never reached the sync, a blocked port or a wrong "
+                "network interface, or the first-init race of verl issue #6967). Check the other workers' logs "
+                f"for the first error; raise {TIMEOUT_ENV} only if the rendezvous is slow but healthy."
+            )
 
         return run_bounded(lambda: original(self, rank, world_size, *args, **kwargs), bound, describe)
 
@@ -179,8 +181,10 @@ def is_faulty(func):
     bounded = sorted(i for i in idents if "timeout" in i.lower() or "deadline" in i.lower())
     if bounded:
         return False, f"{fn.name} already bounds its rendezvous ({', '.join(bounded)})"
-    return True, (f"{fn.name} calls {', '.join(inits)} then {', '.join(barriers)} with no timeout: a missing peer "
-                  f"waits forever (verl issue #6967)")
+    return True, (
+        f"{fn.name} calls {', '.join(inits)} then {', '.join(barriers)} with no timeout: a missing peer "
+        f"waits forever (verl issue #6967)"
+    )
 
 
 def verify() -> None:

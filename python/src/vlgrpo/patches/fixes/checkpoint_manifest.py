@@ -65,20 +65,33 @@ RECORD = {
 }
 
 #: numpy globals an ``np.random.get_state()`` array needs under ``weights_only=True`` (numpy 1.x and 2.x names)
-NUMPY_ARRAY_GLOBALS = ("numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray",
-                       "numpy.dtype", "numpy.dtypes.UInt32DType", "numpy.dtypes.Float64DType",
-                       "numpy.dtypes.Int64DType")
+NUMPY_ARRAY_GLOBALS = (
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.dtypes.UInt32DType",
+    "numpy.dtypes.Float64DType",
+    "numpy.dtypes.Int64DType",
+)
 _SHARD_KINDS = ("model", "optim", "extra_state")
 _GUARD = {}
 
 
 # ---- detector --------------------------------------------------------------------------------------------------
 
+
 def _calls(node, attr):
     import ast
 
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr == attr and getattr(n.func.value, "id", None) == "torch"]
+    return [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == attr
+        and getattr(n.func.value, "id", None) == "torch"
+    ]
 
 
 def _unsafe_load(call):
@@ -106,8 +119,10 @@ def is_faulty(obj, module_source=None):
         module_source = inspect.getsource(module) if module is not None else ""
     loads = [c for c in _calls(fn, "load") if _unsafe_load(c)]
     if loads:
-        return True, (f"{fn.name} unpickles checkpoint files with torch.load(weights_only=False) (line "
-                      f"{loads[0].lineno}) and checks no digest first")
+        return True, (
+            f"{fn.name} unpickles checkpoint files with torch.load(weights_only=False) (line "
+            f"{loads[0].lineno}) and checks no digest first"
+        )
     if _calls(fn, "save"):
         if "sha256" in module_source or "hashlib" in module_source:
             return False, f"{fn.name}'s module already records digests of what it saves"
@@ -116,6 +131,7 @@ def is_faulty(obj, module_source=None):
 
 
 # ---- weights-only loads ----------------------------------------------------------------------------------------
+
 
 def _numpy_globals():
     import importlib
@@ -163,9 +179,12 @@ def _install_guard():
                 return original(f, *args, **kwargs)
             except pickle.UnpicklingError as exc:
                 first = str(exc).split("\n\n")[-1].strip().splitlines()
-                raise CheckpointRefused(f, "holds objects other than tensors and plain containers, which are not "
-                                        f"unpickled ({first[0] if first else exc})",
-                                        "this is not a file verl wrote; resume from another checkpoint") from None
+                raise CheckpointRefused(
+                    f,
+                    "holds objects other than tensors and plain containers, which are not "
+                    f"unpickled ({first[0] if first else exc})",
+                    "this is not a file verl wrote; resume from another checkpoint",
+                ) from None
 
     load.__vlgrpo_guard__ = True
     contract.wrap(torch, "load", load, patch_id=RECORD["id"], target="torch:load")
@@ -187,12 +206,13 @@ class weights_only_loads:
 
 # ---- the wrappers ----------------------------------------------------------------------------------------------
 
+
 def step_dir_of(path):
     """The nearest ``global_step_N`` folder at or above ``path`` (absolute), or ``None``."""
     path = os.path.abspath(os.fspath(path))
     while True:
         base = os.path.basename(path)
-        digits = base[len("global_step_"):]
+        digits = base[len("global_step_") :]
         if base.startswith("global_step_") and digits.isascii() and digits.isdigit():
             return path
         parent = os.path.dirname(path)
@@ -278,37 +298,47 @@ def make_wrapper(original):
     qualname = getattr(original, "__qualname__", "")
 
     if qualname.endswith("FSDPCheckpointManager.save_checkpoint"):
+
         def save_checkpoint(self, local_path, *args, **kwargs):
             result = original(self, local_path, *args, **kwargs)
             if local_path is not None:
                 _write_fsdp_part(self, local_path)
             return result
+
         wrapper = save_checkpoint
     elif qualname.endswith("FSDPCheckpointManager.load_checkpoint"):
+
         def load_checkpoint(self, local_path, *args, **kwargs):
             if local_path is None:
                 return original(self, local_path, *args, **kwargs)
             _verify_fsdp(self, local_path)
             with weights_only_loads():
                 return original(self, local_path, *args, **kwargs)
+
         wrapper = load_checkpoint
     elif qualname.endswith("FullyAsyncRollouter.save_checkpoint"):
+
         async def rollouter_save_checkpoint(self, local_global_step_folder, *args, **kwargs):
             result = await original(self, local_global_step_folder, *args, **kwargs)
             _write_data_part(os.path.abspath(local_global_step_folder), "rollouter")
             return result
+
         wrapper = rollouter_save_checkpoint
     elif qualname.endswith("RayPPOTrainer._save_checkpoint"):
+
         def trainer_save_checkpoint(self, *args, **kwargs):
             result = original(self, *args, **kwargs)
             _write_data_part(_ray_trainer_step_dir(self), "trainer")
             return result
+
         wrapper = trainer_save_checkpoint
     else:  # FullyAsyncRollouter.load_checkpoint, RayPPOTrainer._load_checkpoint (sync, self.config)
+
         def driver_load_checkpoint(self, *args, **kwargs):
             _verify_driver(self)
             with weights_only_loads():
                 return original(self, *args, **kwargs)
+
         wrapper = driver_load_checkpoint
     return wrapper
 
@@ -317,10 +347,17 @@ def _codes():
     def fake(name):
         def f(*a, **k):
             return None
+
         f.__qualname__ = name
         return f
-    names = ("FSDPCheckpointManager.save_checkpoint", "FSDPCheckpointManager.load_checkpoint",
-             "FullyAsyncRollouter.save_checkpoint", "RayPPOTrainer._save_checkpoint", "RayPPOTrainer._load_checkpoint")
+
+    names = (
+        "FSDPCheckpointManager.save_checkpoint",
+        "FSDPCheckpointManager.load_checkpoint",
+        "FullyAsyncRollouter.save_checkpoint",
+        "RayPPOTrainer._save_checkpoint",
+        "RayPPOTrainer._load_checkpoint",
+    )
     return tuple(make_wrapper(fake(n)).__code__ for n in names)
 
 
@@ -355,8 +392,14 @@ def verify() -> None:
             loaded.append(torch.load(os.path.join(step, "data.pt"), weights_only=False))
 
         save.__qualname__, load.__qualname__ = "RayPPOTrainer._save_checkpoint", "RayPPOTrainer._load_checkpoint"
-        trainer = SimpleNamespace(global_steps=3, config=SimpleNamespace(trainer=SimpleNamespace(
-            default_local_dir=root, resume_mode="auto", get=lambda key, default=None: default)))
+        trainer = SimpleNamespace(
+            global_steps=3,
+            config=SimpleNamespace(
+                trainer=SimpleNamespace(
+                    default_local_dir=root, resume_mode="auto", get=lambda key, default=None: default
+                )
+            ),
+        )
         make_wrapper(save)(trainer)
         make_wrapper(load)(trainer)
         assert torch.equal(loaded[-1]["sampler"]["generator"], state["sampler"]["generator"]), loaded

@@ -52,15 +52,22 @@ def is_faulty(obj):
 
     obj = unwrap_named(obj, "async_wrapper")  # verl's rollout_trace_op
     fn = function_node(obj)
-    resends = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)
-                  and isinstance(n.right, ast.Attribute) and n.right.attr == "token_ids" for n in ast.walk(fn))
+    resends = any(
+        isinstance(n, ast.BinOp)
+        and isinstance(n.op, ast.Add)
+        and isinstance(n.right, ast.Attribute)
+        and n.right.attr == "token_ids"
+        for n in ast.walk(fn)
+    )
     if not resends:
         return False, f"{fn.name} does not resend generated tokens (no partial-rollout resume here)"
     names = {getattr(n, "attr", None) or getattr(n, "id", None) for n in ast.walk(fn)}
     if any(name and "response_length" in name for name in names):
         return False, f"{fn.name} already takes the resume budget from the response length (verl PR #7207)"
-    return True, (f"{fn.name} resends prompt + generated tokens without a max_tokens budget unless the caller gave "
-                  "one: each resume gets the unused prompt budget (verl PR #7207)")
+    return True, (
+        f"{fn.name} resends prompt + generated tokens without a max_tokens budget unless the caller gave "
+        "one: each resume gets the unused prompt budget (verl PR #7207)"
+    )
 
 
 def _response_length(config):
@@ -79,8 +86,13 @@ def make_generate(original):
     async def generate(self, request_id, *args, sampling_params, **kwargs):
         config = getattr(self, "config", None)
         budget = _response_length(config)
-        if (budget is not None and _partial_rollout(config) and isinstance(sampling_params, dict)
-                and "max_tokens" not in sampling_params and "max_new_tokens" not in sampling_params):
+        if (
+            budget is not None
+            and _partial_rollout(config)
+            and isinstance(sampling_params, dict)
+            and "max_tokens" not in sampling_params
+            and "max_new_tokens" not in sampling_params
+        ):
             sampling_params = dict(sampling_params, max_tokens=budget)
         return await original(self, request_id, *args, sampling_params=sampling_params, **kwargs)
 
@@ -106,9 +118,12 @@ def verify() -> None:
     gen = make_generate(original)
 
     def client(partial):
-        return SimpleNamespace(config=SimpleNamespace(
-            actor_rollout_ref=SimpleNamespace(rollout=SimpleNamespace(response_length=8192)),
-            async_training=SimpleNamespace(partial_rollout=partial)))
+        return SimpleNamespace(
+            config=SimpleNamespace(
+                actor_rollout_ref=SimpleNamespace(rollout=SimpleNamespace(response_length=8192)),
+                async_training=SimpleNamespace(partial_rollout=partial),
+            )
+        )
 
     params = {"temperature": 1.0}
     assert asyncio.run(gen(client(True), "r", prompt_ids=[1, 2], sampling_params=params)) == 2

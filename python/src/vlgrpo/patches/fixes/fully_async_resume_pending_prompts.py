@@ -79,6 +79,7 @@ _CURRENT = contextvars.ContextVar("vlgrpo_resume_pending_prompts", default=None)
 
 # ---- detector --------------------------------------------------------------------------------------------------
 
+
 def _methods(source):
     import ast
 
@@ -112,23 +113,38 @@ def is_faulty(obj=None, rollouter_source=None):
         return False, "FullyAsyncRollouter.save_checkpoint does not save the dataloader state"
     if mentions(save, attrs=("pending_queue", "active_tasks", "message_queue_client")):
         return False, "FullyAsyncRollouter.save_checkpoint records the queued and running samples"
-    missing = [need for need, ok in (
-        ("_feed_samples iterating self._create_continuous_iterator()",
-         "_feed_samples" in m and mentions(m["_feed_samples"], attrs=("_create_continuous_iterator",))),
-        ("_process_single_sample_streaming putting into self.message_queue_client",
-         "_process_single_sample_streaming" in m
-         and mentions(m["_process_single_sample_streaming"], attrs=("put_sample",))),
-        ("__init__ passing the train dataset to self._create_dataloader",
-         "__init__" in m and mentions(m["__init__"], attrs=("_create_dataloader",))),
-    ) if not ok]
+    missing = [
+        need
+        for need, ok in (
+            (
+                "_feed_samples iterating self._create_continuous_iterator()",
+                "_feed_samples" in m and mentions(m["_feed_samples"], attrs=("_create_continuous_iterator",)),
+            ),
+            (
+                "_process_single_sample_streaming putting into self.message_queue_client",
+                "_process_single_sample_streaming" in m
+                and mentions(m["_process_single_sample_streaming"], attrs=("put_sample",)),
+            ),
+            (
+                "__init__ passing the train dataset to self._create_dataloader",
+                "__init__" in m and mentions(m["__init__"], attrs=("_create_dataloader",)),
+            ),
+        )
+        if not ok
+    ]
     if missing:
-        raise RuntimeError("save_checkpoint loses in-flight prompts, but the rollouter differs from verl v0.8.0 "
-                           f"where the ledger hooks in (missing: {'; '.join(missing)}); left unpatched")
-    return True, (f"save_checkpoint (line {save.lineno}) saves only the dataloader position: the prompts drawn for "
-                  "queued and running samples are skipped after a restart (verl PR #4199's TODO)")
+        raise RuntimeError(
+            "save_checkpoint loses in-flight prompts, but the rollouter differs from verl v0.8.0 "
+            f"where the ledger hooks in (missing: {'; '.join(missing)}); left unpatched"
+        )
+    return True, (
+        f"save_checkpoint (line {save.lineno}) saves only the dataloader position: the prompts drawn for "
+        "queued and running samples are skipped after a restart (verl PR #4199's TODO)"
+    )
 
 
 # ---- the ledger ------------------------------------------------------------------------------------------------
+
 
 class IndexedDataset:
     """The training dataset with each row's index added under :data:`KEY` (``row[KEY] = i`` for ``dataset[i]``);
@@ -229,15 +245,25 @@ class Ledger:
         stats = self.client.get_statistics_sync() if self.client is not None else None
         left = stats["total_consumed"] + stats["dropped_samples"] if stats else self.put_count
         queued = [e for e in self.put_log if e[0] >= left]
-        pending = sorted([list(x) for x in self.outstanding.values()] + [[e, r, c] for _, _, e, r, c, _ in queued]
-                         + [list(x) for x in self.refeed], key=lambda x: x[2])  # draw order = counter order
+        pending = sorted(
+            [list(x) for x in self.outstanding.values()]
+            + [[e, r, c] for _, _, e, r, c, _ in queued]
+            + [list(x) for x in self.refeed],
+            key=lambda x: x[2],
+        )  # draw order = counter order
         nxt = self.next_new if self.next_new is not None else self.owner.global_steps
         counters = {name: int(getattr(self.owner, name, 0) or 0) for name in _COUNTERS}
         counters["total_generated_samples"] -= sum(1 for e in queued if e[5])
         counters["dropped_stale_samples"] -= sum(1 for e in queued if not e[5])
         counters["processed_sample_count"] -= len(queued)
-        return {"format": FORMAT, "dataset_rows": len(self.loader.dataset), "pending": pending,
-                "global_steps": int(nxt), "epoch": self.epoch, "counters": counters}
+        return {
+            "format": FORMAT,
+            "dataset_rows": len(self.loader.dataset),
+            "pending": pending,
+            "global_steps": int(nxt),
+            "epoch": self.epoch,
+            "counters": counters,
+        }
 
     def stage(self, saved):
         """Take a :meth:`snapshot` back (from ``data.pt`` at ``load_checkpoint``): rows to feed first, the counter,
@@ -250,7 +276,9 @@ class Ledger:
             log.logger().warning(
                 "vlgrpo: the checkpoint's data.pt has no record of the prompts drawn but not trained when it was "
                 "saved (written without patch fully_async.resume_pending_prompts): up to %d prompts drawn before the "
-                "save are skipped (field case C04)", bound)
+                "save are skipped (field case C04)",
+                bound,
+            )
             return
         rows = len(self.loader.dataset)
         if saved.get("format") != FORMAT or saved.get("dataset_rows") != rows:
@@ -258,16 +286,21 @@ class Ledger:
                 f"data.train_files: the checkpoint's prompt ledger was written for a training set of "
                 f"{saved.get('dataset_rows')} rows (format {saved.get('format')}), this run has {rows}; the dataloader "
                 "position and the prompts to re-feed refer to other rows. Fix: resume with the same data.train_files, "
-                "or start fresh (trainer.resume_mode=disable, VLGRPO_RESUME_MODE=disable)")
+                "or start fresh (trainer.resume_mode=disable, VLGRPO_RESUME_MODE=disable)"
+            )
         self.refeed = collections.deque((int(e), int(r), int(c)) for e, r, c in saved["pending"])
         self.epoch, self.next_new = int(saved["epoch"]), int(saved["global_steps"])
         owner.global_steps = self.refeed[0][2] if self.refeed else self.next_new  # the counter of the first draw
         for name, value in saved.get("counters", {}).items():
             if name in _COUNTERS:
                 setattr(owner, name, int(value))
-        log.logger().warning("vlgrpo: resuming the fully-async rollouter at prompt %d (epoch %d): %d prompts drawn "
-                             "but not trained before the save are fed first", owner.global_steps, self.epoch,
-                             len(self.refeed))
+        log.logger().warning(
+            "vlgrpo: resuming the fully-async rollouter at prompt %d (epoch %d): %d prompts drawn "
+            "but not trained before the save are fed first",
+            owner.global_steps,
+            self.epoch,
+            len(self.refeed),
+        )
 
 
 class LedgerLoader:
@@ -330,27 +363,33 @@ def ledger_of(rollouter):
 
 # ---- the replacements ------------------------------------------------------------------------------------------
 
+
 def make_replacement(original):
     """The replacement of one target of :data:`RECORD`, chosen by the original's name."""
     name = getattr(original, "__name__", "")
 
     if name == "_create_dataloader":
+
         def _create_dataloader(self, train_dataset, *args, **kwargs):
             if train_dataset is None:  # verl would build it itself: nothing to index
                 return original(self, train_dataset, *args, **kwargs)
             result = original(self, IndexedDataset(train_dataset), *args, **kwargs)
             self.train_dataloader = LedgerLoader(self.train_dataloader, self)
             return result
+
         wrapper = _create_dataloader
     elif name == "_create_continuous_iterator":
+
         def _create_continuous_iterator(self, *args, **kwargs):
             ledger = ledger_of(self)
             if ledger is None:
                 yield from original(self, *args, **kwargs)
                 return
             yield from ledger.iterate(self.train_dataloader.inner)
+
         wrapper = _create_continuous_iterator
     elif name == "_process_single_sample_streaming":
+
         async def _process_single_sample_streaming(self, rollout_sample, *args, **kwargs):
             ledger = ledger_of(self)
             batch = getattr(getattr(rollout_sample, "full_batch", None), "non_tensor_batch", None)
@@ -360,14 +399,17 @@ def make_replacement(original):
                 return await original(self, rollout_sample, *args, **kwargs)
             finally:
                 _CURRENT.reset(token)
+
         wrapper = _process_single_sample_streaming
     elif name == "set_message_queue_client":
+
         async def set_message_queue_client(self, message_queue_client, *args, **kwargs):
             ledger = ledger_of(self)
             if ledger is not None and message_queue_client is not None:
                 ledger.client = message_queue_client
                 message_queue_client = LedgerClient(message_queue_client, ledger)
             return await original(self, message_queue_client, *args, **kwargs)
+
         wrapper = set_message_queue_client
     else:
         raise TypeError(f"fully_async.resume_pending_prompts has no replacement for {name!r}")
@@ -376,10 +418,16 @@ def make_replacement(original):
 
 def _codes():
     codes = []
-    for name in ("_create_dataloader", "_create_continuous_iterator", "_process_single_sample_streaming",
-                 "set_message_queue_client"):
+    for name in (
+        "_create_dataloader",
+        "_create_continuous_iterator",
+        "_process_single_sample_streaming",
+        "set_message_queue_client",
+    ):
+
         def f(*a, **k):
             return None
+
         f.__name__ = name
         codes.append(make_replacement(f).__code__)
     return tuple(codes)
@@ -389,6 +437,7 @@ make_replacement.__vlgrpo_code__ = _codes()
 
 
 # ---- verify ----------------------------------------------------------------------------------------------------
+
 
 class _Queue:
     """verl's MessageQueue semantics in memory (FIFO, drops the oldest when full), for :func:`verify`."""
@@ -425,11 +474,22 @@ def _verify_run(rows, loader_state, stop_after, trained):
     generator = torch.Generator()
     generator.manual_seed(5)
     data = IndexedDataset([{"row": i} for i in range(rows)])
-    inner = StatefulDataLoader(data, batch_size=1, sampler=RandomSampler(data, generator=generator),
-                               collate_fn=lambda items: {k: [it[k] for it in items] for k in items[0]})
-    owner = SimpleNamespace(global_steps=1, max_queue_size=4, max_required_samples=6, total_rollout_steps=2 * rows,
-                            config=SimpleNamespace(trainer=SimpleNamespace(total_epochs=2)),
-                            total_generated_samples=0, dropped_stale_samples=0, processed_sample_count=0)
+    inner = StatefulDataLoader(
+        data,
+        batch_size=1,
+        sampler=RandomSampler(data, generator=generator),
+        collate_fn=lambda items: {k: [it[k] for it in items] for k in items[0]},
+    )
+    owner = SimpleNamespace(
+        global_steps=1,
+        max_queue_size=4,
+        max_required_samples=6,
+        total_rollout_steps=2 * rows,
+        config=SimpleNamespace(trainer=SimpleNamespace(total_epochs=2)),
+        total_generated_samples=0,
+        dropped_stale_samples=0,
+        processed_sample_count=0,
+    )
     loader = LedgerLoader(inner, owner)
     if loader_state is not None:
         loader.load_state_dict(loader_state)

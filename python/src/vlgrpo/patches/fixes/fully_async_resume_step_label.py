@@ -24,8 +24,10 @@ RECORD = {
         "increments global_steps before its first step (verl v0.8.0-0.9.1)"
     ),
     "targets": (
-        ("verl.experimental.fully_async_policy.fully_async_trainer",
-         "FullyAsyncTrainer.__ray_metadata__.modified_class.load_checkpoint"),
+        (
+            "verl.experimental.fully_async_policy.fully_async_trainer",
+            "FullyAsyncTrainer.__ray_metadata__.modified_class.load_checkpoint",
+        ),
     ),
     "detector": __name__ + ":is_faulty",
     "replacement": __name__ + ":make_load_checkpoint",
@@ -39,9 +41,14 @@ def _assigns_plus_one(fn):
     import ast
 
     for node in ast.walk(fn):
-        if (isinstance(node, ast.Assign) and any(getattr(t, "attr", None) == "global_steps" for t in node.targets)
-                and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)
-                and isinstance(node.value.right, ast.Constant) and node.value.right.value == 1):
+        if (
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "attr", None) == "global_steps" for t in node.targets)
+            and isinstance(node.value, ast.BinOp)
+            and isinstance(node.value.op, ast.Add)
+            and isinstance(node.value.right, ast.Constant)
+            and node.value.right.value == 1
+        ):
             return node.lineno
     return None
 
@@ -49,8 +56,10 @@ def _assigns_plus_one(fn):
 def _increments(fn):
     import ast
 
-    return any(isinstance(n, ast.AugAssign) and getattr(n.target, "attr", None) == "global_steps"
-               and isinstance(n.op, ast.Add) for n in ast.walk(fn))
+    return any(
+        isinstance(n, ast.AugAssign) and getattr(n.target, "attr", None) == "global_steps" and isinstance(n.op, ast.Add)
+        for n in ast.walk(fn)
+    )
 
 
 def is_faulty(obj, fit=None):
@@ -75,8 +84,10 @@ def is_faulty(obj, fit=None):
         fit = function_node(unwrap_named(fit, "_resume_span"))
     if not _increments(fit):
         return False, "fit() does not increment global_steps before the first step"
-    return True, (f"{fn.name} sets global_steps = N*T + 1 (line {line}) and fit() adds 1 again: the first step after a "
-                  "resume is labelled N*T + 2 (verl issue #7933)")
+    return True, (
+        f"{fn.name} sets global_steps = N*T + 1 (line {line}) and fit() adds 1 again: the first step after a "
+        "resume is labelled N*T + 2 (verl issue #7933)"
+    )
 
 
 def make_load_checkpoint(original):

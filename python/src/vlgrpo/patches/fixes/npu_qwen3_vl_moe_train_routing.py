@@ -58,8 +58,10 @@ def is_faulty(obj):
             inside = {id(n) for n in ast.walk(node)} - {id(n) for n in ast.walk(node.test)}
             hit = scatters & inside
             if hit:
-                return True, (f"line {node.lineno} of {fn.name}: dense (tokens x num_experts) routing matrix built "
-                              f"only under `if {ast.unparse(node.test)}`")
+                return True, (
+                    f"line {node.lineno} of {fn.name}: dense (tokens x num_experts) routing matrix built "
+                    f"only under `if {ast.unparse(node.test)}`"
+                )
     return False, "dense routing matrix built in both train and eval mode"
 
 

@@ -52,8 +52,12 @@ RECORD = {
 
 
 def _self_attr(node, name: str) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name)
-            and node.value.id == "self")
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == name
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
 
 
 def _uses_in_out_layout(fn) -> bool:
@@ -64,8 +68,13 @@ def _uses_in_out_layout(fn) -> bool:
             right = node.right.value if isinstance(node.right, ast.Subscript) else node.right
             if _self_attr(right, "gate_up_proj"):
                 return True
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "bmm"
-                and len(node.args) == 2 and _self_attr(node.args[1], "gate_up_proj")):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "bmm"
+            and len(node.args) == 2
+            and _self_attr(node.args[1], "gate_up_proj")
+        ):
             return True
     return False
 
@@ -81,20 +90,34 @@ def _faults(fn) -> list:
                     continue
                 name = inner.func.attr
                 if (name == "where" and len(inner.args) == 1) or name in ("nonzero", "tolist", "item"):
-                    found.append(f"line {node.lineno}: a Python loop over the experts with `{name}` inside (one "
-                                 f"host sync per expert per layer)")
+                    found.append(
+                        f"line {node.lineno}: a Python loop over the experts with `{name}` inside (one "
+                        f"host sync per expert per layer)"
+                    )
                     break
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "repeat"
-                and any(_self_attr(a, "num_experts") for a in node.args)):
-            found.append(f"line {node.lineno}: `repeat(self.num_experts, ...)` copies every token once per expert "
-                         f"(eval mode: tokens x num_experts x hidden transient)")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "repeat"
+            and any(_self_attr(a, "num_experts") for a in node.args)
+        ):
+            found.append(
+                f"line {node.lineno}: `repeat(self.num_experts, ...)` copies every token once per expert "
+                f"(eval mode: tokens x num_experts x hidden transient)"
+            )
     return found
 
 
 def _calls_super_forward(fn) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "forward"
-               and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
-               and n.func.value.func.id == "super" for n in ast.walk(fn))
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "forward"
+        and isinstance(n.func.value, ast.Call)
+        and isinstance(n.func.value.func, ast.Name)
+        and n.func.value.func.id == "super"
+        for n in ast.walk(fn)
+    )
 
 
 def is_faulty(obj):
@@ -111,24 +134,36 @@ def is_faulty(obj):
     Returns ``(faulty, reason)``; ``TypeError`` / ``OSError`` when ``obj`` has no source.
     """
     fn = function_node(obj)
-    if any(isinstance(n, ast.Attribute) and n.attr == "_experts_implementation" and _self_attr(n.value, "config")
-           for n in ast.walk(fn)):
-        return False, (f"{fn.name} dispatches to transformers' own experts implementations (config."
-                       f"_experts_implementation: grouped_mm among them; transformers 5.x): not needed")
+    if any(
+        isinstance(n, ast.Attribute) and n.attr == "_experts_implementation" and _self_attr(n.value, "config")
+        for n in ast.walk(fn)
+    ):
+        return False, (
+            f"{fn.name} dispatches to transformers' own experts implementations (config."
+            f"_experts_implementation: grouped_mm among them; transformers 5.x): not needed"
+        )
     args = [a.arg for a in fn.args.args]
     if len(args) != 4 or fn.args.vararg or fn.args.kwonlyargs:
-        tail = (" (its other path calls super().forward: transformers' class, replaced there where faulty)"
-                if _calls_super_forward(fn) else "")
-        return False, (f"{fn.name}{tuple(args[1:])} is not the 3-argument (hidden_states, routing_weights, "
-                       f"router_indices) experts forward of transformers 4.57.x (e.g. VeOmni's fused-MoE experts): "
-                       f"left alone{tail}")
+        tail = (
+            " (its other path calls super().forward: transformers' class, replaced there where faulty)"
+            if _calls_super_forward(fn)
+            else ""
+        )
+        return False, (
+            f"{fn.name}{tuple(args[1:])} is not the 3-argument (hidden_states, routing_weights, "
+            f"router_indices) experts forward of transformers 4.57.x (e.g. VeOmni's fused-MoE experts): "
+            f"left alone{tail}"
+        )
     faults = _faults(fn)
     if not faults:
-        return False, (f"{fn.name} has no per-expert host-sync loop and no repeat(num_experts) (e.g. the vlgrpo "
-                       f"replacement)")
+        return False, (
+            f"{fn.name} has no per-expert host-sync loop and no repeat(num_experts) (e.g. the vlgrpo replacement)"
+        )
     if not _uses_in_out_layout(fn):
-        return False, (f"{fn.name} is slow ({'; '.join(faults)}) but does not use the (experts, in, out) weight "
-                       f"layout the replacement assumes: left alone")
+        return False, (
+            f"{fn.name} is slow ({'; '.join(faults)}) but does not use the (experts, in, out) weight "
+            f"layout the replacement assumes: left alone"
+        )
     where = getattr(getattr(obj, "__code__", None), "co_filename", None)
     return True, (f"{where}: " if where else "") + "; ".join(faults)
 

@@ -46,8 +46,14 @@ RECORD = {
 
 def _dtype_cast_base(value):
     """``x.to(y.dtype)`` -> ``"y"``; else ``None``."""
-    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "to"
-            and value.args and isinstance(value.args[0], ast.Attribute) and value.args[0].attr == "dtype"):
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "to"
+        and value.args
+        and isinstance(value.args[0], ast.Attribute)
+        and value.args[0].attr == "dtype"
+    ):
         return name_of(value.args[0].value)
     return None
 
@@ -75,8 +81,10 @@ def is_faulty(obj):
         elif id(node) in scatters:
             dest, src = scatters[id(node)]
             if src in casts and dest is not None and casts[src] != dest:
-                return True, (f"line {node.lineno} of {fn.name}: {src} cast to {casts[src]}.dtype, then scattered "
-                              f"into zeros_like({dest}) (dtype error when they differ)")
+                return True, (
+                    f"line {node.lineno} of {fn.name}: {src} cast to {casts[src]}.dtype, then scattered "
+                    f"into zeros_like({dest}) (dtype error when they differ)"
+                )
     return False, "routing weights are cast to the dtype of the tensor they are scattered into"
 
 

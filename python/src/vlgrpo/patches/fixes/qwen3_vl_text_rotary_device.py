@@ -58,8 +58,10 @@ def is_faulty(obj):
         # The replacement mirrors the 4.57.x forward (interleaved M-RoPE through ``self.apply_interleaved_mrope``);
         # a rotary of another shape (e.g. transformers 5.17's ``recomposition_frequencies``) is left alone rather
         # than replaced by code written for a different class layout.
-        return False, (f"{fn.name} is not the transformers 4.57.x interleaved M-RoPE form (no "
-                       f"self.apply_interleaved_mrope) that this fix replaces; left alone")
+        return False, (
+            f"{fn.name} is not the transformers 4.57.x interleaved M-RoPE form (no "
+            f"self.apply_interleaved_mrope) that this fix replaces; left alone"
+        )
     derived = set()
     first = None
     for node in ordered(fn):
@@ -67,14 +69,22 @@ def is_faulty(obj):
             derived.update(t.id for t in node.targets if isinstance(t, ast.Name))
             first = first or node
     for node in ast.walk(fn):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
-                and mentions(node.func.value, attrs=("inv_freq",), names=derived)
-                and any(mentions(a, attrs=("device",)) or (isinstance(a, ast.keyword) and a.arg == "device")
-                        for a in list(node.args) + list(node.keywords))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "to"
+            and mentions(node.func.value, attrs=("inv_freq",), names=derived)
+            and any(
+                mentions(a, attrs=("device",)) or (isinstance(a, ast.keyword) and a.arg == "device")
+                for a in list(node.args) + list(node.keywords)
+            )
+        ):
             return False, f"line {node.lineno} of {fn.name}: inv_freq is moved to the computation device"
     line = first.lineno if first is not None else fn.lineno
-    return True, (f"line {line} of {fn.name}: self.inv_freq is multiplied with position_ids without moving it to "
-                  f"their device (device mismatch when the buffer stays on the CPU under FSDP2 CPU offload)")
+    return True, (
+        f"line {line} of {fn.name}: self.inv_freq is multiplied with position_ids without moving it to "
+        f"their device (device mismatch when the buffer stays on the CPU under FSDP2 CPU offload)"
+    )
 
 
 def verify() -> None:
@@ -87,9 +97,13 @@ def verify() -> None:
 
     from vlgrpo.patches.text_rotary import DeviceMixRecorder, text_rotary_forward
 
-    cfg = Qwen3VLMoeTextConfig(hidden_size=32, head_dim=16, num_attention_heads=2, num_key_value_heads=1,
-                               rope_scaling={"rope_type": "default", "mrope_section": [4, 2, 2],
-                                             "mrope_interleaved": True})
+    cfg = Qwen3VLMoeTextConfig(
+        hidden_size=32,
+        head_dim=16,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        rope_scaling={"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+    )
     rotary = m.Qwen3VLMoeTextRotaryEmbedding(cfg)
     x = torch.randn(1, 7, 32, dtype=torch.bfloat16)
     pos = torch.arange(7)[None, None, :].expand(3, 1, 7).clone()

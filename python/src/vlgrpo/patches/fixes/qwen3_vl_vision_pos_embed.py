@@ -89,14 +89,20 @@ def _faulty_from_ast(fn, where: str = "") -> tuple[bool, str]:
             targets = target.elts if isinstance(target, ast.Tuple) else [target]
             values = value.elts if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) else [value]
             for tgt, val in zip(targets, values if len(values) == len(targets) else [value] * len(targets)):
-                if (isinstance(tgt, ast.Name) and isinstance(val, ast.Subscript) and isinstance(val.value, ast.Name)
-                        and val.value.id == grid):
+                if (
+                    isinstance(tgt, ast.Name)
+                    and isinstance(val, ast.Subscript)
+                    and isinstance(val.value, ast.Name)
+                    and val.value.id == grid
+                ):
                     grid_slices.add(tgt.id)
     for node in ast.walk(fn):
         if isinstance(node, ast.keyword) and node.arg == "device":
             if _is_weight_device(node.value) or (isinstance(node.value, ast.Name) and node.value.id in device_names):
-                return True, (f"{where}line {node.value.lineno} ({fn.name}): tensors are created on "
-                              f"pos_embed.weight.device (the CPU under FSDP2 cpu_offload) instead of grid_thw.device")
+                return True, (
+                    f"{where}line {node.value.lineno} ({fn.name}): tensors are created on "
+                    f"pos_embed.weight.device (the CPU under FSDP2 cpu_offload) instead of grid_thw.device"
+                )
     for node in ast.walk(fn):
         if isinstance(node, (ast.For, ast.comprehension)):
             it = node.iter
@@ -104,15 +110,17 @@ def _faulty_from_ast(fn, where: str = "") -> tuple[bool, str]:
             for src in sources:
                 base = src.value if isinstance(src, ast.Subscript) else src
                 if isinstance(base, ast.Name) and (base.id == grid or base.id in grid_slices):
-                    return True, (f"{where}line {it.lineno} ({fn.name}): iterates the {grid} tensor element by "
-                                  f"element (a device sync per element)")
+                    return True, (
+                        f"{where}line {it.lineno} ({fn.name}): iterates the {grid} tensor element by "
+                        f"element (a device sync per element)"
+                    )
     return False, f"{fn.name} takes no device from pos_embed.weight and does not iterate {grid} element by element"
 
 
 def _faulty_from_bytecode(func) -> tuple[bool, str]:
     names = [ins.argval for ins in dis.get_instructions(func) if ins.opname in ("LOAD_ATTR", "LOAD_METHOD")]
     for i in range(len(names) - 2):
-        if names[i:i + 3] == ["pos_embed", "weight", "device"]:
+        if names[i : i + 3] == ["pos_embed", "weight", "device"]:
             return True, f"{func.__qualname__} (bytecode, no source) reads pos_embed.weight.device"
     return False, f"{func.__qualname__} (bytecode, no source) never reads pos_embed.weight.device"
 
@@ -173,8 +181,10 @@ def verl_copy_is_faulty(func) -> tuple[bool, str]:
         return True, reason
     tf_faulty, tf_reason = installed_transformers_method_faulty()
     if tf_faulty:
-        return True, (f"verl's copy is fine on its own ({reason}), but apply_monkey_patch would bind it over the "
-                      f"vlgrpo fix of the faulty transformers method ({tf_reason})")
+        return True, (
+            f"verl's copy is fine on its own ({reason}), but apply_monkey_patch would bind it over the "
+            f"vlgrpo fix of the faulty transformers method ({tf_reason})"
+        )
     return False, reason
 
 

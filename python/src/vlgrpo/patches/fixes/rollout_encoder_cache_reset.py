@@ -76,8 +76,11 @@ def make_reset_prefix_cache(original):
         if ok and manager is not None:
             evicted, referenced = evict_unreferenced(manager)
             if evicted or referenced:
-                _log.info("rollout.encoder_cache_reset: dropped %d encoder output(s) computed before the reset%s",
-                          len(evicted), f"; {referenced} still referenced by live requests" if referenced else "")
+                _log.info(
+                    "rollout.encoder_cache_reset: dropped %d encoder output(s) computed before the reset%s",
+                    len(evicted),
+                    f"; {referenced} still referenced by live requests" if referenced else "",
+                )
         return ok
 
     return reset_prefix_cache
@@ -98,7 +101,8 @@ def is_faulty(func):
 
     fn = function_node(func)
     own = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)} | {
-        n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+    }
     if any("encoder_cache" in name for name in own):
         return False, f"{fn.name} already resets the encoder cache"
     module = sys.modules.get(getattr(func, "__module__", ""), None) if not isinstance(func, ast.AST) else None
@@ -106,8 +110,10 @@ def is_faulty(func):
         tree = ast.parse(inspect.getsource(module))
         if not any(isinstance(n, ast.Attribute) and n.attr == "encoder_cache_manager" for n in ast.walk(tree)):
             return False, f"{module.__name__} keeps no encoder cache manager"
-    return True, (f"{fn.name} resets the KV prefix cache but keeps encoder outputs computed with the previous "
-                  "weights, reused by image hash after a weight update (verl issue #6523)")
+    return True, (
+        f"{fn.name} resets the KV prefix cache but keeps encoder outputs computed with the previous "
+        "weights, reused by image hash after a weight update (verl issue #6523)"
+    )
 
 
 def verify() -> None:
@@ -118,8 +124,14 @@ def verify() -> None:
     from types import SimpleNamespace
 
     def manager():
-        return SimpleNamespace(cache_size=10, num_free_slots=3, num_freeable_slots=7,
-                               cached={"old": set(), "live": {"r1"}}, freeable=OrderedDict(old=4), freed=[])
+        return SimpleNamespace(
+            cache_size=10,
+            num_free_slots=3,
+            num_freeable_slots=7,
+            cached={"old": set(), "live": {"r1"}},
+            freeable=OrderedDict(old=4),
+            freed=[],
+        )
 
     sched = SimpleNamespace(encoder_cache_manager=manager())
     assert make_reset_prefix_cache(lambda self, *a, **k: True)(sched, True) is True

@@ -58,13 +58,25 @@ def is_faulty(func, server_source=None):
             return False, f"{_SERVER} is not imported"
         server_source = inspect.getsource(module)
     tree = ast.parse(server_source)
-    node_ip = any(isinstance(n, ast.Assign) and any(getattr(t, "attr", None) == "_server_address" for t in n.targets)
-                  and "get_node_ip_address" in ast.unparse(n.value) for n in ast.walk(tree))
-    passes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "run_uvicorn"
-              and len(n.args) >= 3 and ast.unparse(n.args[2]) == "self._server_address"]
+    node_ip = any(
+        isinstance(n, ast.Assign)
+        and any(getattr(t, "attr", None) == "_server_address" for t in n.targets)
+        and "get_node_ip_address" in ast.unparse(n.value)
+        for n in ast.walk(tree)
+    )
+    passes = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "id", None) == "run_uvicorn"
+        and len(n.args) >= 3
+        and ast.unparse(n.args[2]) == "self._server_address"
+    ]
     if node_ip and passes:
-        return True, (f"vLLMHttpServer binds its OpenAI server (no API key) to the node IP from "
-                      f"get_node_ip_address() (line {passes[0].lineno}): reachable from any host on the network")
+        return True, (
+            f"vLLMHttpServer binds its OpenAI server (no API key) to the node IP from "
+            f"get_node_ip_address() (line {passes[0].lineno}): reachable from any host on the network"
+        )
     return False, "the vLLM server module does not bind its HTTP server to the node IP"
 
 
@@ -102,9 +114,12 @@ def verify() -> None:
     assert asyncio.run(wrapped("app", None, "192.0.2.2")) == (1234, None) and seen == ["127.0.0.1"]
     asyncio.run(wrapped("app", None, "fd00::5"))
     assert seen[-1] == "::1"
-    faulty = ("class S:\n    def __init__(self):\n        self._server_address = ray.util.get_node_ip_address()\n"
-              "    async def run_server(self, args):\n"
-              "        self._server_port, _ = await run_uvicorn(app, args, self._server_address)\n")
+    faulty = (
+        "class S:\n    def __init__(self):\n        self._server_address = ray.util.get_node_ip_address()\n"
+        "    async def run_server(self, args):\n"
+        "        self._server_port, _ = await run_uvicorn(app, args, self._server_address)\n"
+    )
     assert is_faulty(None, faulty)[0]
-    assert not is_faulty(None, faulty.replace("run_uvicorn(app, args, self._server_address)",
-                                              "run_uvicorn(app, args, '127.0.0.1')"))[0]
+    assert not is_faulty(
+        None, faulty.replace("run_uvicorn(app, args, self._server_address)", "run_uvicorn(app, args, '127.0.0.1')")
+    )[0]

@@ -105,8 +105,10 @@ def is_faulty(func):
             idents.add(node.value)
     if idents & set(_ID_KEYS) and idents & set(_BAN_NAMES):
         return False, f"{func.__module__} already bans the vision placeholder ids in sampling"
-    return True, (f"{func.__module__} passes sampling params to vLLM without banning image/video placeholder "
-                  f"tokens (verl issue #5817)")
+    return True, (
+        f"{func.__module__} passes sampling params to vLLM without banning image/video placeholder "
+        f"tokens (verl issue #5817)"
+    )
 
 
 def verify() -> None:
@@ -123,8 +125,9 @@ def verify() -> None:
         return "out"
 
     generate = make_generate(original)
-    server = SimpleNamespace(model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=151655,
-                                                                                     video_token_id=151656)))
+    server = SimpleNamespace(
+        model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=151655, video_token_id=151656))
+    )
     params = {"temperature": 1.0, "logit_bias": {7: 2.5}}
     assert asyncio.run(generate(server, [1, 2], params, "r1")) == "out"
     assert seen[-1] == {"temperature": 1.0, "logit_bias": {7: 2.5, 151655: BAN_BIAS, 151656: BAN_BIAS}}, seen[-1]

@@ -181,6 +181,7 @@ def sample_name(kwargs) -> str:
 
 def warning_text(name, found, tokenizer, pad_id) -> str:
     """The one WARNING logged per masked sample."""
+
     def token(tok):
         try:
             return f"{tok} {tokenizer.convert_ids_to_tokens(tok)}"
@@ -188,10 +189,12 @@ def warning_text(name, found, tokenizer, pad_id) -> str:
             return str(tok)
 
     listed = ", ".join(f"{token(tok)} x{count}" for tok, count in sorted(found.items()))
-    return (f"vlgrpo.patches: {PATCH_ID}: sample {name}: the policy generated vision token(s) {listed} "
-            f"({sum(found.values())} in all) in its response; replaced them by pad id {pad_id} and set the sample's "
-            f"response_mask to 0 (sample masked: no policy loss from it) so position ids and the actor forward do "
-            f"not crash (verl issue #5817)")
+    return (
+        f"vlgrpo.patches: {PATCH_ID}: sample {name}: the policy generated vision token(s) {listed} "
+        f"({sum(found.values())} in all) in its response; replaced them by pad id {pad_id} and set the sample's "
+        f"response_mask to 0 (sample masked: no policy loss from it) so position ids and the actor forward do "
+        f"not crash (verl issue #5817)"
+    )
 
 
 def _log_warning(message: str) -> None:
@@ -206,9 +209,11 @@ def _prepare(worker, output, kwargs):
     try:
         return _neutralize_if_needed(worker, output, kwargs)
     except Exception as exc:
-        state.log_once(("run-error", PATCH_ID, type(exc).__name__), 40,
-                           f"{PATCH_ID}: checking a response failed ({type(exc).__name__}: {exc}); the sample goes to "
-                           f"verl unchanged")
+        state.log_once(
+            ("run-error", PATCH_ID, type(exc).__name__),
+            40,
+            f"{PATCH_ID}: checking a response failed ({type(exc).__name__}: {exc}); the sample goes to verl unchanged",
+        )
         if state.strict():
             raise
         return output
@@ -263,8 +268,10 @@ def _mentions(node, names) -> bool:
 
 
 def _mentions_response(node) -> bool:
-    return any((isinstance(n, ast.Name) and "response" in n.id)
-               or (isinstance(n, ast.Attribute) and "response" in n.attr) for n in ast.walk(node))
+    return any(
+        (isinstance(n, ast.Name) and "response" in n.id) or (isinstance(n, ast.Attribute) and "response" in n.attr)
+        for n in ast.walk(node)
+    )
 
 
 def _guard(fn):
@@ -275,9 +282,10 @@ def _guard(fn):
     for node in nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             getter = "get_processor_token_id"
-            calls_getter = any(isinstance(c, ast.Call) and getter in (getattr(c.func, "id", None),
-                                                                      getattr(c.func, "attr", None))
-                               for c in ast.walk(node.value))
+            calls_getter = any(
+                isinstance(c, ast.Call) and getter in (getattr(c.func, "id", None), getattr(c.func, "attr", None))
+                for c in ast.walk(node.value)
+            )
             if calls_getter or _mentions(node.value, placeholder):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
@@ -313,16 +321,24 @@ def _check(fn, methods):
         seen.add(node.name)
         hit = _guard(node)
         if hit is not None:
-            return False, (f"line {hit.lineno} of {node.name}: response ids are checked against the vision "
-                           f"placeholder ids (`{ast.unparse(hit)[:80]}`)")
+            return False, (
+                f"line {hit.lineno} of {node.name}: response ids are checked against the vision "
+                f"placeholder ids (`{ast.unparse(hit)[:80]}`)"
+            )
         for call in ast.walk(node):
-            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
-                    and call.func.attr in methods):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "self"
+                and call.func.attr in methods
+            ):
                 queue.append(methods[call.func.attr])
     checked = ", ".join(sorted(seen))
-    return True, (f"{fn.name} turns the response ids into the batch and computes position ids over them without "
-                  f"checking them for image/video placeholder ids (checked: {checked}; verl issue #5817)")
+    return True, (
+        f"{fn.name} turns the response ids into the batch and computes position ids over them without "
+        f"checking them for image/video placeholder ids (checked: {checked}; verl issue #5817)"
+    )
 
 
 def is_faulty(obj):
@@ -377,9 +393,12 @@ def verify() -> None:
 
     wrapped = make_agent_loop_postprocess(original)
     worker = SimpleNamespace(
-        model_config=SimpleNamespace(hf_config=SimpleNamespace(image_token_id=151655, video_token_id=151656,
-                                                               vision_start_token_id=151652)),
-        tokenizer=SimpleNamespace(pad_token_id=151643, eos_token_id=151645), processor=None)
+        model_config=SimpleNamespace(
+            hf_config=SimpleNamespace(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652)
+        ),
+        tokenizer=SimpleNamespace(pad_token_id=151643, eos_token_id=151645),
+        processor=None,
+    )
     bad = SimpleNamespace(response_ids=[10, 151656, 11, 151655, 151656, 151645], response_mask=[1] * 6)
     cut = SimpleNamespace(response_ids=[10, 151652, 11, 151652], response_mask=[1] * 4)
     log = logging.getLogger("vlgrpo.patches")
@@ -399,8 +418,9 @@ def verify() -> None:
     for out in (tool, clean, inner):
         _drive(wrapped(worker, out, False))
         assert seen[-1] is out
-    text_only = SimpleNamespace(model_config=SimpleNamespace(hf_config=SimpleNamespace()), processor=None,
-                                tokenizer=worker.tokenizer)
+    text_only = SimpleNamespace(
+        model_config=SimpleNamespace(hf_config=SimpleNamespace()), processor=None, tokenizer=worker.tokenizer
+    )
     _drive(wrapped(text_only, bad, False))
     assert seen[-1] is bad
     assert generated_placeholders([1, 151656, 151656, 151655], [1, 1, 1, 1], [151655, 151656]) == {151656: 2, 151655: 1}

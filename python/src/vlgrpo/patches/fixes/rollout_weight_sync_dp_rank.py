@@ -127,19 +127,27 @@ def is_faulty(func, module_source=None):
         module_source = inspect.getsource(module) if module is not None else ""
     else:
         fn = source.find_function(module_source, "vLLMColocateWorkerExtension._get_zmq_handle")
-    helpers = {n.name: n for n in (ast.parse(module_source).body if module_source else ())
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    reads_local = any(isinstance(n, ast.Attribute) and n.attr == "local_rank" and source.name_of(n.value) == "self"
-                      for n in ast.walk(fn))
+    helpers = {
+        n.name: n
+        for n in (ast.parse(module_source).body if module_source else ())
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    reads_local = any(
+        isinstance(n, ast.Attribute) and n.attr == "local_rank" and source.name_of(n.value) == "self"
+        for n in ast.walk(fn)
+    )
     if not reads_local:
         return False, "_get_zmq_handle does not name the socket from self.local_rank"
     called = [helpers[n.func.id] for n in ast.walk(fn) if isinstance(n, ast.Call) and source.name_of(n.func) in helpers]
     for node in (fn, *called):
         if source.mentions(node, attrs=_DP_NAMES, names=_DP_NAMES) or any(
-                isinstance(n, ast.Constant) and n.value in _DP_NAMES for n in ast.walk(node)):
+            isinstance(n, ast.Constant) and n.value in _DP_NAMES for n in ast.walk(node)
+        ):
             return False, f"{node.name} already takes the data-parallel rank into account"
-    return True, (f"_get_zmq_handle (line {fn.lineno}) names the weight-sync socket from self.local_rank only: with "
-                  "rollout DP > 1 on Ascend two vLLM workers share a name (verl issue #6615)")
+    return True, (
+        f"_get_zmq_handle (line {fn.lineno}) names the weight-sync socket from self.local_rank only: with "
+        "rollout DP > 1 on Ascend two vLLM workers share a name (verl issue #6615)"
+    )
 
 
 def verify() -> None:
@@ -154,10 +162,19 @@ def verify() -> None:
     wrapped = make_get_zmq_handle(original)
 
     def worker(dp_local, tp_rank, offset, dp=2, tp=4):
-        pc = SimpleNamespace(data_parallel_size=dp, data_parallel_rank_local=dp_local, tensor_parallel_size=tp,
-                             pipeline_parallel_size=1, world_size=tp, nnodes_within_dp=1)
-        return SimpleNamespace(local_rank=tp_rank + (dp_local * tp if offset else 0), replica=0,
-                               vllm_config=SimpleNamespace(parallel_config=pc))
+        pc = SimpleNamespace(
+            data_parallel_size=dp,
+            data_parallel_rank_local=dp_local,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=1,
+            world_size=tp,
+            nnodes_within_dp=1,
+        )
+        return SimpleNamespace(
+            local_rank=tp_rank + (dp_local * tp if offset else 0),
+            replica=0,
+            vllm_config=SimpleNamespace(parallel_config=pc),
+        )
 
     senders = sorted(original(SimpleNamespace(replica=0, local_rank=r % 8)) for r in range(8))
     for offset in (False, True):
@@ -165,9 +182,13 @@ def verify() -> None:
         assert got == senders, (offset, got)
     single = worker(0, 3, False, dp=1)
     assert wrapped(single) == original(single) and single.local_rank == 3
-    faulty = ("class vLLMColocateWorkerExtension:\n    def _get_zmq_handle(self):\n"
-              "        return f'ipc:///tmp/x-rank-{self.local_rank}.sock'\n")
+    faulty = (
+        "class vLLMColocateWorkerExtension:\n    def _get_zmq_handle(self):\n"
+        "        return f'ipc:///tmp/x-rank-{self.local_rank}.sock'\n"
+    )
     assert is_faulty(None, faulty)[0]
-    fixed = ("def rank_of(local_rank, pc):\n    return pc.data_parallel_rank_local * pc.tensor_parallel_size + local_rank\n"
-             + faulty.replace("{self.local_rank}", "{rank_of(self.local_rank, self.vllm_config.parallel_config)}"))
+    fixed = (
+        "def rank_of(local_rank, pc):\n    return pc.data_parallel_rank_local * pc.tensor_parallel_size + local_rank\n"
+        + faulty.replace("{self.local_rank}", "{rank_of(self.local_rank, self.vllm_config.parallel_config)}")
+    )
     assert not is_faulty(None, fixed)[0]

@@ -51,8 +51,10 @@ def set_device(device) -> None:
     index = device if isinstance(device, int) else torch.device(device).index
     count = device_count()
     if not 0 <= int(index) < count:
-        raise RuntimeError(f"set_device: Invalid device ID. The device id is {index}, the device count is {count} "
-                           f"(stand-in for the Ascend runtime's check)")
+        raise RuntimeError(
+            f"set_device: Invalid device ID. The device id is {index}, the device count is {count} "
+            f"(stand-in for the Ascend runtime's check)"
+        )
     _current[0] = int(index)
 
 
@@ -63,9 +65,13 @@ def is_available() -> bool:
     return os.environ.get("WG_BACKEND") == "ray" and device_count() > 0
 
 
-torch.npu = types.SimpleNamespace(device_count=device_count, is_available=is_available,
-                                  set_device=set_device, current_device=lambda: _current[0],
-                                  synchronize=lambda *a, **k: None)
+torch.npu = types.SimpleNamespace(
+    device_count=device_count,
+    is_available=is_available,
+    set_device=set_device,
+    current_device=lambda: _current[0],
+    synchronize=lambda *a, **k: None,
+)
 
 
 def _autoload() -> None:
