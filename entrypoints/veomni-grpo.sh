@@ -1,23 +1,11 @@
 #!/bin/bash -p
 # GRPO of Qwen3-VL-30B-A3B on Geometry3K with verl's VeOmni engine (hardened entrypoint).
 #
-# No argument passthrough: settings come only from the VLGRPO_* variables of the registry; the recipe is data
-# (python/src/vlgrpo/recipes/veomni-grpo.argv) and lib/ holds the mechanics. `veomni-grpo.sh --help` prints the table.
+# No argument passthrough: settings come only from the VLGRPO_* variables of the registry
+# (python/src/vlgrpo/environment.tsv, rows owned by "vo"); the recipe is data
+# (python/src/vlgrpo/recipes/veomni-grpo.argv); the launch is python/src/vlgrpo/launch/entry.py, started by
+# lib/shim.sh. `veomni-grpo.sh --help` prints the table.
 set -Eeuo pipefail
-
-# shellcheck source=entrypoints/lib/common.sh
-source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/common.sh"
-
-VG_PROG=veomni-grpo.sh
-# the recipe (program, Hydra overrides, --help words): python/src/vlgrpo/recipes/veomni-grpo.argv; its rules:
-# python/src/vlgrpo/launch/recipes.py; its settings: the rows of python/src/vlgrpo/environment.tsv owned by "vo"
-vg_recipe_load
-vg_registry_load vo
-
-if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-  # shellcheck disable=SC2064 # the fixed trap text of lib/environment.sh
-  trap "$VG_ERR_TRAP" ERR
-  for vg_word; do vg_cli "$vg_word"; done
-  vg_flush_problems
-  vg_entry
-fi
+# shellcheck source=entrypoints/lib/shim.sh
+source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/shim.sh"
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then vg_shim veomni-grpo "$@"; fi

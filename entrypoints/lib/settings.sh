@@ -117,17 +117,6 @@ vg_allowed_text() {
   esac
 }
 
-# vg_settings_rows — NAME<TAB>TYPE<TAB>ALLOWED<TAB>DEFAULT<TAB>MEANING per declared setting (allowed values and
-# default in words, as --help shows them, without Markdown backticks): scripts/gen-docs builds the env file
-# template from it.
-vg_settings_rows() {
-  local name d
-  for name in "${VG_NAMES[@]}"; do
-    d=$(vg_default_text "$name")
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${VG_TYPE[$name]}" "$(vg_allowed_text "$name")" "${d//\`/}" "${VG_MEANING[$name]}"
-  done
-}
-
 # ---- the settings step: python3 -I -m vlgrpo.launch (python/src/vlgrpo/launch/settings.py) ------------------
 # The values, their refusals and the names are checked in Python, by the registry's one value rule
 # (vlgrpo.environment.validate): bash hands over the exported VLGRPO_* variables as it sees them (NUL-separated

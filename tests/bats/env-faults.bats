@@ -112,8 +112,10 @@ assert_config_error() {
 @test "a cluster-mode dry run's stdout is exactly the plan, even when the cluster tool and the preflight print" {
   mkdir -p "$T/rec"
   mv "$T/bin/python3" "$T/rec/python3"
+  # every child of the launch prints (the launcher itself, which writes the plan, is started through python3 too)
   cat >"$T/bin/python3" <<EOF
 #!/usr/bin/env bash
+[[ \$3 == vlgrpo.launch ]] && exec "$T/rec/python3" "\$@"
 echo "cluster: 2/2 nodes ready stdout-canary"
 echo "progress stderr-line" >&2
 exec "$T/rec/python3" "\$@"

@@ -1,7 +1,7 @@
 """--help in a terminal: plain text that fits 80 columns and says everything the Markdown says.
 
 Each entrypoint's --help is Markdown on a pipe (the source of docs/settings.md, checked by tests/bats/cli.bats) and,
-when stdout is a terminal, the same text wrapped for it (lib/launch.sh vg_help_text). The terminal here is a real
+when stdout is a terminal, the same text wrapped for it (vlgrpo.launch.help for the recipes, lib/launch.sh vg_help_text for ray-node.sh). The terminal here is a real
 pseudo-terminal (Python's pty); the reference is the Markdown the same entrypoint prints on a pipe: every table row's
 first cell starts a line of its own, and every other cell and every paragraph appears word for word, only wrapped.
 """
@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ ENTRYPOINTS = ["fully-async-grpo.sh", "veomni-grpo.sh", "ray-node.sh"]
 def _env(columns: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLGRPO_")}
     env["COLUMNS"] = str(columns)
+    # the recipes' --help is the launcher's: python3 on PATH must have the vlgrpo package, as in the images
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     return env
 
 

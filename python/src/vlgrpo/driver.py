@@ -4,7 +4,7 @@ The most common way a pulled image fails on a cluster node is a host driver olde
 needs: the failure comes at the first device call, after the allocation. :func:`check` reads both sides on
 this node, inside the container, the way the runtime will meet them, and returns a :class:`DriverCheck`
 whose ``problem`` (empty when fine) names both versions and the fix. Used by the doctor (``driver-version``)
-and by the entrypoints' node check (``python -m vlgrpo devices`` reports it, ``lib/node.sh`` refuses).
+and by the entrypoints' node check (``python -m vlgrpo devices`` reports it, the launcher refuses).
 Standard library only.
 
 NVIDIA (image: vllm/vllm-openai:v0.13.0, CUDA 12.9.1)

@@ -1,10 +1,10 @@
 """The launch environment registry: every environment variable a vlgrpo launch reads, sets or passes.
 
 The registry is ``environment.tsv`` next to this module (one row per variable or ``*`` pattern; its header
-describes the columns). It is the single source for the bash entrypoints (``entrypoints/lib/registry.sh``
-validates settings and builds each child's environment from it) and for the Python side: this module reads
+describes the columns). It is the single source for the launcher (:mod:`vlgrpo.launch` validates settings and
+builds each child's environment from it; ``entrypoints/lib/registry.sh`` reads the bash entrypoints' settings) and for the Python side: this module reads
 the same rows, validates a value by its type (:func:`validate`, the one definition: the entrypoints' settings
-step, :mod:`vlgrpo.launch`, calls it), and classifies a variable name by the same precedence as ``vg_env_row`` (an exact row, else the matching
+step, :mod:`vlgrpo.launch`, calls it), and classifies a variable name by the registry's precedence (an exact row, else the matching
 pattern with the most characters, ties broken by reverse byte order).
 
 Standard library only, and nothing beyond ``os`` at import time: :func:`read_setting` runs at every interpreter
@@ -115,7 +115,7 @@ def _fnmatch(name, pattern):
 
 
 def env_row(name: str, owner: str = "fa") -> "Row | None":
-    """The row whose rule applies to variable ``name`` for entrypoint ``owner``, as ``vg_env_row`` finds it: an
+    """The row whose rule applies to variable ``name`` for entrypoint ``owner``: an
     exact row (this entrypoint's own ``set`` row first), else the longest matching pattern. Setting rows are not
     considered (see :func:`settings`). Returns None when no row applies: the variable is then dropped unless
     ``VLGRPO_PASS_ENV`` names it."""

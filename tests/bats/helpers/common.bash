@@ -118,9 +118,9 @@ expected_defaults() {
   sed "s#@T@#$T#g" "$REPO_ROOT/tests/bats/fixtures/$1-defaults.argv"
 }
 
-# setting_names fa|vo — the declared setting names of a recipe (sourced, main not run).
+# setting_names fa|vo — the declared setting names of a recipe (the launcher's reading of the registry).
 setting_names() {
-  bash -c 'source "$1"; printf "%s\n" "${VG_NAMES[@]}"' _ "$(recipe_path "$1")"
+  "$REPO_ROOT/.venv/bin/python" -I -m vlgrpo.launch docs rows "$1" | cut -f1
 }
 
 # assert_no_python — python3 never ran (no preflight, no cluster check, no launch).

@@ -247,17 +247,47 @@ def test_a_resume_folder_outside_the_checkpoint_folder_needs_a_manifest(tmp_path
     assert any("lies outside the checkpoint folder" in p for p in _run("fa", tmp_path, env).problems)
 
 
-def test_the_served_step_halts_on_a_derived_problem_and_answers_the_argv_otherwise(tmp_path):
-    st = _state("fa", tmp_path)
-    recs = [f"v:{k}={v}" for k, v in st.values.items()] + [f"r:{k}={v}" for k, v in st.raw.items()]
-    recs += [f"s:{k}={v}" for k, v in st.source.items()] + ["P:npu", "n:16", "f:npu-smi info -l"]
-    out = recipes.run_recipe("fa", recs, str(tmp_path))
-    argv = [r[2:] for r in out if r.startswith("a:")]
-    assert argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
-    assert "t:trainer 2 node(s) x 16 + rollout 2 node(s) x 16 = 64 npu devices" in out and "c:4 16 64" in out
-    assert "halt:" not in out
-    out = recipes.run_recipe("fa", [r for r in recs if r != "n:16"] + ["n:0"], str(tmp_path))
-    assert out[-1] == "halt:" and not any(r.startswith("a:") for r in out)
+def test_the_launchs_recipe_step_halts_on_a_derived_problem_and_makes_the_argv_otherwise(tmp_path, capsys):
+    from vlgrpo.launch import entry
+
+    hooks = entry.Hooks()
+    hooks.markers = []
+    launch = entry.Launch("fa", [], "/proc/self/environ", True, hooks)
+    launch.st = _state("fa", tmp_path)
+    launch.recipe()
+    assert launch.argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
+    assert launch.argv == (FIXTURES / "fa-defaults.argv").read_text().replace("@T@", str(tmp_path)).splitlines()
+    assert launch.st.topology == "trainer 2 node(s) x 16 + rollout 2 node(s) x 16 = 64 npu devices"
+    assert launch.st.cluster == (4, 16, 64) and launch.problems == []
+    # no device count on this node: the per-node default cannot be derived, the launch ends there with exit 2
+    launch = entry.Launch("fa", [], "/proc/self/environ", True, hooks)
+    launch.st = _state("fa", tmp_path, node=0)
+    with pytest.raises(entry.Exit) as end:
+        launch.recipe()
+    assert end.value.code == 2 and launch.argv == []
+    err = capsys.readouterr().err
+    assert "fully-async-grpo.sh: error: " in err and "nothing was started" in err
+
+
+@pytest.mark.parametrize("owner", ["fa", "vo"])
+def test_the_registrys_hydra_column_names_the_keys_of_each_settings_placeholders(owner):
+    # the reference is the registry file read with csv and the recipe file read line by line, here
+    import csv
+
+    reg = REPO / "python/src/vlgrpo/environment.tsv"
+    with reg.open(newline="") as fh:
+        rows = [r for r in csv.reader(fh, delimiter="\t") if r and not r[0].startswith("#") and r[0] != "name"]
+    lines = (REPO / "python/src/vlgrpo/recipes" / recipes.FILES[owner]).read_text().splitlines()
+    elements = [ln for ln in lines if ln and not ln.startswith("#")]
+    checked = 0
+    for name, own, kind, _t, _a, _d, hydra, *_ in rows:
+        if kind != "setting" or owner not in own.split(","):
+            continue
+        short = name.removeprefix("VLGRPO_")
+        want = ";".join(el.split("=", 1)[0] for el in elements if "{" + short + "}" in el)
+        assert (hydra if hydra != "-" else "") == want, f"{name}: registry [{hydra}] template [{want}]"
+        checked += 1
+    assert checked >= 40
 
 
 def test_placeholders_are_found_as_the_template_writes_them():

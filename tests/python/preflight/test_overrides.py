@@ -1,6 +1,6 @@
 """VLGRPO_OVERRIDES_FILE: a user's verl keys, allowlisted and typed (python/src/vlgrpo/preflight/overrides.py).
 
-References: the recipes' real templates and fixed-keys notes (sourced from entrypoints/*.sh), the registry
+References: the recipes' real templates and fixed-keys notes (the recipe files, python/src/vlgrpo/recipes), the registry
 (environment.tsv), verl 0.8.0's composed config and dataclasses as installed, Hydra's own compose for the accepted
 values, and verl's own source for the code-loading sweep (grep of the lines that load code).
 """
@@ -18,23 +18,15 @@ from vlgrpo.preflight.overrides import Entry, OverridesError
 pytestmark = pytest.mark.slow(reason="composes verl's Hydra config (imports verl) and sweeps verl's source")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-RECIPES = {"fa": "entrypoints/fully-async-grpo.sh", "vo": "entrypoints/veomni-grpo.sh"}
+RECIPES = ("fa", "vo")
 
 
 def _recipe(owner: str) -> dict:
-    """The recipe's module, fixed-keys note and template, as the entrypoint holds them (bash sources the file)."""
-    out = subprocess.run(
-        [
-            "bash",
-            "-c",
-            f'source {RECIPES[owner]}; printf "%s\\0" "${{VG_PROGRAM[2]}}" "$VG_FIXED_NOTE" "${{VG_TEMPLATE[@]}}"',
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")[:-1]
-    return {"module": out[0], "fixed_note": out[1], "template": out[2:]}
+    """The recipe's module, fixed-keys note and template, as the launcher reads them (its recipe file)."""
+    from vlgrpo.launch import recipes
+
+    rec = recipes.load(owner)
+    return {"module": rec.program[2], "fixed_note": rec.fixed, "template": list(rec.template)}
 
 
 @pytest.fixture(scope="module")

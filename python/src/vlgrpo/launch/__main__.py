@@ -1,4 +1,9 @@
-"""``python3 -I -m vlgrpo.launch``: the launcher's steps, as the bash entrypoints call them.
+"""``python3 -I -m vlgrpo.launch``: the launcher.
+
+``entry fully-async-grpo|veomni-grpo ...``: the whole launch of a recipe entrypoint (:mod:`vlgrpo.launch.entry`;
+the bash shims of entrypoints/ start it). ``docs ...``: the registry's text for ``scripts/gen-docs``.
+
+The steps below are what ``ray-node.sh`` and ``doctor.sh`` (still bash) ask for, one request each:
 
 Every step takes ``--registry FILE``: the registry the entrypoint loaded (in the images the copy in the
 entrypoints' lib/, next to the scripts, a copy of this package's), so that bash and Python read the same rows;
@@ -26,20 +31,10 @@ and not a shell name, ``T:NAME`` passed with a type check, ``U:NAME`` named in `
 protected real path: the checkpoint folder, its volume's mount point), ``v:NAME=VALUE`` (each typed name's value
 as bash exports it) and ``a:NAME`` (each non-ASCII name); the answer is ``p:LINE`` problems.
 
-``recipe OWNER`` (served only; fa and vo): records ``v:SHORT=TEXT``, ``r:SHORT=RAW`` and ``s:SHORT=SOURCE`` of every
-setting, ``P:PLATFORM``, ``n:N`` (this node's device count, or the planning override's), ``f:TEXT`` (how it was
-found); the answer (:mod:`vlgrpo.launch.recipes`): ``v:``/``r:`` the derived values (``x:SHORT`` a raw value
-dropped), ``p:LINE`` problems, then either ``halt:`` (a derived default was refused: the launch ends) or
-``t:TOPOLOGY``, ``c:NODES PER_NODE DEVICES`` and the argv, one ``a:ELEMENT`` each (``i:TEXT``: a bug in a recipe).
-
 ``trackers OWNER`` (served only): records ``o:LOGGERS`` (the logger list), ``d:1`` for a dry run and
 ``v:NAME=VALUE`` (the tracker settings, ``WANDB_API_KEY_FILE``, ``WANDB_MODE``, ``WANDB_API_KEY=set``); the answer
 (:func:`vlgrpo.trackers.plan`): ``p:LINE`` problems, ``w:NOTE`` notes, ``X:NAME=VALUE`` the variables verl's
 loggers read (a key among them: never printed).
-
-``argv OWNER`` (served only): records ``a:ELEMENT`` (the argv), ``n:N`` (its program words) and ``o:ELEMENT`` (the
-accepted overrides of ``VLGRPO_OVERRIDES_FILE``); the answer: the merged argv (``a:``), a plan note per override
-(``w:``) and a problem per key set twice (``p:``, field case B11).
 
 ``--fd N`` writes the records to file descriptor N instead of stdout (the entrypoints pass 3 and send stdout to
 stderr, so that whatever else the interpreter prints at start cannot mix with the records).
@@ -56,7 +51,7 @@ from __future__ import annotations
 import sys
 
 from vlgrpo import environment
-from vlgrpo.launch import childenv, recipes, settings
+from vlgrpo.launch import childenv, settings
 
 USAGE = (
     "usage: python3 -I -m vlgrpo.launch settings OWNER [--registry FILE] [--fd N] --cwd DIR [--names-only] "
@@ -156,7 +151,7 @@ def serve(owner: str, fd: int) -> int:
             return 0
         step, cwd, flag, count = head
         if (
-            step not in ("settings", "derived", "environment", "values", "recipe", "trackers", "argv")
+            step not in ("settings", "derived", "environment", "values", "trackers")
             or cwd is None
             or not cwd.startswith("/")
             or flag is None
@@ -176,19 +171,38 @@ def serve(owner: str, fd: int) -> int:
             out = run_derived(owner, got, cwd)
         elif step == "environment":
             out = childenv.run_environment(owner, got)
-        elif step == "recipe":
-            out = recipes.run_recipe(owner, got, cwd)
         elif step == "trackers":
             out = run_trackers(owner, got)
-        elif step == "argv":
-            out = recipes.run_argv(got)
         else:
             out = childenv.run_values(owner, got)
         _emit(out, fd)
 
 
+def _docs(args: list[str]) -> int:
+    """``docs rows OWNER`` | ``docs env-names OWNER KIND`` | ``docs env-table``: the registry's text for
+    ``scripts/gen-docs`` (:mod:`vlgrpo.launch.help`)."""
+    from vlgrpo.launch import help as helptext
+
+    if len(args) == 2 and args[0] == "rows" and args[1] in settings.OWNERS:
+        sys.stdout.write(helptext.settings_rows(args[1]))
+    elif len(args) == 3 and args[0] == "env-names" and args[1] in settings.OWNERS and args[2] in environment.KINDS:
+        sys.stdout.write(helptext.env_names(args[1], args[2]))
+    elif args == ["env-table"]:
+        sys.stdout.write(helptext.env_table())
+    else:
+        print("usage: python3 -I -m vlgrpo.launch docs rows OWNER | env-names OWNER KIND | env-table", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "entry":
+        from vlgrpo.launch import entry
+
+        return entry.main(args[1:])
+    if args and args[0] == "docs":
+        return _docs(args[1:])
     if len(args) >= 2 and args[0] == "serve" and args[1] in settings.OWNERS:
         rest, fd = args[2:], 1
         while rest:

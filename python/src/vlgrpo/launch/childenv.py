@@ -13,8 +13,8 @@ env_row` finds for the entrypoint), once, here:
   letter (:func:`vlgrpo.environment.skeleton`) is a problem;
 - every name ``VLGRPO_PASS_ENV`` lists must be one a launch may pass.
 
-Bash then makes its exports the passed set (``lib/environment.sh`` ``vg_environment_apply``; no other program runs
-in between) and asks for the value checks (the ``values`` step): this module decides, the shell only applies.
+The launcher then builds the children's environment from the passed set (:mod:`vlgrpo.launch.entry`; for
+ray-node.sh and the doctor, ``lib/environment.sh`` ``vg_environment_apply``; no other program runs in between) and asks for the value checks (the ``values`` step): this module decides, the shell only applies.
 Problems are lines ``VAR: FAULT; fix: FIX`` in the order the entrypoints always reported them: the variables in
 environment order, then ``VLGRPO_PASS_ENV``'s names, then the typed values, then the look-alike names.
 
@@ -33,9 +33,12 @@ _ALPHA = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _ALNUM = _ALPHA | frozenset("0123456789")
 
 
-def _identifier(name: str) -> bool:
+def identifier(name: str) -> bool:
     """``name`` is a shell variable name (``^[A-Za-z_][A-Za-z0-9_]*$`` in the C locale)."""
     return bool(name) and name[0] in _ALPHA and all(c in _ALNUM for c in name)
+
+
+_identifier = identifier
 
 
 def _non_ascii(name: str) -> bool:

@@ -3,8 +3,8 @@
 A recipe is data: ``vlgrpo/recipes/<entrypoint>.argv`` (next to the registry; in the images a copy in the
 entrypoints' ``lib/recipes/``) holds the program, the Hydra overrides in upstream order with ``{NAME}`` placeholders
 for settings and ``{name}`` ones for values derived here, and the recipe's words for ``--help`` (``#: KEY: TEXT``
-lines: ``summary``, ``program``, ``derived``, ``fixed``). The entrypoint reads the same file for ``--help`` and the
-overrides check (``lib/launch.sh vg_recipe_load``).
+lines: ``summary``, ``program``, ``derived``, ``fixed``), read by :func:`load` for the launch
+(:mod:`vlgrpo.launch.entry`), its ``--help`` (:mod:`vlgrpo.launch.help`) and the overrides check.
 
 The rules (each written once, here): the derived defaults of the registry's ``@function:description`` defaults
 (:data:`FORMULAS`; a default whose input has no value has none either, and a derived value out of range is reported
@@ -120,7 +120,7 @@ class State:
         self.topology = ""
         self.cluster = (0, 0, 0)  # nodes, devices per node, devices
         self.notes: list[str] = []
-        self.markers: list[str] = []  # container marker files (lib/node.sh VG_CONTAINER_MARKERS, a test hook)
+        self.markers: list[str] = []  # container marker files (a test hook of vlgrpo.launch.entry)
         self.mountinfo = mounts.MOUNTINFO
         self.dry_run = False
 
@@ -584,44 +584,4 @@ def duplicate_problems(argv: list[str], first: int) -> list[str]:
             )
         else:
             seen[key] = i + 1
-    return out
-
-
-def run_argv(records: list[str]) -> list[str]:
-    """The output records of the ``argv`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    got = settings.by_tag("argv", records, "aon")
-    argv, overrides, first = got["a"], got["o"], int(settings.last(got, "n", "0"))
-    merged, notes = merge_overrides(argv, first, overrides)
-    return (
-        [f"a:{el}" for el in merged]
-        + [f"w:{n}" for n in notes]
-        + [f"p:{line}" for line in duplicate_problems(merged, first)]
-    )
-
-
-def run_recipe(owner: str, records: list[str], cwd: str) -> list[str]:
-    """The output records of the ``recipe`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    got = settings.by_tag("recipe", records, "vrsPnfmMd")
-    st = State()
-    st.values, st.raw, st.source = settings.pairs(got["v"]), settings.pairs(got["r"]), settings.pairs(got["s"])
-    st.platform, st.node_from = settings.last(got, "P"), settings.last(got, "f")
-    st.node, st.markers = int(settings.last(got, "n", "0")), got["m"]
-    st.mountinfo, st.dry_run = settings.last(got, "M", st.mountinfo), settings.last(got, "d") == "1"
-    resolve_derived(owner, st, cwd)
-    derived = [s for s, src in st.source.items() if src == "derived"]
-    out = [f"v:{s}={st.values.get(s, '')}" for s in derived]
-    out += [f"r:{s}={st.raw[s]}" if s in st.raw else f"x:{s}" for s in derived]
-    if st.problems:
-        return out + ["p:" + line for line in st.problems] + ["halt:"]
-    recipe = load(owner)
-    CHECKS[owner](st)
-    if st.values.get("CHECKPOINT_DIR"):
-        check_checkpoint_dir(st, "VLGRPO_CHECKPOINT_DIR", st.values["CHECKPOINT_DIR"])
-    out += [f"v:{s}={t}" for s, t in st.values.items() if s in recipe.derived]
-    out += ["p:" + line for line in st.problems] + ["w:" + note for note in st.notes]
-    out += [f"t:{st.topology}", "c:" + " ".join(str(n) for n in st.cluster)]
-    try:
-        out += ["a:" + el for el in build_argv(recipe, st.values)]
-    except KeyError as exc:
-        out.append(f"i:template placeholder {{{exc.args[0]}}} has no value")
     return out

@@ -1,0 +1,823 @@
+"""``python3 -I -m vlgrpo.launch entry RECIPE``: the whole launch of a recipe entrypoint, top to bottom.
+
+The recipe entrypoints (``entrypoints/fully-async-grpo.sh``, ``entrypoints/veomni-grpo.sh``) are bash shims
+(``entrypoints/lib/shim.sh``): they read their own environment as it was at exec (``/proc/$$/environ``, names bash
+cannot hold included), start this module with an empty environment (``exec -c``: no inherited variable acts on
+the interpreter) and hand the entries over on a file descriptor. Everything else is here, in the order a launch
+runs it (:meth:`Launch.run`):
+
+1. the command-line words (``--help``, ``--dry-run``; anything else is refused), ``--help`` (:mod:`.help`);
+2. the stop signals (:class:`Children`: a signal stops the running check with its process group and ends the
+   launch with 128+signal, nothing started);
+3. the settings (:mod:`.settings`), the unknown ``VLGRPO_*`` names, the children's environment built from the
+   registry (:mod:`.childenv`) and the typed values checked in it;
+4. the image's CANN environment file, ``RAY_ADDRESS``;
+5. this node: the platform and its accelerators, from the one device counter (``python3 -m vlgrpo devices``, run
+   as a child in the built environment);
+6. the recipe (:mod:`.recipes`): derived defaults, cross-field rules, the checkpoint folder, the argv; the
+   experiment trackers (:func:`vlgrpo.trackers.plan`); the overrides file (``python3 -m vlgrpo.preflight.overrides``,
+   a child); the merged argv and its keys set twice;
+7. a private working folder for the children; in cluster mode the node wait and the device probe
+   (``python3 -m vlgrpo cluster wait|probe``); the preflight (``python3 -m vlgrpo preflight``);
+8. the dry-run plan, or ``execve`` of verl in the built environment (same PID: the signals are then verl's).
+
+Problems are collected and reported together, one ``PROG: error: VAR: FAULT; fix: FIX`` line each, then exit 2.
+Exit status: 0 planned or started, 2 refused, 1 anything else (a failed check, a bug: ``internal error``).
+
+The test hooks (``--dev-dir``, ``--driver-root``, ``--mountinfo``, ``--container-marker``, ``--environ-file``) are
+options of this module only: the shims never pass them, so a launch always reads the real ``/dev``, mount table
+and container markers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from vlgrpo import environment
+from vlgrpo.launch import childenv, help as helptext, recipes, settings
+
+EXIT_CONFIG, EXIT_FAILURE = 2, 1
+#: the recipe entrypoints: the shim's name -> registry owner
+RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo"}
+#: name and number of each signal that stops the launch during the checks (Linux x86-64 and arm64 numbers)
+STOP_SIGNALS = (("INT", 2), ("TERM", 15), ("HUP", 1), ("QUIT", 3), ("USR1", 10), ("USR2", 12), ("PIPE", 13))
+#: the image's own CANN environment file: sourced for the children when the image's BASH_ENV names it
+IMAGE_BASH_ENV = "/opt/vlgrpo/image/cann-env.sh"
+#: names a shell sets for itself; the children get them only as inherited (PWD: the child's working folder)
+_SHELL_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
+
+
+class Hooks:
+    """Where the launch looks: the device files (``dev_dir``), the driver tree (``driver_root``), the mount table
+    and the container marker files. Test hooks, set only by this module's options."""
+
+    def __init__(self) -> None:
+        self.dev_dir = "/dev"
+        self.driver_root = "/"
+        self.mountinfo = "/proc/self/mountinfo"
+        self.markers = ["/.dockerenv", "/run/.containerenv"]
+
+
+class Exit(Exception):
+    """End the launch with exit status ``code`` (what it had to say is printed)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (its /proc stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    rest = stat.rpartition(b") ")[2]
+    return bool(rest) and not rest.startswith(b"Z")
+
+
+class Children:
+    """The children of the checks and the stop signals. Each child runs in a process group of its own, stdin from
+    /dev/null; a stop signal sent to the launch meanwhile goes to that group (INT, TERM and HUP as they came, the
+    others as TERM: SIGQUIT would make every process of the group dump core first), the child gets up to 1 s, what
+    is left of the group is SIGKILLed, the launch's temporary files go, and the launch ends with 128+signal."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.pid = 0
+        self.cleanups: list[str] = []  # files, and the working folder last: removed at every end but the exec
+        self.workdir = ""
+        self.pwd = ""  # the children's working folder as named (their PWD)
+
+    def install(self) -> None:
+        for name, _num in STOP_SIGNALS:
+            signal.signal(getattr(signal, "SIG" + name), self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        for name, _num in STOP_SIGNALS:
+            signal.signal(getattr(signal, "SIG" + name), signal.SIG_IGN)  # a second signal does not restart this
+        name = next(n for n, num in STOP_SIGNALS if num == signum)
+        fwd = signum if name in ("INT", "TERM", "HUP") else signal.SIGTERM
+        pid = self.pid
+        if pid:
+            try:
+                os.killpg(pid, fwd)
+            except OSError:
+                try:
+                    os.kill(pid, fwd)
+                except OSError:
+                    pass
+            for _ in range(20):
+                if not _alive(pid):
+                    break
+                time.sleep(0.05)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        self.cleanup()
+        try:  # stderr may be the closed pipe that sent SIGPIPE
+            os.write(2, f"{self.prog}: stopped by SIG{name} during the checks; nothing was started\n".encode())
+        except OSError:
+            pass
+        os._exit(128 + signum)
+
+    def run(
+        self, argv: list[str], env: dict[str, str], stdout: int | None = None, capture: bool = False
+    ) -> tuple[int, bytes]:
+        """Run ``argv`` (its program found on ``env``'s PATH) as a child of the checks and wait for it. ``stdout``:
+        a file descriptor for its output (default: this process's stdout); ``capture``: return its output.
+        Returns (exit status, output; a signal ``n`` that ended the child gives 128+n)."""
+        env = dict(env)
+        env["PWD"] = self.pwd or os.getcwd()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if capture else stdout,
+                preexec_fn=os.setpgrp,  # a group of its own (Python 3.10 has no process_group)
+            )
+        except OSError as exc:
+            self.say(f"cannot start {argv[0]}: {exc.strerror or exc}")
+            return 127, b""
+        self.pid = proc.pid
+        out = b""
+        try:
+            if capture:
+                assert proc.stdout is not None
+                out = proc.stdout.read()
+            rc = proc.wait()
+        finally:
+            self.pid = 0
+        return (128 - rc if rc < 0 else rc), out
+
+    def say(self, text: str) -> None:
+        print(f"{self.prog}: {text}", file=sys.stderr, flush=True)
+
+    def cleanup(self) -> None:
+        for f in self.cleanups:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        self.cleanups = []
+        if self.workdir:
+            try:
+                os.chdir("/")
+                _rmtree(self.workdir)
+            except OSError:
+                pass
+            self.workdir = ""
+
+
+def _rmtree(top: str) -> None:
+    """``rm -rf`` of the launch's own working folder (no symlink followed)."""
+    for root, dirs, files in os.walk(top, topdown=False):
+        for f in files:
+            os.unlink(os.path.join(root, f))
+        for d in dirs:
+            p = os.path.join(root, d)
+            if os.path.islink(p):
+                os.unlink(p)
+            else:
+                os.rmdir(p)
+    os.rmdir(top)
+
+
+def read_environ(data: bytes) -> list[tuple[str, str]]:
+    """The environ entries ``NAME=VALUE`` (NUL-ended, in order; empty ones skipped) as ``(name, value)`` pairs; an
+    entry without ``=`` has its whole text as name and value, as bash's ``${e%%=*}`` / ``${e#*=}`` give."""
+    out: list[tuple[str, str]] = []
+    for raw in data.split(b"\0"):
+        if not raw:
+            continue
+        text = raw.decode("utf-8", "surrogateescape")
+        name, sep, value = text.partition("=")
+        out.append((name, value if sep else text))
+    return out
+
+
+def logical_cwd(pwd: str) -> str:
+    """The working folder as a shell names it: an inherited ``PWD`` that is absolute, has no ``.`` or ``..`` part
+    and is the same folder as the real one (symlinks not resolved), else the real path."""
+    real = os.getcwd()
+    if pwd.startswith("/") and not any(p in (".", "..") for p in pwd.split("/")):
+        try:
+            a, b = os.stat(pwd), os.stat(real)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                return pwd
+        except OSError:
+            pass
+    return real
+
+
+def _set_rows(owner: str) -> list[tuple[str, str]]:
+    """This entrypoint's ``set`` rows in file order: (name, value; ``""`` when the code computes it)."""
+    return [(r.name, r.default) for r in environment.rows() if r.kind == "set" and owner in r.owners]
+
+
+class Launch:
+    """One launch of recipe entrypoint ``owner`` (``fa``, ``vo``) from the inherited environ ``entries``."""
+
+    def __init__(self, owner: str, entries: list[tuple[str, str]], environ_path: str, readable: bool, hooks: Hooks):
+        self.owner, self.prog, self.hooks = owner, settings.PROGS[owner], hooks
+        self.entries, self.environ_path, self.readable = entries, environ_path, readable
+        self.held: dict[str, str] = {}  # the inherited value of each name (the last copy, as a shell keeps it)
+        for name, value in entries:
+            if name and "=" not in name:
+                self.held[name] = value
+        self.cwd = logical_cwd(self.held.get("PWD", ""))
+        self.children = Children(self.prog)
+        self.children.pwd = self.cwd
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.dry_run = False
+        self.st = recipes.State()
+        self.cls = childenv.Classified()
+        self.env: dict[str, str] = {}  # the children's environment
+        self.argv: list[str] = []
+        self.program: list[str] = []
+        self.recipe_file = recipes.Recipe()
+        self.node_kind = "node"
+        self.preflight_result = "not run"
+
+    # ---- problems -----------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Print every collected problem and exit 2, if there is one."""
+        if not self.problems:
+            return
+        for p in self.problems:
+            print(f"{self.prog}: error: {p}", file=sys.stderr)
+        print(
+            f"{self.prog}: {len(self.problems)} configuration problem(s); nothing was started (see --help)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise Exit(EXIT_CONFIG)
+
+    def internal(self, text: str) -> Exit:
+        print(f"{self.prog}: internal error: {text} (this is a bug in the entrypoint)", file=sys.stderr, flush=True)
+        return Exit(EXIT_FAILURE)
+
+    def fail(self, text: str, code: int = EXIT_FAILURE) -> Exit:
+        """``PROG: TEXT`` on stderr; the Exit to raise."""
+        self.children.say(text)
+        return Exit(code)
+
+    # ---- the steps ----------------------------------------------------------------------------------------------
+
+    def words(self, words: list[str]) -> bool:
+        """The command-line words; True for --help. Anything but --help/-h and --dry-run is a problem."""
+        want_help = False
+        for w in words:
+            if w in ("-h", "--help"):
+                want_help = True
+            elif w == "--dry-run":
+                self.dry_run = True
+            else:
+                self.problems.append(
+                    settings.problem(
+                        f"argument {settings.show(w)}",
+                        "this entrypoint takes no arguments or Hydra overrides",
+                        f"use only --help or --dry-run, and set VLGRPO_* variables for settings ({self.prog} --help "
+                        "lists them)",
+                    )
+                )
+        self.flush()
+        return want_help
+
+    def read_settings(self) -> None:
+        """The settings (values, raw values, sources; problems), then the names of every ``VLGRPO_*`` variable."""
+        # the names a shell holds, in its (C locale) order
+        names = sorted(
+            {n for n, _ in self.entries if n.startswith("VLGRPO_") and childenv.identifier(n)},
+            key=lambda n: n.encode("utf-8", "surrogateescape"),
+        )
+        exported = {n: self.held[n] for n in names}
+        got = settings.read_settings(self.owner, exported, self.cwd)
+        for row in settings.owner_settings(self.owner):
+            short = row.name[len("VLGRPO_") :]
+            self.st.values[short] = got.values.get(short, "")
+            if short in got.raw:
+                self.st.raw[short] = got.raw[short]
+            self.st.source[short] = got.source.get(short, "")
+        self.problems += got.problems
+        if self.st.values.get("DRY_RUN") == "True":
+            self.dry_run = True
+        self.problems += settings.unknown_vars(self.owner, names)
+
+    def build_environment(self) -> None:
+        """Classify the inherited variables, build the children's environment from the passed ones and this
+        entrypoint's fixed ``set`` rows, then check the typed values in it (:mod:`.childenv`)."""
+        v = self.st.values
+        first = childenv.ray_address_problem(self.owner, self.held.get("RAY_ADDRESS", ""), v.get("RAY_ADDRESS", ""))
+        lead = [] if first is None else [first]
+        if not self.readable:
+            self.problems += lead
+            self.problems.append(
+                settings.problem(
+                    "environment",
+                    f"{self.environ_path} is unreadable, so the inherited environment cannot be checked",
+                    "run with /proc mounted (the default for docker and podman)",
+                )
+            )
+            return
+        self.cls = childenv.classify(self.owner, self.entries, self.held, v.get("PASS_ENV", ""))
+        self.problems += lead + self.cls.problems
+        self.env = {n: self.held[n] for n in self.cls.passed if n in self.held}
+        for name, value in _set_rows(self.owner):
+            if value:
+                self.env[name] = value
+        typed = [f"{n}={self.env.get(n, '')}" for n in self.cls.typed]
+        if typed or self.cls.nonascii:
+            protect = (
+                childenv.protected(v.get("CHECKPOINT_DIR", ""), self.hooks.markers, self.hooks.mountinfo)
+                if typed
+                else ()
+            )
+            self.problems += childenv.value_problems(
+                self.owner, typed, v.get("PASS_ENV", ""), protect, self.cls.nonascii
+            )
+
+    def image_env(self) -> None:
+        """What BASH_ENV did for the image: the image's CANN file, sourced by bash in the built environment when
+        the image's BASH_ENV names it (its exports: ASCEND_*, LD_LIBRARY_PATH, PYTHONPATH, PATH)."""
+        if self.env.get("BASH_ENV") != IMAGE_BASH_ENV or not os.path.isfile(IMAGE_BASH_ENV):
+            return
+        script = 'source "$1" || true; for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done'
+        proc = subprocess.run(
+            ["/bin/bash", "-p", "-c", script, "_", IMAGE_BASH_ENV],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            check=False,
+        )
+        before = self.env
+        after = dict(read_environ(proc.stdout))
+        for n in _SHELL_OWN:
+            if n in before:
+                after[n] = before[n]
+            else:
+                after.pop(n, None)
+        self.env = after
+
+    def detect_node(self) -> None:
+        """The platform and this node's accelerators (the one device counter, a child), with the planning override
+        of a dry run; problems recorded."""
+        v, st = self.st.values, self.st
+        st.platform = v.get("PLATFORM", "")
+        args = ["python3", "-P", "-s", "-m", "vlgrpo", "devices", "--format", "shell", "--dev-dir", self.hooks.dev_dir]
+        if st.platform:
+            args += ["--platform", st.platform]
+        args += ["--driver", "--root", self.hooks.driver_root]
+        rc, out = self.children.run(args, self.env, capture=True)
+        dev: dict[str, str] = {}
+        for line in out.decode("utf-8", "surrogateescape").split("\n"):
+            key, sep, value = line.partition("=")
+            if sep and 1 <= len(key) <= 32 and all(c.islower() and c.isascii() or c == "_" for c in key):
+                dev[key] = value
+        if rc != 0 or not _count(dev.get("devices", "")) or not _count(dev.get("node_devices", "")):
+            self.problems.append(
+                settings.problem(
+                    "VLGRPO_PLATFORM",
+                    f"the device counter (python3 -m vlgrpo devices) failed (exit {rc})",
+                    "run it by hand to see why; python3 must have the vlgrpo package (the images install it)",
+                )
+            )
+            return
+        if dev.get("list_problem"):  # field cases C06, C12
+            self.problems.append(
+                settings.problem(dev.get("visibility_var", ""), dev["list_problem"], dev.get("list_fix", ""))
+            )
+        st.platform = dev.get("platform", "")
+        cluster = bool(v.get("RAY_ADDRESS"))
+        if not st.platform and cluster:
+            self.problems.append(
+                settings.problem(
+                    "VLGRPO_PLATFORM",
+                    "no accelerator on this node to tell the platform from (cluster mode)",
+                    "set VLGRPO_PLATFORM=npu or gpu for the cluster's nodes",
+                )
+            )
+            return
+        if not st.platform:
+            self.problems.append(
+                settings.problem(
+                    "VLGRPO_PLATFORM",
+                    "no Ascend NPU (/dev/davinci*, npu-smi) or NVIDIA GPU (nvidia-smi) found on this node",
+                    "run on an accelerator node, or plan elsewhere with VLGRPO_DRY_RUN=1 VLGRPO_PLATFORM=npu|gpu "
+                    "VLGRPO_PLAN_DEVICES_PER_NODE=N",
+                )
+            )
+            return
+        if dev.get("ray_hidden", "0") == "1":  # field case B14
+            self.problems.append(
+                settings.problem(dev.get("visibility_var", ""), dev.get("cause", ""), dev.get("fix", ""))
+            )
+            return
+        plan = v.get("PLAN_DEVICES_PER_NODE", "")
+        if dev.get("driver_problem"):
+            if self.dry_run and plan:
+                self.notes.append(
+                    f"warning: host driver: {dev['driver_problem']} (planning dry run: not refused here; a launch on "
+                    "this machine would be)"
+                )
+            else:
+                self.problems.append(settings.problem("host driver", dev["driver_problem"], dev.get("driver_fix", "")))
+        n, src = int(dev["devices"]), dev.get("source", "")
+        if plan:
+            if self.dry_run:
+                n, src, self.node_kind = int(plan), "planning override VLGRPO_PLAN_DEVICES_PER_NODE", "plan"
+            else:
+                self.problems.append(
+                    settings.problem(
+                        "VLGRPO_PLAN_DEVICES_PER_NODE",
+                        "a planning override, refused for a real launch (it would hide the node's real device count)",
+                        "unset it, or add VLGRPO_DRY_RUN=1 to plan without starting",
+                    )
+                )
+        st.node, st.node_from = n, src
+        if n == 0 and cluster:
+            st.node_from = "none here; cluster mode: the cluster's nodes are checked by vlgrpo cluster wait/probe"
+            return
+        if n == 0 and not plan:
+            self.problems.append(
+                settings.problem(
+                    "VLGRPO_PLATFORM",
+                    f"platform {st.platform} but no device found ({src})",
+                    "check the device mounts of the container, or plan with VLGRPO_DRY_RUN=1 "
+                    "VLGRPO_PLAN_DEVICES_PER_NODE=N",
+                )
+            )
+
+    def recipe(self) -> None:
+        """Derived defaults (a refused one ends the launch here), the recipe's rules, the checkpoint folder, the
+        topology, the cluster's size and the argv (:mod:`.recipes`)."""
+        st = self.st
+        st.markers, st.mountinfo, st.dry_run = list(self.hooks.markers), self.hooks.mountinfo, self.dry_run
+        recipes.resolve_derived(self.owner, st, self.cwd)
+        if st.problems:
+            self.problems += st.problems
+            self.flush()
+        rec = recipes.load(self.owner)
+        self.program = rec.program
+        recipes.CHECKS[self.owner](st)
+        if st.values.get("CHECKPOINT_DIR"):
+            recipes.check_checkpoint_dir(st, "VLGRPO_CHECKPOINT_DIR", st.values["CHECKPOINT_DIR"])
+        self.problems += st.problems
+        self.notes += st.notes
+        try:
+            self.argv = recipes.build_argv(rec, st.values)
+        except KeyError as exc:
+            raise self.internal(f"template placeholder {{{exc.args[0]}}} has no value") from None
+        self.recipe_file = rec
+
+    def trackers(self) -> None:
+        """The trackers' settings and the W&B key by :func:`vlgrpo.trackers.plan`; what verl's loggers read is put
+        in the children's environment (a key is never printed)."""
+        v = self.st.values
+        loggers = v.get("LOGGER", "")
+        sent = [r.name[len("VLGRPO_") :] for r in settings.owner_settings(self.owner) if "trackers" in r.owners]
+        given = any(v.get(n) for n in sent)
+        key_file = self.held.get("WANDB_API_KEY_FILE", "")
+        if not (given or key_file or any(t in loggers for t in ("wandb", "tensorboard", "mlflow", "swanlab"))):
+            return
+        from vlgrpo import trackers
+
+        values = {f"VLGRPO_{n}": v[n] for n in sent if v.get(n)}
+        if key_file:
+            values["WANDB_API_KEY_FILE"] = key_file
+        if self.env.get("WANDB_API_KEY"):
+            values["WANDB_API_KEY"] = "set"
+        if self.env.get("WANDB_MODE"):
+            values["WANDB_MODE"] = self.env["WANDB_MODE"]
+        result = trackers.plan(loggers, values, self.owner, self.dry_run)
+        self.problems += [settings.problem(n, w, f) for n, w, f in result.problems]
+        self.notes += list(result.notes)
+        own = {n for n, _ in _set_rows(self.owner)}
+        for name, value in result.exports.items():
+            if name not in own and name != "WANDB_API_KEY":
+                raise self.internal(f"vlgrpo.trackers exports {name}, which is no set row of {self.owner}")
+            self.env[name] = value
+
+    def overrides(self) -> list[str]:
+        """``VLGRPO_OVERRIDES_FILE``, checked by ``python3 -m vlgrpo.preflight.overrides`` (a child) against the
+        pinned verl and the recipe: the accepted ``key=value`` overrides (exit 2 with the reasons)."""
+        path = self.st.values.get("OVERRIDES_FILE", "")
+        if not path:
+            return []
+        rec = self.recipe_file
+        cmd = ["python3", "-P", "-s", "-m", "vlgrpo.preflight.overrides", "--owner", self.owner, "--module"]
+        cmd += [rec.program[2], "--prog", self.prog, "--file", path, "--fixed", rec.fixed, "--", *rec.template]
+        rc, out = self.children.run(cmd, self.env, capture=True)
+        if rc != 0:
+            if rc != 2:
+                self.children.say(f"the VLGRPO_OVERRIDES_FILE check could not run (exit {rc}); nothing was started")
+            raise Exit(EXIT_CONFIG if rc == 2 else EXIT_FAILURE)
+        return [el.decode("utf-8", "surrogateescape") for el in out.split(b"\0") if el]
+
+    def check_argv(self, overrides: list[str]) -> None:
+        """The overrides in place of the template's element of the same key or appended (a plan note each), and
+        every key the final argv sets twice refused (field case B11)."""
+        first = len(self.program)
+        self.argv, notes = recipes.merge_overrides(self.argv, first, overrides)
+        self.notes += notes
+        self.problems += recipes.duplicate_problems(self.argv, first)
+
+    def enter_workdir(self) -> None:
+        """The children's working folder: fresh, empty, this user's, mode 0700, under TMPDIR (never the checkpoint
+        folder: Ray 2.48.0 puts the driver's working folder first on every worker's sys.path). Removed at the end
+        unless verl is exec'd in it."""
+        tmp = self.env.get("TMPDIR") or "/tmp"
+        try:
+            d = tempfile.mkdtemp(prefix="vlgrpo-run.", dir=tmp)
+            os.chdir(d)
+        except OSError:
+            self.problems.append(
+                settings.problem(
+                    "TMPDIR",
+                    f"no private working directory could be made in {settings.show(tmp)} (mktemp -d failed)",
+                    "point TMPDIR at an existing folder this user can write (or unset it for /tmp)",
+                )
+            )
+            self.flush()
+            return
+        self.children.workdir = self.children.pwd = d
+
+    def cluster(self) -> None:
+        """Cluster mode (``VLGRPO_RAY_ADDRESS``): the bounded wait for the nodes, then the device probe (progress on
+        stderr). Exit 2 when the cluster is not ready, 1 when the check itself failed."""
+        v = self.st.values
+        addr = v.get("RAY_ADDRESS", "")
+        if not addr:
+            return
+        res = self.st.platform.upper()
+        nodes, per_node, _ = self.st.cluster
+        timeout = v.get("RAY_WAIT_TIMEOUT", "")
+        self.children.say(
+            f"cluster {addr}: waiting for {nodes} node(s) with {per_node} {res} each (timeout {timeout}s)"
+        )
+        base = ["python3", "-P", "-s", "-m", "vlgrpo", "cluster"]
+        size = ["--address", addr, "--resource", res, "--nodes", str(nodes), "--per-node", str(per_node)]
+        rc, _ = self.children.run(base + ["wait", *size, "--timeout", timeout], self.env, stdout=2)
+        if rc != 0:
+            raise self.fail(
+                f"cluster {addr} is not ready (vlgrpo cluster wait exit {rc}); nothing was started",
+                EXIT_CONFIG if rc == 2 else EXIT_FAILURE,
+            )
+        loggers = v.get("LOGGER", "").removeprefix("[").removesuffix("]")
+        rc, _ = self.children.run(base + ["probe", *size, "--loggers", loggers], self.env, stdout=2)
+        if rc != 0:
+            raise self.fail(
+                f"device probe on cluster {addr} failed (vlgrpo cluster probe exit {rc}); nothing was started",
+                EXIT_CONFIG if rc == 2 else EXIT_FAILURE,
+            )
+
+    def preflight(self) -> None:
+        """``python3 -P -s -m vlgrpo preflight`` on the final argv (one element per line in a file of the launch):
+        0 clean, 2 findings (exit 2), else a failure of the check (exit 1). ``VLGRPO_PREFLIGHT=warn`` adds
+        ``--waive``: exit 3 (findings, none about code the launch would run) goes on; a finding about code loading
+        is never waived."""
+        warn = self.st.values.get("PREFLIGHT") == "warn"
+        tmp = self.env.get("TMPDIR") or "/tmp"
+        try:
+            fd, f = tempfile.mkstemp(prefix="vlgrpo-argv.", dir=tmp)
+        except OSError:
+            raise self.fail(
+                f"cannot create the preflight argv file in {settings.show(tmp)} (set TMPDIR to a writable folder); "
+                "nothing was started"
+            ) from None
+        self.children.cleanups.append(f)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"".join(el.encode("utf-8", "surrogateescape") + b"\n" for el in self.argv))
+        cmd = ["python3", "-P", "-s", "-m", "vlgrpo", "preflight", "--purpose", "plan" if self.dry_run else "launch"]
+        if self.st.node > 0:
+            cmd += ["--devices-per-node", str(self.st.node), "--devices-source", self.node_kind]
+        cmd += ["--argv-file", f] + (["--waive"] if warn else [])
+        rc, _ = self.children.run(cmd, self.env, stdout=2)
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+        self.children.cleanups.remove(f)
+        if rc == 0:
+            self.preflight_result = "clean"
+        elif rc == 3 and warn:
+            self.preflight_result = (
+                "findings (VLGRPO_PREFLIGHT=warn: continuing; none of them is about code the launch would run)"
+            )
+            self.children.say("warning: preflight reported findings; continuing because VLGRPO_PREFLIGHT=warn")
+        elif rc == 2 and warn:
+            raise self.fail(
+                "preflight found problems that VLGRPO_PREFLIGHT=warn cannot waive: code the launch would run (above); "
+                "nothing was started",
+                EXIT_CONFIG,
+            )
+        elif rc == 2:
+            raise self.fail("preflight found problems in the configuration (above); nothing was started", EXIT_CONFIG)
+        else:
+            raise self.fail(f"preflight could not run (python3 -m vlgrpo preflight exit {rc}); nothing was started")
+
+    # ---- the plan -----------------------------------------------------------------------------------------------
+
+    def plan(self) -> str:
+        """The dry-run output: ``# `` lines with the plan, then the exact argv, one element per line."""
+        st, v = self.st, self.st.values
+        out = [f"# {self.prog} dry run: configuration valid, nothing started"]
+        out.append(f"# platform: {st.platform}; devices per node on this node: {st.node} ({st.node_from})")
+        out.append(f"# topology: {st.topology}")
+        nodes, per_node, devices = st.cluster
+        if v.get("RAY_ADDRESS"):
+            out.append(f"# cluster: {v['RAY_ADDRESS']} ready and probed")
+        elif self.node_kind == "plan" and devices > st.node:
+            out.append(
+                f"# cluster: this plan needs a Ray cluster of {nodes} node(s) with {per_node} {st.platform} each (set "
+                "VLGRPO_RAY_ADDRESS to launch it)"
+            )
+        out.append(f"# working directory of the children: {self.children.pwd}")
+        out += self.env_plan("# ", "every child: preflight, cluster tool, verl")
+        if self.env.get("WANDB_API_KEY"):
+            out.append("# environment: WANDB_API_KEY (set, not shown)")
+        out += self.wandb_plan("# ")
+        out += [f"# {n}" for n in self.notes]
+        out.append(f"# preflight: {self.preflight_result}")
+        out.append(f"# command ({len(self.argv)} arguments, one per line):")
+        return "\n".join(out + self.argv) + "\n"
+
+    def child_env(self) -> dict[str, str]:
+        """The environment every child gets now (its working folder as PWD)."""
+        env = dict(self.env)
+        env["PWD"] = self.children.pwd
+        return env
+
+    def env_plan(self, p: str, who: str) -> list[str]:
+        """The plan's environment lines: the names every child gets (values not shown; the fixed values this
+        entrypoint sets shown), the names ``VLGRPO_PASS_ENV`` let through, the names dropped."""
+        env = self.child_env()
+        got = sorted((n for n in env if n != "_"), key=lambda n: n.encode("utf-8", "surrogateescape"))
+        fixed = ""
+        for name, _value in _set_rows(self.owner):
+            if name in env:
+                shown = "(not shown)" if name in ("WANDB_API_KEY", "SWANLAB_API_KEY") else env[name]
+                fixed += f" {name}={shown}"
+        out = [f"{p}child environment ({who}; {len(got)} names, values not shown):" + "".join(" " + n for n in got)]
+        if fixed:
+            out.append(f"{p}set by the entrypoint:{fixed}")
+        if self.cls.requested:
+            out.append(f"{p}passed because VLGRPO_PASS_ENV names them: {_sorted(self.cls.requested)}")
+        if self.cls.unset_named:
+            out.append(f"{p}named in VLGRPO_PASS_ENV but not set: {_sorted(self.cls.unset_named)}")
+        out.append(
+            f"{p}dropped from the environment ({len(self.cls.dropped)} names, values not shown): "
+            f"{_sorted(self.cls.dropped)}"
+        )
+        return out
+
+    def wandb_plan(self, p: str) -> list[str]:
+        """The plan's W&B line when the logger list has wandb or a W&B server or entity is given: the server and
+        entity the children get (typed: an http(s) URL without credentials, a plain name), and the mode."""
+        env = self.env
+        if not ("wandb" in self.st.values.get("LOGGER", "") or env.get("WANDB_BASE_URL") or env.get("WANDB_ENTITY")):
+            return []
+        server = env.get("WANDB_BASE_URL") or "https://api.wandb.ai (the client's default)"
+        if not env.get("WANDB_BASE_URL") and "WANDB_BASE_URL" in self.cls.dropped:
+            server = (
+                "https://api.wandb.ai (the client's default; WANDB_BASE_URL is set but dropped: name it in "
+                "VLGRPO_PASS_ENV)"
+            )
+        entity = env.get("WANDB_ENTITY") or "(the key's default entity)"
+        mode = settings.show(env["WANDB_MODE"]) if env.get("WANDB_MODE") else "online (the client's default)"
+        return [f"{p}W&B: server {server}, entity {entity}, mode {mode}"]
+
+    # ---- the whole launch ---------------------------------------------------------------------------------------
+
+    def run(self, words: list[str]) -> int:
+        if self.words(words):
+            text = helptext.markdown(self.owner)
+            sys.stdout.write(helptext.plain(text, self.held.get("COLUMNS", "")) if os.isatty(1) else text)
+            sys.stdout.flush()
+            return 0
+        self.children.install()
+        self.read_settings()
+        self.build_environment()
+        self.flush()
+        self.image_env()
+        self.env["RAY_ADDRESS"] = self.st.values.get("RAY_ADDRESS") or "local"
+        self.detect_node()
+        self.flush()
+        self.recipe()
+        self.trackers()
+        self.check_argv(self.overrides())
+        self.flush()
+        self.enter_workdir()
+        self.cluster()
+        self.preflight()
+        if self.dry_run:
+            sys.stdout.write(self.plan())
+            sys.stdout.flush()
+            self.children.cleanup()
+            return 0
+        self.children.say(f"launching {self.program[2]} ({self.st.topology}; preflight {self.preflight_result})")
+        # the signals are verl's from here; SIGPIPE and SIGXFSZ too, which Python ignores for itself
+        for name in [n for n, _ in STOP_SIGNALS] + ["XFSZ"]:
+            signal.signal(getattr(signal, "SIG" + name), signal.SIG_DFL)
+        env = self.child_env()
+        try:
+            os.execvpe(self.argv[0], self.argv, env)
+        except OSError as exc:
+            raise self.fail(f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
+        return EXIT_FAILURE  # not reached
+
+
+def _count(text: str) -> bool:
+    return 1 <= len(text) <= 6 and text.isascii() and text.isdigit()
+
+
+def _sorted(words: list[str]) -> str:
+    """The words sorted in the C locale, on one line."""
+    return " ".join(sorted(words, key=lambda w: w.encode("utf-8", "surrogateescape")))
+
+
+USAGE = (
+    "usage: python3 -I -m vlgrpo.launch entry fully-async-grpo|veomni-grpo "
+    "[--lib DIR] (--environ-fd N | --environ-file FILE | --environ-unreadable PATH) [test hooks] -- [WORD...]"
+)
+
+
+def main(args: list[str]) -> int:
+    """``entry RECIPE OPTIONS -- WORDS`` (see the module docstring)."""
+    if not args or args[0] not in RECIPES:
+        print(USAGE, file=sys.stderr)
+        return 2
+    owner, rest = RECIPES[args[0]], args[1:]
+    hooks, data, path, readable, markers = Hooks(), b"", "", True, None
+    while rest and rest[0] != "--":
+        opt = rest[0]
+        if len(rest) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        val, rest = rest[1], rest[2:]
+        if opt == "--environ-fd" and val.isdigit():
+            with open(int(val), "rb", closefd=True) as fh:
+                data = fh.read()
+            path = "/proc/self/environ"
+        elif opt == "--environ-file":
+            path = val
+            try:
+                with open(val, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                readable = False
+        elif opt == "--lib":
+            # the entrypoints' lib/: the image's copy of the registry and the recipe files there, else the
+            # checkout's (lib/../../python/src/vlgrpo), else this package's
+            for cand in (
+                os.path.join(val, "environment.tsv"),
+                os.path.join(val, "../../python/src/vlgrpo/environment.tsv"),
+            ):
+                if os.path.isfile(cand):
+                    environment.PATH = os.path.normpath(cand)
+                    break
+        elif opt == "--environ-unreadable":
+            path, readable = val, False
+        elif opt == "--dev-dir":
+            hooks.dev_dir = val
+        elif opt == "--driver-root":
+            hooks.driver_root = val
+        elif opt == "--mountinfo":
+            hooks.mountinfo = val
+        elif opt == "--container-marker":
+            markers = (markers or []) + ([val] if val else [])
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
+    if markers is not None:
+        hooks.markers = markers
+    if not path:
+        print(USAGE, file=sys.stderr)
+        return 2
+    launch = Launch(owner, read_environ(data), path, readable, hooks)
+    try:
+        return launch.run(rest[1:])
+    except Exit as end:
+        launch.children.cleanup()
+        return end.code
+    except (OSError, ValueError) as exc:
+        launch.children.cleanup()
+        print(f"{launch.prog}: internal error: {exc} (this is a bug in the entrypoint)", file=sys.stderr)
+        return EXIT_FAILURE
