@@ -176,12 +176,13 @@ assert_child_env() {
   local v
   : >"$T/precious"
   mkdir -p "$T/ub/lib/python3.11/site-packages"
-  for v in PYTHONUSERBASE PYTHONHOME VLLM_PLUGINS VLLM_ALLOW_INSECURE_SERIALIZATION GCONV_PATH OMP_TOOL_LIBRARIES; do
+  for v in PYTHONUSERBASE PYTHONHOME VLLM_PLUGINS VLLM_ALLOW_INSECURE_SERIALIZATION GCONV_PATH OMP_TOOL_LIBRARIES \
+    VLLM_LOGGING_CONFIG_PATH; do
     run --separate-stderr env "$v=$T/ub" "$HARNESS" "$FA" --dry-run
     [[ $status -eq 2 && $stderr == *"error: $v: "*"(value not shown)"* ]] || fail "$v: $status $stderr"
     assert_no_python
   done
-  VERL_FILE_LOGGER_ROOT=$T/canary-logs VLLM_LOGGING_CONFIG_PATH=$T/canary.json TORCHINDUCTOR_CACHE_DIR=$T/canary-ind \
+  VERL_FILE_LOGGER_ROOT=$T/canary-logs TORCHINDUCTOR_CACHE_DIR=$T/canary-ind \
     TRITON_CACHE_DIR=$T/canary-tri WANDB_BASE_URL=https://canary.example HTTPS_PROXY=http://canary:3128 entry fa
   assert_success
   for v in 0 1 2; do assert_child_env "$v"; done

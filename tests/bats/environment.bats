@@ -206,3 +206,31 @@ ray_node_env() {
     entry fa --dry-run
   assert_success
 }
+
+@test "a program variable (BROWSER, EDITOR, GIT_SSH_COMMAND, CC, ...) never reaches a child as a command line" {
+  local v
+  # dropped rows: set, they are dropped (login shells set them); requested, the launch is refused naming them
+  for v in BROWSER EDITOR PAGER LESSOPEN GIT_SSH_COMMAND CONDA_EXE; do
+    run --separate-stderr env "$v=sh -c 'touch $CANARY' %s" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 2 ]] || fail "$v requested: exit $status"
+    [[ $stderr == *"error: VLGRPO_PASS_ENV: names $v, which is never passed: "* ]] || fail "$v: $stderr"
+    run --separate-stderr env "$v=sh -c 'touch $CANARY' %s" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 0 ]] || fail "$v set: exit $status: $stderr"
+    ! tr '\0' '\n' < <(cat "$STUB_LOG"/*.environ) | grep -q "^$v=" || fail "$v reached a child"
+  done
+  # refused rows: set at all, the launch stops naming them, whatever VLGRPO_PASS_ENV says
+  for v in PYTORCH_NVCC PYTHON_EXEC TORCH_INDUCTOR_INSTALL_GXX RAYLET_PERFTOOLS_PATH VLLM_LOGGING_CONFIG_PATH NVCC_PREPEND_FLAGS; do
+    run --separate-stderr env "$v=touch $CANARY" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$VO" --dry-run
+    [[ $status -eq 2 ]] || fail "$v: exit $status"
+    [[ $stderr == *"error: $v: "*"(value not shown); fix: "* ]] || fail "$v: $stderr"
+  done
+  # compilers: requested, one word naming a compiler, or its path by the one path rule
+  VLGRPO_PASS_ENV=$STUB_PASS,CC,CXX CC="sh -c 'touch $CANARY'" CXX=python3 entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: CC: is not one compiler name or absolute path"*"(value not shown)"* ]] || fail "$stderr"
+  [[ $stderr == *"error: CXX: does not name a C or C++ compiler"* ]] || fail "$stderr"
+  [[ $stderr != *touch* ]] || fail "value shown"
+  VLGRPO_PASS_ENV=$STUB_PASS,CC,CXX CC=gcc CXX=x86_64-linux-gnu-g++-12 entry fa --dry-run
+  assert_success
+  assert_file_not_exists "$CANARY"
+}

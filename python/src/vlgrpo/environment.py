@@ -663,7 +663,19 @@ def _runtime_env_config_problems(cfg):
 # ---- the checks of passed variables (the registry's `pass` types): one rule for bash and Python -------------
 
 #: pass-row types (the registry's type column of kinds pass / pass-on-request); see :func:`check_value`
-PASS_TYPES = ("warnings", "bashenv", "rayjob", "tmpdir", "dir", "dirs", "shaped", "httpurl", "plainname", "pyinit")
+PASS_TYPES = (
+    "warnings",
+    "bashenv",
+    "rayjob",
+    "tmpdir",
+    "dir",
+    "dirs",
+    "shaped",
+    "httpurl",
+    "plainname",
+    "pyinit",
+    "compiler",
+)
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
 #: '_'-separated words, since the libraries add names every release (NCCL 2.27: NCCL_ENV_PLUGIN, NCCL_GIN_PLUGIN,
@@ -846,6 +858,58 @@ def _pyinit_problem(name, value):
     raise ValueError(f"{name}: no pyinit rule")
 
 
+#: what ``compiler`` values may name: a C or C++ compiler driver, by the end of its file name once a version
+#: suffix (``-12``, ``-18.1``) is taken off: gcc, x86_64-linux-gnu-g++-12, clang++-18, cc, icpx, nvc++
+COMPILER_NAMES = ("cc", "c++", "gcc", "g++", "clang", "clang++", "icx", "icpx", "nvc", "nvc++")
+_PROGRAM_CHARS = frozenset(_LOWER + _UPPER + _DIGITS + "._+-/")
+
+
+def _compiler_problem(value, protect):
+    """Why ``value`` of a compiler variable (``CC``, ``CXX``, ``NVCC_CCBIN``) may not reach the builds that run it,
+    or ''. torch writes ``CXX`` into ``build.ninja`` (run through ``/bin/sh``) and passes ``CC`` to nvcc's
+    ``-ccbin``; Triton runs ``CC`` for its launcher (``subprocess``): so the value is one word of letters, digits
+    and ``. _ + - /`` (no space, quote or shell character; not an option), its file name names a compiler
+    (:data:`COMPILER_NAMES`: ``sh``, ``python3`` or ``env`` are refused), and a path is absolute, an executable
+    regular file off the protected roots (the checkpoint folder and its volume), that passes the one path rule
+    (:mod:`vlgrpo.pathrule`: root's or the launching user's, no group or other write, folders above too). A bare
+    name is looked up on the PATH the children get, whose entries pass the same rule (the ``PATH`` row)."""
+    import stat
+
+    from . import pathrule
+
+    if not value:
+        return ""
+    if value[0] == "-" or not set(value) <= _PROGRAM_CHARS:
+        return (
+            "is not one compiler name or absolute path (it has a space, quote or shell character, or starts with "
+            "'-'; torch's builds run it through a shell)"
+        )
+    base = value.rsplit("/", 1)[-1]
+    cut = len(base)
+    while cut > 0 and base[cut - 1] in _DIGITS + ".":
+        cut -= 1
+    stem = base[: cut - 1] if 0 < cut < len(base) and base[cut - 1] == "-" else base
+    if not stem.endswith(COMPILER_NAMES):
+        return "does not name a C or C++ compiler (gcc, g++, cc, c++, clang, clang++, icx, icpx, nvc, nvc++)"
+    if "/" not in value:
+        return ""
+    if not value.startswith("/"):
+        return "is a relative path, which each build reads from its own working directory"
+    root = _under(value, protect)
+    if root:
+        return f"lies in {root} (the checkpoint folder or its volume), which whoever can write checkpoints can fill"
+    try:
+        st = os.stat(value)
+    except OSError:
+        return "is not an existing file"
+    if not stat.S_ISREG(st.st_mode) or not os.access(value, os.X_OK):
+        return "is not an executable file"
+    problem = pathrule.check_path(value, kind="file")
+    if problem is not None:
+        return f"is not safe from other users: {problem.component} {problem.why}"
+    return ""
+
+
 def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=""):
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
@@ -853,7 +917,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     (:mod:`vlgrpo.launch.childenv`, the launch's environment step) and by :func:`check_ray_job_config` for a job's ``env_vars``:
     every typed value: no control characters (a line break or CR is read one way by bash and another by Python);
     ``warnings`` (``PYTHONWARNINGS``): no dotted category (CPython 3.11 Lib/warnings.py ``_getcategory`` imports
-    the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does);
+    the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does); ``compiler``
+    (``CC``, ``CXX``, ``NVCC_CCBIN``): see :func:`_compiler_problem`;
     ``bashenv``: empty or the row's allowed file; ``rayjob``: :func:`check_ray_job_config`; ``tmpdir``: an
     existing folder this user can write, see :func:`_dir_problem`; ``dir``: the same when it exists; ``dirs``: a
     ':' list of ``dir`` (an empty entry is the working directory); ``shaped``: by the words of ``name``
@@ -919,6 +984,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
                 return "holds credentials (user:password@ or a token); a server URL carries none"
             return "is not an http(s)://HOST[:PORT][/PATH] URL without credentials, query or fragment"
         return ""
+    if t == "compiler":
+        return _compiler_problem(value, protect)
     if t == "plainname":
         if not value or (len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS):
             return ""

@@ -18,7 +18,19 @@ from vlgrpo import environment
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 TYPES = {"int", "float", "bool", "enum", "list", "path", "name", "addr", "ids", "ipv4", "envnames", "uri"}
-CHECKS = {"warnings", "rayjob", "bashenv", "tmpdir", "dir", "dirs", "shaped", "httpurl", "plainname", "pyinit"}
+CHECKS = {
+    "warnings",
+    "rayjob",
+    "bashenv",
+    "tmpdir",
+    "dir",
+    "dirs",
+    "shaped",
+    "httpurl",
+    "plainname",
+    "pyinit",
+    "compiler",
+}
 
 
 def test_every_row_is_well_formed():
