@@ -234,3 +234,17 @@ ray_node_env() {
   assert_success
   assert_file_not_exists "$CANARY"
 }
+
+@test "Hub and tracker endpoints (HF_ENDPOINT, SWANLAB_API_HOST, ...) are http(s) URLs without credentials" {
+  local v
+  for v in HF_ENDPOINT HF_INFERENCE_ENDPOINT SWANLAB_API_HOST SWANLAB_WEB_HOST; do
+    run --separate-stderr env "$v=https://user:SECRETPW@hub.example.com" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 2 ]] || fail "$v: exit $status"
+    [[ $stderr == *"error: $v: holds credentials"* ]] || fail "$v: $stderr"
+    [[ $stderr != *SECRETPW* ]] || fail "$v: value shown"
+    run --separate-stderr env "$v=ftp://hub.example.com" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 2 && $stderr == *"error: $v: is not an http:// or https:// URL"* ]] || fail "$v: $stderr"
+    run --separate-stderr env "$v=https://hub.example.com:8443/api" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 0 ]] || fail "$v good: exit $status: $stderr"
+  done
+}

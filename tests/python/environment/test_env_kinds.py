@@ -1,8 +1,10 @@
-"""Variables whose value becomes a command, a module or a library to load: the registry's rows for them
-(python/src/vlgrpo/environment.tsv) and the pass check ``compiler`` (vlgrpo.environment.check_value).
+"""Variables whose value becomes a command, a module or a library to load, and tracker and Hub endpoints: the
+registry's rows for them (python/src/vlgrpo/environment.tsv) and the pass checks ``compiler`` and ``httpurl``
+(vlgrpo.environment.check_value).
 
-References: the installed sources that read each variable (the stdlib, torch, Ray, vLLM's source in .cache), a
-real run of the stdlib's webbrowser with BROWSER, and os.stat for the path rule's bits.
+References: the installed sources that read each variable (the stdlib, torch, Ray, huggingface_hub, transformers,
+datasets, vLLM's source in .cache), a real run of the stdlib's webbrowser with BROWSER, urllib.parse for URLs, and
+os.stat for the path rule's bits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -182,3 +185,68 @@ def test_a_requested_compiler_is_checked_before_the_children_get_it():
     got = environment.check_values(["CC=sh -c 'touch /tmp/x'", "CXX=g++"], pass_env=("CC", "CXX"))
     assert [(n, fix) for n, _, fix in got] == [("CC", environment.env_row("CC").fix)]
     assert "touch" not in got[0][1]
+
+
+# ---- endpoints: httpurl ----------------------------------------------------------------------------------------
+
+ENDPOINTS = ["HF_ENDPOINT", "HF_INFERENCE_ENDPOINT", "SWANLAB_API_HOST", "SWANLAB_WEB_HOST"]
+URLS = [
+    "https://hf-mirror.example.com",
+    "http://10.1.2.3:8000",
+    "https://swanlab.example.com/api",
+    "https://user:secret@hub.example.com",
+    "https://hf_tokenvalue@hub.example.com",
+    "https://hub.example.com/?token=x",
+    "https://hub.example.com/#x",
+    "ftp://hub.example.com",
+    "file:///etc",
+    "hub.example.com",
+    "https://",
+    "https://hub.example.com:99999",
+]
+
+
+def _urllib_ok(url):
+    """The reference: urllib's own split. An http(s) URL with a host, a valid port and no user, password, query
+    or fragment."""
+    u = urllib.parse.urlsplit(url)
+    try:
+        port_ok = u.port is None or 1 <= u.port <= 65535
+    except ValueError:
+        port_ok = False
+    return (
+        u.scheme in ("http", "https")
+        and bool(u.hostname)
+        and port_ok
+        and u.username is None
+        and u.password is None
+        and not u.query
+        and not u.fragment
+    )
+
+
+@pytest.mark.parametrize("name", ENDPOINTS)
+def test_endpoints_are_http_urls_without_credentials(name):
+    row = environment.env_row(name, "fa")
+    assert (row.kind, row.type) == ("pass-on-request", "httpurl"), row
+    for url in URLS:
+        got = environment.check_values([f"{name}={url}"], pass_env=(name,))
+        assert (not got) == _urllib_ok(url), (name, url, got)
+        assert not any("secret" in why or "tokenvalue" in why for _, why, _ in got)
+    # Ray's job env_vars get the same rule
+    bad = environment.check_ray_job_config(
+        '{"runtime_env": {"env_vars": {"%s": "https://u:p@x.example"}}}' % name, pass_env=(name,)
+    )
+    assert bad and name in bad[0][1]
+
+
+def test_hub_clients_read_hf_endpoint():
+    if SITE is None:
+        pytest.skip("no site-packages with the Hub clients")
+    for rel, line in [
+        ("huggingface_hub/constants.py", 'os.getenv("HF_ENDPOINT"'),
+        ("huggingface_hub/constants.py", 'os.environ.get("HF_INFERENCE_ENDPOINT"'),
+        ("transformers/utils/hub.py", 'os.environ.get("HF_ENDPOINT"'),
+        ("datasets/config.py", 'os.environ.get("HF_ENDPOINT"'),
+    ]:
+        assert line in (SITE / rel).read_text(encoding="utf-8"), rel
