@@ -67,7 +67,7 @@ setup() {
 @test "PYTHONWARNINGS with a module (the antigravity + BROWSER gadget) is refused before any Python runs" {
   PYTHONWARNINGS='all:0:antigravity.x:0:0' BROWSER="touch $CANARY %s" entry fa --dry-run
   assert_failure 2
-  [[ $stderr == *"error: PYTHONWARNINGS: has a dotted warning category"*"fix: use built-in categories only"* ]] || fail "$stderr"
+  [[ $stderr == *"error: PYTHONWARNINGS: has a dotted warning category"*"fix: use built-in categories and the actions default, ignore"* ]] || fail "$stderr"
   assert_no_python
   assert_file_not_exists "$CANARY"
   PYTHONWARNINGS=ignore::DeprecationWarning,default::UserWarning entry vo --dry-run
@@ -247,4 +247,16 @@ ray_node_env() {
     run --separate-stderr env "$v=https://hub.example.com:8443/api" VLGRPO_PASS_ENV="$STUB_PASS,$v" "$HARNESS" "$FA" --dry-run
     [[ $status -eq 0 ]] || fail "$v good: exit $status: $stderr"
   done
+}
+
+@test "PYTHONWARNINGS with the action error (any prefix of it, in any filter of the list) is refused" {
+  local v
+  for v in error error::DeprecationWarning ignore,error::UserWarning e::FutureWarning 'default, err'; do
+    run --separate-stderr env PYTHONWARNINGS="$v" "$HARNESS" "$FA" --dry-run
+    [[ $status -eq 2 ]] || fail "$v: exit $status"
+    [[ $stderr == *"error: PYTHONWARNINGS: has a filter with the action error"*"(value not shown)"* ]] || fail "$v: $stderr"
+    assert_no_python
+  done
+  PYTHONWARNINGS=once::UserWarning,ignore::DeprecationWarning entry fa --dry-run
+  assert_success
 }

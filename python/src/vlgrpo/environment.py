@@ -858,6 +858,25 @@ def _pyinit_problem(name, value):
     raise ValueError(f"{name}: no pyinit rule")
 
 
+def _warnings_problem(value):
+    """Why the ``PYTHONWARNINGS`` filters ``value`` may not reach every interpreter of the launch, or ''. Each
+    ','-separated filter is read as CPython 3.11 ``Lib/warnings.py`` ``_setoption`` reads it (split on ':', every
+    field stripped): a dotted category makes ``_getcategory`` import the module before the dot (code chosen by
+    the environment runs at start); an action that ``_getaction`` reads as ``error`` (``error`` or any prefix of
+    it: ``e``, ``err``, ...) makes a warning an exception, so a harmless warning of any library stops that
+    process. Stricter than CPython, which drops a filter with an unknown category with a message."""
+    for f in value.split(","):
+        parts = [p.strip() for p in f.split(":")]
+        if len(parts) > 2 and "." in parts[2]:
+            return "has a dotted warning category, which makes every Python process import that module"
+        if parts[0] and "error".startswith(parts[0]):
+            return (
+                "has a filter with the action error, which turns a warning into an exception: a harmless warning "
+                "of any library would stop that Python process"
+            )
+    return ""
+
+
 #: what ``compiler`` values may name: a C or C++ compiler driver, by the end of its file name once a version
 #: suffix (``-12``, ``-18.1``) is taken off: gcc, x86_64-linux-gnu-g++-12, clang++-18, cc, icpx, nvc++
 COMPILER_NAMES = ("cc", "c++", "gcc", "g++", "clang", "clang++", "icx", "icpx", "nvc", "nvc++")
@@ -916,9 +935,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     The one implementation of the registry's pass types, used by the entrypoints for the inherited environment
     (:mod:`vlgrpo.launch.childenv`, the launch's environment step) and by :func:`check_ray_job_config` for a job's ``env_vars``:
     every typed value: no control characters (a line break or CR is read one way by bash and another by Python);
-    ``warnings`` (``PYTHONWARNINGS``): no dotted category (CPython 3.11 Lib/warnings.py ``_getcategory`` imports
-    the module before the dot; filters are split on ',' and ':' and stripped as ``_setoption`` does); ``compiler``
-    (``CC``, ``CXX``, ``NVCC_CCBIN``): see :func:`_compiler_problem`;
+    ``warnings`` (``PYTHONWARNINGS``): see :func:`_warnings_problem`; ``compiler`` (``CC``, ``CXX``,
+    ``NVCC_CCBIN``): see :func:`_compiler_problem`;
     ``bashenv``: empty or the row's allowed file; ``rayjob``: :func:`check_ray_job_config`; ``tmpdir``: an
     existing folder this user can write, see :func:`_dir_problem`; ``dir``: the same when it exists; ``dirs``: a
     ':' list of ``dir`` (an empty entry is the working directory); ``shaped``: by the words of ``name``
@@ -935,11 +953,7 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
             "has a control character (a line break, carriage return, tab, ...), which bash and Python split differently"
         )
     if t == "warnings":
-        for f in value.split(","):
-            parts = f.split(":")
-            if len(parts) > 2 and "." in parts[2].strip():
-                return "has a dotted warning category, which makes every Python process import that module"
-        return ""
+        return _warnings_problem(value)
     if t == "pyinit":
         return _pyinit_problem(row.name, value)
     if t == "bashenv":

@@ -1,10 +1,10 @@
-"""Variables whose value becomes a command, a module or a library to load, and tracker and Hub endpoints: the
-registry's rows for them (python/src/vlgrpo/environment.tsv) and the pass checks ``compiler`` and ``httpurl``
-(vlgrpo.environment.check_value).
+"""Variables whose value becomes a command, a module or a library to load, tracker and Hub endpoints, and warning
+filters that crash: the registry's rows for them (python/src/vlgrpo/environment.tsv) and the pass checks
+``compiler``, ``httpurl`` and ``warnings`` (vlgrpo.environment.check_value).
 
 References: the installed sources that read each variable (the stdlib, torch, Ray, huggingface_hub, transformers,
-datasets, vLLM's source in .cache), a real run of the stdlib's webbrowser with BROWSER, urllib.parse for URLs, and
-os.stat for the path rule's bits.
+datasets, vLLM's source in .cache), a real run of the stdlib's webbrowser with BROWSER, CPython itself for the
+warning filters, urllib.parse for URLs, and os.stat for the path rule's bits.
 """
 
 from __future__ import annotations
@@ -250,3 +250,52 @@ def test_hub_clients_read_hf_endpoint():
         ("datasets/config.py", 'os.environ.get("HF_ENDPOINT"'),
     ]:
         assert line in (SITE / rel).read_text(encoding="utf-8"), rel
+
+
+# ---- warnings: the action error ---------------------------------------------------------------------------------
+
+WARNINGS_ERROR = [
+    "error",
+    "error::DeprecationWarning",
+    "ignore,error::UserWarning",
+    "e",
+    "err::FutureWarning",
+    " error :: ResourceWarning",
+    "default,erro",
+    "error:some message",
+    "error::NoSuchCategory",
+]
+WARNINGS_OK = ["ignore::DeprecationWarning", "default", "always::UserWarning", "module", "once", "all", "ERROR", ""]
+
+
+def _cpython_error_filter(value):
+    """The reference: does CPython, started with PYTHONWARNINGS=value, hold a filter whose action is error?"""
+    env = {"PATH": os.environ["PATH"], "PYTHONWARNINGS": value}
+    out = subprocess.run(
+        [sys.executable, "-c", "import warnings; print(any(f[0] == 'error' for f in warnings.filters))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return out == "True"
+
+
+@pytest.mark.parametrize("value", WARNINGS_ERROR + WARNINGS_OK)
+def test_warnings_refuses_every_filter_cpython_makes_an_error(value):
+    why = environment.check_value(environment.env_row("PYTHONWARNINGS", "fa"), value)
+    if _cpython_error_filter(value):
+        assert "action error" in why, value
+    if not why:
+        assert not _cpython_error_filter(value), value
+    assert bool(why) == (value in WARNINGS_ERROR), value
+
+
+def test_an_error_filter_crashes_on_a_harmless_warning():
+    """Why: with PYTHONWARNINGS=error::DeprecationWarning an import that warns stops the interpreter."""
+    env = {"PATH": os.environ["PATH"], "PYTHONWARNINGS": "error::DeprecationWarning"}
+    code = "import warnings; warnings.warn('old', DeprecationWarning)"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 1 and "DeprecationWarning: old" in r.stderr
+    probs = childenv.value_problems("fa", ["PYTHONWARNINGS=error::DeprecationWarning"], "", (), [])
+    assert len(probs) == 1 and probs[0].startswith("PYTHONWARNINGS: has a filter with the action error")
