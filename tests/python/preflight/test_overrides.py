@@ -363,3 +363,59 @@ def test_a_yaml_error_names_the_problem_and_place_never_the_text(tmp_path, text,
     with pytest.raises(OverridesError) as err:
         overrides.read_file(str(f))
     assert secret not in str(err.value) and "line" in str(err.value), err.value
+
+
+# ---- one document ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "what", "line"),
+    [
+        ("trainer.total_epochs: 3\n---\ntrainer.save_freq: 1\n", "a second YAML document", 2),
+        ("---\ntrainer.total_epochs: 3\n---\ncustom_reward_function.path: /x.py\n", "a second YAML document", 3),
+        ("trainer.total_epochs: 3\n--- \n", "a second YAML document", 2),
+        ("---\n---\ntrainer.total_epochs: 3\n", "a second YAML document", 2),
+        ("trainer.total_epochs: 3\n...\n---\ntrainer.save_freq: 1\n", "a second YAML document", 3),
+        ("%YAML 1.1\n---\ntrainer.total_epochs: 3\n---\ntrainer.save_freq: 1\n", "a second YAML document", 4),
+        ("trainer.total_epochs: 3\n...\ntrainer.save_freq: 1\n", "after the document end marker '...' of line 2", 3),
+        (
+            "a.b: 1\n...\n\n# c\ncustom_reward_function.path: /x.py\n",
+            "after the document end marker '...' of line 2",
+            5,
+        ),
+        ("---\n", "an empty YAML document", 1),
+        ("# header\n--- # start\n...\n", "an empty YAML document", 2),
+        ("\n\n---\n# nothing\n", "an empty YAML document", 3),
+    ],
+)
+def test_the_file_is_one_yaml_document(tmp_path, text, what, line):
+    # the reference: PyYAML's own reading of the stream, which holds several documents (or an empty one) here;
+    # the line is counted in the text as written
+    import yaml
+
+    try:
+        docs = list(yaml.safe_load_all(text))
+        assert len(docs) > 1 or docs == [None]
+    except yaml.YAMLError:
+        assert "..." in text  # content after '...' is no YAML stream at all; safe_load_all stops there
+    f = tmp_path / "ov.yaml"
+    f.write_text(text)
+    with pytest.raises(OverridesError) as err:
+        overrides.read_file(str(f))
+    assert str(err.value).startswith(f"line {line}: ") and what in str(err.value), err.value
+
+
+@pytest.mark.parametrize(
+    ("text", "keys"),
+    [
+        ("---\ntrainer.total_epochs: 3\n", ["trainer.total_epochs"]),
+        ("trainer.total_epochs: 3\n...\n", ["trainer.total_epochs"]),
+        ("trainer.total_epochs: 3\n...\n# done\n", ["trainer.total_epochs"]),
+        ("trainer.experiment_name: '---'\n", ["trainer.experiment_name"]),
+        ("# only a comment\n", []),
+    ],
+)
+def test_one_document_with_its_markers_is_read(tmp_path, text, keys):
+    import yaml
+
+    f = tmp_path / "ov.yaml"
+    f.write_text(text)
+    assert [e.key for e in overrides.read_file(str(f))] == keys == list(yaml.safe_load(text) or {})

@@ -123,7 +123,10 @@ def read_file(path: str) -> list[Entry]:
 
     Raises:
         OverridesError: unreadable, over :data:`MAX_BYTES`, not UTF-8, not YAML, not one mapping of plain scalar
-            keys to plain scalar values, a duplicate key, an anchor, alias or tag, more than :data:`MAX_KEYS` keys.
+            keys to plain scalar values, a duplicate key, an anchor, alias or tag, more than :data:`MAX_KEYS` keys;
+            a second YAML document (``---``), content after a document end marker (``...``), or an explicitly
+            empty document (the line of each is named: ``yaml.safe_load`` takes one document and
+            ``yaml.safe_load_all`` every one, so two readers would differ on such a file).
     """
     import yaml
 
@@ -138,8 +141,22 @@ def read_file(path: str) -> list[Entry]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise OverridesError(f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
+    documents = started_at = 0
+    ended_at = 0  # the line of an explicit document end marker ('...'), once one was read
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents == 1:
+                    started_at = event.start_mark.line + 1
+                else:
+                    raise OverridesError(
+                        f"line {event.start_mark.line + 1}: a second YAML document starts here; readers differ on "
+                        "a file of several documents (yaml.safe_load refuses it, yaml.safe_load_all reads each): "
+                        "keep one mapping of 'dotted.verl.key: value' lines, without '---' between them"
+                    )
+            elif isinstance(event, yaml.DocumentEndEvent) and event.explicit:
+                ended_at = event.start_mark.line + 1
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise OverridesError(
                     f"line {event.start_mark.line + 1}: YAML anchors and aliases are not accepted; "
@@ -157,9 +174,19 @@ def read_file(path: str) -> list[Entry]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         what = getattr(exc, "problem", None) or type(exc).__name__
+        if ended_at and mark is not None and str(what).startswith("expected '<document start>'"):
+            raise OverridesError(
+                f"line {mark.line + 1}: more content after the document end marker '...' of line {ended_at}, "
+                "which a single-document reader drops or refuses: remove the '...' line (the file is one mapping)"
+            ) from exc
         raise OverridesError(f"is not valid YAML ({what}{where}); write one 'key: value' per line") from exc
     if root is None:
         return []
+    if isinstance(root, yaml.ScalarNode) and root.tag == "tag:yaml.org,2002:null" and root.value == "":
+        raise OverridesError(
+            f"line {started_at}: an empty YAML document (a '---' or '...' marker and no keys); "
+            "write the 'dotted.verl.key: value' lines, or unset VLGRPO_OVERRIDES_FILE"
+        )
     if not isinstance(root, yaml.MappingNode):
         raise OverridesError("is not a YAML mapping; write one 'dotted.verl.key: value' per line")
     if len(root.value) > MAX_KEYS:
