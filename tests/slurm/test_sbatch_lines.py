@@ -602,3 +602,139 @@ def test_a_node_without_the_shared_checkpoint_folder_fails_the_job_naming_it(tmp
     roles = by_role(run.calls())
     assert len(roles["check"]) == 3 and not (roles["plan"] + roles["head"] + roles["worker"] + roles["recipe"])
     assert list(ckpt.iterdir()) == []
+
+
+# ---- the settings files by the one path rule ---------------------------------------------------------------------
+OTHER_UID = 65534
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+
+
+def _bash_path_rule(path: str, cwd: Path) -> str:
+    """The script's own path_rule_problem, cut out of the file and run by bash: "COMPONENT<TAB>WHY" or ""."""
+    text = SBATCH.read_text()
+    start_at = text.index("path_rule_problem() {")
+    fn = text[start_at : text.index("\n}\n", start_at) + 2]
+    out = subprocess.run(
+        ["bash", "-c", fn + '\npath_rule_problem "$1"', "_", path], cwd=cwd, capture_output=True, text=True, check=True
+    )
+    return out.stdout.rstrip("\n")
+
+
+def _layout(tmp: Path) -> dict[str, Path]:
+    """Settings files in folders of every kind the rule tells apart (some given to another uid when root runs this)."""
+    tmp.chmod(0o700)
+    d = {}
+    good = tmp / "good"
+    good.mkdir()
+    (good / "f").write_text("VLGRPO_TRAINER_NNODES=2\n")
+    d["good"] = good / "f"
+    for mode, name in ((0o664, "group_w"), (0o646, "other_w")):
+        (good / name).write_text("# settings\n")
+        (good / name).chmod(mode)
+        d[name] = good / name
+    for mode, name in ((0o775, "dir_group_w"), (0o777, "dir_other_w"), (0o1777, "dir_sticky")):
+        sub = tmp / name
+        sub.mkdir()
+        sub.chmod(mode)
+        (sub / "f").write_text("# settings\n")
+        d[name] = sub / "f"
+    (tmp / "dir_other_w" / "lnk").symlink_to(good / "f")
+    d["link_in_ww"] = tmp / "dir_other_w" / "lnk"
+    (good / "to_ww").symlink_to(tmp / "dir_other_w" / "f")
+    d["link_to_ww"] = good / "to_ww"
+    (good / "rel").symlink_to("f")
+    d["link_rel"] = good / "rel"
+    (good / "abs_etc").symlink_to("/etc/passwd")
+    d["link_etc"] = good / "abs_etc"
+    (good / "loop").symlink_to("loop")
+    d["link_loop"] = good / "loop"
+    d["missing"] = good / "missing"
+    d["a_folder"] = good
+    d["below_a_file"] = good / "f" / "x"
+    d["dotdot"] = tmp / "dir_other_w" / ".." / "good" / "f"
+    if os.geteuid() == 0:
+        (good / "theirs").write_text("# settings\n")
+        os.chown(good / "theirs", OTHER_UID, OTHER_UID)
+        d["other_owner"] = good / "theirs"
+        (tmp / "dir_sticky" / "theirs").write_text("# settings\n")
+        os.chown(tmp / "dir_sticky" / "theirs", OTHER_UID, OTHER_UID)
+        d["theirs_in_sticky"] = tmp / "dir_sticky" / "theirs"
+        theirs = tmp / "their_dir"
+        theirs.mkdir()
+        (theirs / "f").write_text("# settings\n")
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+        d["other_dir"] = theirs / "f"
+    return d
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def test_the_scripts_path_rule_is_vlgrpo_pathrule_case_by_case(tmp_path, monkeypatch):
+    """The reference: vlgrpo.pathrule.check_path(kind="file"), the project's one rule; the bash copy must pass and
+    refuse the same paths, naming the same component and the same fault."""
+    from vlgrpo import pathrule
+
+    cases = _layout(tmp_path)
+    cases["relative"] = Path("good/f")
+    assert len(cases) >= 18
+    monkeypatch.chdir(tmp_path)  # the relative case, for both
+    verdicts = {}
+    for name, path in cases.items():
+        want = pathrule.check_path(str(path), kind="file")
+        got = _bash_path_rule(str(path), tmp_path)
+        if want is None:
+            assert got == "", (name, got)
+        else:
+            component, _, why = got.partition("\t")
+            assert component == want.component, (name, got, want)
+            assert why.split()[:3] == want.why.split()[:3], (name, got, want)
+        verdicts[name] = want is None
+    # the layout holds both outcomes: what passes passes for a reason
+    assert {k for k, ok in verdicts.items() if ok} == {
+        "good",
+        "dir_sticky",
+        "link_rel",
+        "link_etc",
+        "dotdot",
+        "relative",
+    }
+
+
+@pytest.mark.parametrize(
+    "which, setting",
+    [
+        ("group_w", "RAY_NODE_ENV"),
+        ("other_w", "VLGRPO_ENV"),
+        ("dir_group_w", "VLGRPO_ENV"),
+        ("dir_other_w", "RAY_NODE_ENV"),
+        ("link_in_ww", "VLGRPO_ENV"),
+        ("link_to_ww", "RAY_NODE_ENV"),
+        pytest.param("other_owner", "RAY_NODE_ENV", marks=ROOT_ONLY),
+        pytest.param("theirs_in_sticky", "VLGRPO_ENV", marks=ROOT_ONLY),
+        pytest.param("other_dir", "VLGRPO_ENV", marks=ROOT_ONLY),
+    ],
+)
+def test_a_settings_file_another_user_can_change_is_refused_before_any_step(tmp_path, which, setting):
+    from vlgrpo import pathrule
+
+    job = tmp_path / "job"
+    job.mkdir()
+    path = _layout(_folder(tmp_path / "files"))[which]
+    problem = pathrule.check_path(str(path), kind="file")
+    assert problem is not None  # the reference refuses it too
+    run = start(job, **{setting: str(path)}).finish()
+    assert run.rc == 2, (run.out, run.err)
+    assert run.err.startswith(f"fully-async-grpo.sbatch: error: {setting}={path}: {problem.component} "), run.err
+    assert "another user could change the settings this job runs with" in run.err
+    assert run.calls() == []
+
+
+def test_settings_files_of_this_user_in_a_sticky_folder_are_taken(tmp_path):
+    files = _layout(_folder(tmp_path / "files"))
+    job = tmp_path / "job"
+    job.mkdir()
+    run = start(job, RAY_NODE_ENV=str(files["dir_sticky"]), VLGRPO_ENV=str(files["link_rel"])).finish()
+    assert run.rc == 0, run.err
