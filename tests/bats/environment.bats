@@ -257,6 +257,9 @@ ray_node_env() {
     [[ $stderr == *"error: PYTHONWARNINGS: has a filter with the action error"*"(value not shown)"* ]] || fail "$v: $stderr"
     assert_no_python
   done
+  PYTHONWARNINGS=ignore,-Werror entry fa --dry-run
+  assert_failure 2
+  [[ $stderr == *"error: PYTHONWARNINGS: has a filter written as a -W command-line option"* ]] || fail "$stderr"
   PYTHONWARNINGS=once::UserWarning,ignore::DeprecationWarning entry fa --dry-run
   assert_success
 }

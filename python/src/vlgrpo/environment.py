@@ -864,7 +864,9 @@ def _warnings_problem(value):
     field stripped): a dotted category makes ``_getcategory`` import the module before the dot (code chosen by
     the environment runs at start); an action that ``_getaction`` reads as ``error`` (``error`` or any prefix of
     it: ``e``, ``err``, ...) makes a warning an exception, so a harmless warning of any library stops that
-    process. Stricter than CPython, which drops a filter with an unknown category with a message."""
+    process; a filter written as a ``-W`` option (``-Werror``: the action ``-Werror``, which ``_getaction`` does
+    not know) is dropped by CPython with a message in every process. Stricter than CPython, which drops a filter
+    with an unknown category with a message."""
     for f in value.split(","):
         parts = [p.strip() for p in f.split(":")]
         if len(parts) > 2 and "." in parts[2]:
@@ -873,6 +875,11 @@ def _warnings_problem(value):
             return (
                 "has a filter with the action error, which turns a warning into an exception: a harmless warning "
                 "of any library would stop that Python process"
+            )
+        if parts[0].startswith("-W"):
+            return (
+                "has a filter written as a -W command-line option, which CPython does not read here: every Python "
+                "process would print 'Invalid -W option ignored' and run without it"
             )
     return ""
 

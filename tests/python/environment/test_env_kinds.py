@@ -265,6 +265,8 @@ WARNINGS_ERROR = [
     "error:some message",
     "error::NoSuchCategory",
 ]
+#: written as -W options: CPython ignores them (no filter at all) and says so in every process
+WARNINGS_OPTION_FORM = ["-Werror", "-W error", "ignore,-Wignore::DeprecationWarning"]
 WARNINGS_OK = ["ignore::DeprecationWarning", "default", "always::UserWarning", "module", "once", "all", "ERROR", ""]
 
 
@@ -281,14 +283,24 @@ def _cpython_error_filter(value):
     return out == "True"
 
 
-@pytest.mark.parametrize("value", WARNINGS_ERROR + WARNINGS_OK)
+@pytest.mark.parametrize("value", WARNINGS_ERROR + WARNINGS_OPTION_FORM + WARNINGS_OK)
 def test_warnings_refuses_every_filter_cpython_makes_an_error(value):
     why = environment.check_value(environment.env_row("PYTHONWARNINGS", "fa"), value)
     if _cpython_error_filter(value):
         assert "action error" in why, value
     if not why:
         assert not _cpython_error_filter(value), value
-    assert bool(why) == (value in WARNINGS_ERROR), value
+    assert bool(why) == (value in WARNINGS_ERROR + WARNINGS_OPTION_FORM), value
+
+
+@pytest.mark.parametrize("value", WARNINGS_OPTION_FORM)
+def test_a_w_option_form_is_refused_since_cpython_ignores_it(value):
+    """The reference: CPython prints "Invalid -W option ignored" for the filter and installs nothing for it."""
+    env = {"PATH": os.environ["PATH"], "PYTHONWARNINGS": value}
+    r = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, text=True, check=True)
+    assert "Invalid -W option ignored" in r.stderr
+    why = environment.check_value(environment.env_row("PYTHONWARNINGS", "fa"), value)
+    assert "-W command-line option" in why
 
 
 def test_an_error_filter_crashes_on_a_harmless_warning():
