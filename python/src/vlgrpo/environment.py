@@ -729,7 +729,7 @@ def _dir_problem(path, protect, must_exist, owned=True):
     (caches, a home, a path of programs or libraries): inside a protected root (the checkpoint folder or its volume,
     which others may write, symlinks resolved), writable by every user without the sticky bit, or, with ``owned``,
     failing the one path rule (:func:`_owner_rule_problem`: another user owns it or a folder above it, or can write
-    it). ``owned=False`` for TMPDIR, whose own rule (:func:`_tmpdir_owner_problem`) accepts ``/tmp`` itself."""
+    it). ``owned=False`` for TMPDIR, whose rule (:func:`_tmpdir_owner_problem`) accepts ``/tmp`` itself."""
     import stat
 
     if not path.startswith("/"):
@@ -756,31 +756,19 @@ def _dir_problem(path, protect, must_exist, owned=True):
 
 def _tmpdir_owner_problem(path):
     """Why the temporary folder ``path`` (it passed :func:`_dir_problem`) lets another user replace what the launch
-    writes there (its working folder, the overrides it checked, the preflight's argv): a folder owned by another
-    user (its owner may rename or delete every entry, sticky bit or not), or one that others can write unless it
-    is a root-owned sticky folder such as ``/tmp``; and the folders above it by the one path rule
-    (:mod:`vlgrpo.pathrule`, OpenSSH StrictModes). ``""`` when it passes."""
-    import stat
-
+    writes there (its working folder, the overrides it checked, the preflight's argv), by the one path rule
+    (:func:`vlgrpo.pathrule.check_path` with ``sticky_root``: a folder of root or the launching user that no one else
+    can write, or a root-owned sticky folder such as ``/tmp``; the folders above it as for every path). A folder of
+    another user is refused whatever its mode: its owner may rename or delete every entry, sticky bit or not.
+    ``""`` when it passes."""
     from . import pathrule
 
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
+    problem = pathrule.check_path(path, kind="dir", sticky_root=True)
+    if problem is None:
         return ""
-    uid = os.geteuid()
-    if st.st_uid not in (0, uid):
-        return (
-            f"is owned by uid {st.st_uid}, not by root or the launching user (uid {uid}): its owner can replace "
-            "the files the launch writes there"
-        )
-    if st.st_mode & 0o022 and not (st.st_mode & stat.S_ISVTX and st.st_uid == 0):
-        return f"can be written by others (mode {stat.S_IMODE(st.st_mode):04o}) and is not a root-owned sticky folder like /tmp"
-    # the folders above it, with the path rule's exception for a sticky folder above (/tmp): the folder itself was
-    # judged just now, so a problem of its own (a root-owned sticky /tmp) is not one here
-    problem = pathrule.check_path(real, kind="dir", uid=uid)
-    return f"lies below {problem.text()}" if problem and problem.component != real else ""
+    if problem.component != os.path.realpath(path):
+        return f"lies below {problem.text()}"
+    return f"{problem.why}: its owner, or whoever else can write it, can replace the files the launch writes there"
 
 
 #: the check of a variable without a registry row that VLGRPO_PASS_ENV names: ``shaped`` (its loads and peer

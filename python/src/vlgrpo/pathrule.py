@@ -13,6 +13,9 @@ sudo's secure-path check: another user must not be able to change what the path 
    since then only they can rename or remove that entry. The path itself never gets the exception.
 4. ``kind="file"`` / ``"dir"``: the path is a regular file / a folder. ``secret=True`` (key files): a regular
    file owned by the launching uid with no group or other permission at all (0600 or 0400).
+5. ``sticky_root=True`` (a temporary folder, TMPDIR): the path itself may be a root-owned sticky folder such as
+   ``/tmp``, which others may write but where only root and an entry's owner can rename or remove that entry.
+6. :func:`check_tree` (a model folder): the folder and every entry below it, links resolved, by rules 1-4.
 
 Standard library only; no file is opened, only ``os.lstat`` and ``os.readlink`` are called.
 """
@@ -82,7 +85,9 @@ def _write_problem(path: str, original: str, st: os.stat_result, sticky_ok: bool
     )
 
 
-def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int | None = None) -> PathProblem | None:
+def check_path(
+    path: str, *, kind: str = "any", secret: bool = False, uid: int | None = None, sticky_root: bool = False
+) -> PathProblem | None:
     """Check ``path`` by the rule of this module; ``None`` when it passes.
 
     Args:
@@ -90,6 +95,7 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
         kind: ``"any"``, ``"file"`` (a regular file) or ``"dir"`` (a folder), checked on the resolved path.
         secret: a key file: also a regular file owned by ``uid`` with mode 0600 or 0400 (no group/other bits).
         uid: the launching user; default ``os.geteuid()``.
+        sticky_root: the path itself may be a root-owned sticky folder that others can write (``/tmp``).
 
     Returns:
         :class:`PathProblem` naming the first component that fails (from ``/`` down), or ``None``.
@@ -110,7 +116,9 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
         st = os.lstat(cur)
     except OSError as exc:
         return PathProblem(original, cur, f"cannot be examined ({exc.strerror})", "run with / readable")
-    problem = _owner_problem(cur, original, st, uid) or _write_problem(cur, original, st, sticky_ok=not todo)
+    # "/" is a folder above the path unless it is the path itself
+    sticky_ok = bool(todo) or (sticky_root and st.st_uid == 0)
+    problem = _owner_problem(cur, original, st, uid) or _write_problem(cur, original, st, sticky_ok=sticky_ok)
     if problem:
         return problem
     parent_st = st
@@ -158,7 +166,8 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
                 cur = "/"
                 parent_st = os.lstat("/")
             continue
-        problem = _owner_problem(nxt, original, st, uid) or _write_problem(nxt, original, st, sticky_ok=not last)
+        sticky_ok = not last or (sticky_root and st.st_uid == 0)
+        problem = _owner_problem(nxt, original, st, uid) or _write_problem(nxt, original, st, sticky_ok=sticky_ok)
         if problem:
             return problem
         if not last and not stat.S_ISDIR(st.st_mode):
@@ -184,6 +193,68 @@ def check_path(path: str, *, kind: str = "any", secret: bool = False, uid: int |
                 f"can be read or written by others (mode {mode:04o}); a key file is 0600 or 0400",
                 f"chmod 0600 {cur}",
             )
+    return None
+
+
+#: entries :func:`check_tree` looks at, at most (a model release holds a few dozen files)
+MAX_TREE_ENTRIES = 100_000
+
+
+def check_tree(path: str, *, uid: int | None = None) -> PathProblem | None:
+    """Check folder ``path`` and every entry below it by :func:`check_path`; ``None`` when all pass.
+
+    What a reader of the folder opens by name (``config.json``, a weight shard, ``sub/x``) is then what the launching
+    user or root put there: the folder and its sub-folders cannot gain entries, and no entry can be changed or
+    swapped, by anyone else. A link is resolved (its target and the folders above the target must pass); a linked
+    folder is walked too, each real folder once. Entries are taken in name order, folder by folder, depth first.
+
+    Args:
+        path: the folder (relative paths are taken from the working directory).
+        uid: the launching user; default ``os.geteuid()``.
+
+    Returns:
+        :class:`PathProblem` of the folder (``path``: the folder as given), or of the first entry that fails (its
+        ``path``: that entry), or of a folder that cannot be listed or holds more than :data:`MAX_TREE_ENTRIES`
+        entries in all.
+
+    Raises:
+        ValueError: as :func:`check_path`.
+    """
+    problem = check_path(path, kind="dir", uid=uid)
+    if problem is not None:
+        return problem
+    seen: set[tuple[int, int]] = set()
+    todo = [os.path.abspath(path)]
+    count = 0
+    while todo:
+        folder = todo.pop()
+        try:
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            names = sorted(os.listdir(folder))
+        except OSError as exc:
+            return PathProblem(
+                folder, folder, f"cannot be listed ({exc.strerror})", "make it readable for the launching user"
+            )
+        below = []
+        for name in names:
+            count += 1
+            if count > MAX_TREE_ENTRIES:
+                return PathProblem(
+                    path,
+                    folder,
+                    f"takes the folder past {MAX_TREE_ENTRIES} entries in all, more than this check looks at",
+                    "point it at the folder that holds the files themselves",
+                )
+            entry = os.path.join(folder, name)
+            problem = check_path(entry, uid=uid)
+            if problem is not None:
+                return problem
+            if os.path.isdir(entry):
+                below.append(entry)
+        todo.extend(reversed(below))
     return None
 
 

@@ -48,7 +48,40 @@ def test_a_group_writable_folder_of_ones_own_is_refused(tmp_path):
     shared.mkdir()
     shared.chmod(0o0775)
     why = environment.check_value(_tmpdir_row(), str(shared))
-    assert "can be written by others (mode 0775)" in why, why
+    # the one path rule's words: who can write it (its group, every user)
+    assert "can be written by its group (mode 0775)" in why and "can replace" in why, why
+
+
+def test_a_sticky_folder_passes_only_when_root_owns_it(tmp_path):
+    # a sticky folder lets others create entries; only root's (/tmp) is a temporary folder, not one of the user's
+    sticky = tmp_path / "s"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    uid = os.geteuid()
+    if uid == 0:
+        assert environment.check_value(_tmpdir_row(), str(sticky)) == ""
+    else:
+        why = environment.check_value(_tmpdir_row(), str(sticky))
+        assert "can be written by every user (mode 1777)" in why, why
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a folder to another uid")
+def test_a_sticky_folder_of_another_user_and_a_link_to_a_writable_folder_are_refused(tmp_path):
+    tmp_path.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o1777)
+    os.chown(theirs, 12345, 12345)
+    why = environment.check_value(_tmpdir_row(), str(theirs))
+    assert "owned by uid 12345" in why and "can replace" in why, why
+    # a link whose folder others can write: they can point it elsewhere
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / "mine").mkdir(mode=0o700)
+    os.symlink(tmp_path / "mine", shared / "link")
+    why = environment.check_value(_tmpdir_row(), str(shared / "link"))
+    assert why.startswith("lies below ") and f"{shared} can be written by every user" in why, why
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a folder to another uid")
