@@ -146,14 +146,16 @@ def env_row(name: str, owner: str = "fa") -> "Row | None":
 class Refused(ValueError):
     """A value :func:`validate` refuses. ``reason`` says which rule it broke: ``"plain"`` (not printable ASCII
     without spaces, or too long), ``"type"`` (not a value of its type and allowed values), and for paths
-    ``"path-chars"``, ``"path-resolves"`` (made absolute, it has characters Hydra cannot take), ``"path-file"``
-    or ``"path-dir"``, for URIs ``"uri-credentials"``; ``path`` is the absolute path of the path reasons. :mod:`vlgrpo.launch.settings` words the
+    ``"path-chars"``, ``"path-resolves"`` (made absolute, it has characters Hydra cannot take), ``"path-file"``,
+    ``"path-dir"`` or ``"path-trust"`` (it fails the one path rule; ``fix`` is the rule's), for URIs
+    ``"uri-credentials"``; ``path`` is the absolute path of the path reasons. :mod:`vlgrpo.launch.settings` words the
     entrypoints' refusal from it."""
 
-    def __init__(self, message: str, reason: str = "type", path: str = "") -> None:
+    def __init__(self, message: str, reason: str = "type", path: str = "", fix: str = "") -> None:
         super().__init__(message)
         self.reason = reason
         self.path = path
+        self.fix = fix
 
 
 _DIGITS = "0123456789"
@@ -209,7 +211,8 @@ def validate(row: Row, raw: str, cwd: "str | None" = None) -> object:
 
     Returns (as the entrypoints pass it on): int -> int, float -> float, bool -> bool, enum/name/addr/ipv4 ->
     str, list/ids/envnames -> tuple of str, path -> absolute path str (made absolute against ``cwd``, default
-    the working directory, without resolving symlinks; existence checked for file/dir/dirw). The one value rule
+    the working directory, without resolving symlinks; for file/dir/dirw an existing one that passes the one path
+    rule, :func:`vlgrpo.pathrule.check_path`: no other user can change what it names). The one value rule
     of the registry: the entrypoints apply it through :mod:`vlgrpo.launch.settings`, the patch switches through
     :func:`read_setting`. A refused value raises :class:`Refused`; a type the registry does not know, a plain
     ValueError."""
@@ -388,6 +391,12 @@ def _validate_re(t, a, raw, cwd):
             raise Refused(f"{path} is not a readable file", "path-file", path)
         if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
             raise Refused(f"{path} is not a readable directory", "path-dir", path)
+        if a in ("file", "dir", "dirw"):
+            from . import pathrule
+
+            problem = pathrule.check_path(path, kind="file" if a == "file" else "dir")
+            if problem is not None:
+                raise Refused(problem.text(), "path-trust", path, problem.fix)
         return path
     raise ValueError(f"setting {t!r} is not a type the registry knows")
 

@@ -158,6 +158,12 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
             f"{exc.path} is not a readable directory",
             f"create it or mount it (e.g. docker -v HOST_DIR:{exc.path})",
         )
+    if exc.reason == "path-trust":
+        return (
+            f"{exc}: another user could change what the launch reads or writes there (the one path rule: "
+            "it and every folder above it owned by root or you, writable by no one else)",
+            exc.fix,
+        )
     mlflow_credentials = (
         "credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
     )
