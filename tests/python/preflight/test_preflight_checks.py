@@ -81,6 +81,7 @@ def test_checks_declare_known_codes_and_inputs_given_before_them():
         "model.auto-map",
         "model.python-file",
         "model.redirect",
+        "model.untrusted",
         "patches.safety-off",
     }
 

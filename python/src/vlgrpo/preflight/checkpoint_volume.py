@@ -1,4 +1,6 @@
-"""C03: the checkpoint volume as an input. The folder a resume will load must pass the manifest checks of
+"""C03: the checkpoint volume as an input. The checkpoint folder must pass the one path rule whatever the resume mode
+(:func:`vlgrpo.checkpoint.resume.check_folder_trust`; one that does not exist yet: its nearest existing folder).
+The folder a resume will load must pass the manifest checks of
 :mod:`vlgrpo.checkpoint` (the runtime patch checks it again, and hashes, before loading), the volume must be storage
 that keeps a checkpoint (not RAM, not a loop image on RAM: :mod:`vlgrpo.checkpoint.volume`), and it must hold one
 checkpoint of the model, and as many as verl keeps at the peak of a save (``retention_peak``)."""
@@ -69,13 +71,16 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
     (:func:`vlgrpo.checkpoint.size.checkpoint_bytes`) is an error. ``False`` for the entrypoint's dry run
     (``--purpose plan``): a warning. Less than two is a warning either way."""
     from vlgrpo.checkpoint.manifest import CheckpointRefused, inventory
-    from vlgrpo.checkpoint.resume import resume_folder
+    from vlgrpo.checkpoint.resume import check_folder_trust, resume_folder
     from vlgrpo.checkpoint.size import checkpoint_bytes
 
     trainer = work.trainer
     root = trainer.default_local_dir
     out: dict[str, Any] = {"dir": root}
     try:
+        if trainer.resume_mode == "disable":
+            # no resume now, but the checkpoints this run saves are what a later resume loads
+            check_folder_trust(root)
         folder = resume_folder(root, trainer.resume_mode, trainer.get("resume_from_path"))
         out["resume_from"] = folder
         if folder is not None:
@@ -94,6 +99,7 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
                 f"{exc.path}: {exc.reason}",
                 loc.where(key),
                 "verl unpickles every file of the checkpoint it resumes (field case C03)"
+                + (", and a later resume loads what this run saves there" if trainer.resume_mode == "disable" else "")
                 + (
                     "; the patch checkpoint.manifest, which checks them again before loading, is switched "
                     "off, so they would be unpickled as they are"

@@ -190,6 +190,12 @@ _CODE_LIST = [
         "tokenizer_config *_file entry, a weight_map path)",
         runs_code=True,
     ),
+    Code(
+        "model.untrusted",
+        ERROR,
+        "the model folder, an entry in it or a folder above it fails the one path rule (another user can change it)",
+        runs_code=True,
+    ),
     Code("model.no-config", ERROR, "config.json is missing"),
     Code("model.type", ERROR, "config.json model_type is not Qwen3-VL"),
     Code("model.no-tokenizer", ERROR, "tokenizer files are missing"),
@@ -197,6 +203,9 @@ _CODE_LIST = [
     Code("model.no-chat-template", WARNING, "no chat template in the model folder"),
     # data
     Code("data.missing", ERROR, "a data file does not exist, matches nothing, or is not parquet/json"),
+    Code(
+        "data.untrusted", ERROR, "a data file or a folder above it fails the one path rule (another user can change it)"
+    ),
     Code("data.unreadable", ERROR, "pyarrow cannot read a parquet file"),
     Code("data.columns", ERROR, "columns verl reads are missing"),
     Code("data.row", ERROR, "a row cannot be processed"),

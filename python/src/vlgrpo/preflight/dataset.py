@@ -494,13 +494,35 @@ def _placeholders(prompt: Any) -> int:
 VERL_DATA_SUFFIXES = (".parquet", ".json", ".jsonl")
 
 
+def _trusted(path: str, key: str, report: Report, loc: Any) -> bool:
+    """Whether data file ``path`` passes the one path rule (:func:`vlgrpo.pathrule.check_path`: it and every folder
+    above it owned by root or the launching user, writable by no one else); ``data.untrusted`` when it does not."""
+    from vlgrpo.pathrule import check_path
+
+    problem = check_path(path, kind="file")
+    if problem is None:
+        return True
+    report.add(
+        Finding(
+            "data.untrusted",
+            ERROR,
+            f"the data file is not safe from other users: {problem.text()}",
+            loc.where(key, file=path),
+            "another user could change or swap the rows the run trains and validates on after this check read them",
+            f"{problem.fix} (for {key})",
+        )
+    )
+    return False
+
+
 def _expand(files: list[str], key: str, report: Report, loc: Any) -> list[str]:
     """The local parquet files to check for ``files`` (one setting's value), reporting the rest.
 
     verl 0.8.0 (``rl_dataset.py``) reads each entry with ``datasets.load_dataset("parquet"|"json",
     data_files=entry)`` when it ends in .parquet/.json/.jsonl and raises ValueError otherwise; ``datasets``
     expands glob patterns in ``data_files``, so ``/data/*.parquet`` is a valid entry. Remote entries
-    (``hdfs://``, ``s3://`` ...) are downloaded by verl and cannot be checked here (warning).
+    (``hdfs://``, ``s3://`` ...) are downloaded by verl and cannot be checked here (warning). A local file must pass
+    the one path rule (:func:`_trusted`); one that fails is reported and not read.
     """
     import glob
 
@@ -534,7 +556,9 @@ def _expand(files: list[str], key: str, report: Report, loc: Any) -> list[str]:
             continue
         if glob.has_magic(path):
             found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
-            if not found:
+            if found:
+                found = [p for p in found if _trusted(p, key, report, loc)]
+            else:
                 report.add(
                     Finding(
                         "data.missing",
@@ -558,6 +582,8 @@ def _expand(files: list[str], key: str, report: Report, loc: Any) -> list[str]:
                     f"fix {key}",
                 )
             )
+            continue
+        if not _trusted(path, key, report, loc):
             continue
         if not path.endswith(".parquet"):
             report.add(

@@ -1,9 +1,11 @@
-"""Model folder checks: config, model type, tokenizer/processor files, and no remote code (B17).
+"""Model folder checks: the one path rule for the folder and everything in it, config, model type,
+tokenizer/processor files, and no remote code (B17).
 
 verl's reward loop loads the actor tokenizer with ``trust_remote_code=True`` whatever the config says
 (verl ``verl/experimental/reward_loop/reward_loop.py``), so any ``auto_map`` in the folder's JSON files or
-any ``*.py`` in it would execute code from the model folder. Qwen3-VL needs no remote code with
-transformers 4.57.
+any ``*.py`` in it would execute code from the model folder. The folder must pass the one path rule down to
+every entry (:func:`vlgrpo.pathrule.check_tree`), or another user could add them after this check looked.
+Qwen3-VL needs no remote code with transformers 4.57.
 
 The folder is read the way transformers 4.57.6 reads it, and refused (``model.redirect``) where it would make
 transformers load files from elsewhere: an ``adapter_config.json`` (with peft installed, ``from_pretrained`` loads
@@ -193,7 +195,24 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
             )
         )
         return info
-    clean = True
+    from vlgrpo.pathrule import check_tree
+
+    problem = check_tree(path)
+    if problem is not None:
+        report.add(
+            Finding(
+                "model.untrusted",
+                ERROR,
+                f"the model folder is not safe from other users: {problem.text()}",
+                Where(key=key, file=problem.path),
+                "another user could add or change a file after this check looked (an auto_map and a .py file: verl's "
+                "reward loop loads the tokenizer with trust_remote_code forced on), or swap the weights; the one path "
+                "rule (vlgrpo.pathrule): the folder, every entry in it and every folder above owned by root or the "
+                "launching user, writable by no one else",
+                f"{problem.fix} (for {key})",
+            )
+        )
+    clean = problem is None
     parsed: dict[str, Any] = {}
     for fn in CODE_KEY_FILES:
         fp = os.path.join(path, fn)
