@@ -38,6 +38,7 @@ SLOW: dict[str, str] = {
     "patches/test_pos_embed.py::test_fp32_matches_transformers_4576": "float64 reference at 256 patches per case",
     "patches/test_pos_embed_compile.py": "torch.compile on the CPU (inductor builds C++ per case)",
     "patches/test_resume_pending_prompts.py": _SUBPROCESS + " and train/resume a stub trainer",
+    "patches/test_reward_tokenizer_remote_code.py": _SUBPROCESS + " and load tokenizers with transformers",
     "patches/test_resume_step_label.py": _SUBPROCESS + " and resume a stub trainer",
     "patches/test_rollout_ban.py": _SUBPROCESS,
     "patches/test_rollout_mask.py::test_the_case_input_is_one_image_with_grid_1_16_16": _SUBPROCESS,

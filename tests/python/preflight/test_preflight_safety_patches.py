@@ -1,6 +1,6 @@
 """Safety patches stay on for a launch. A patch whose registry record has a ``safety`` field (checkpoint.manifest:
 verl unpickles checkpoints with weights_only=False; rollout.server_loopback: vLLM's unauthenticated API on the node
-IP) switched off by VLGRPO_PATCHES=off or VLGRPO_PATCHES_DISABLED is refused for a launch (``patches.safety-off``,
+IP; reward.tokenizer_remote_code: the reward loop's trust_remote_code=True) switched off by VLGRPO_PATCHES=off or VLGRPO_PATCHES_DISABLED is refused for a launch (``patches.safety-off``,
 not waivable) and a warning in a dry run; with checkpoint.manifest off, an untrusted checkpoint to resume is a
 finding about code the launch would run, which VLGRPO_PREFLIGHT=warn (``--waive``) cannot pass over."""
 
@@ -12,7 +12,7 @@ from preflight_helpers import set_override
 from vlgrpo.patches import registry
 from vlgrpo.preflight import cli, run_preflight
 
-SAFETY = ("checkpoint.manifest", "rollout.server_loopback")
+SAFETY = ("checkpoint.manifest", "rollout.server_loopback", "reward.tokenizer_remote_code")
 
 
 def _hits(report, code="patches.safety-off"):
@@ -30,21 +30,22 @@ def test_the_records_mark_the_code_execution_and_exposure_fixes():
     assert set(SAFETY) <= set(marked)
     assert "weights_only=False" in marked["checkpoint.manifest"]
     assert "unauthenticated" in marked["rollout.server_loopback"]
+    assert "auto_map" in marked["reward.tokenizer_remote_code"]
     # fixes of crashes, hangs and numbers are not safety fixes
     assert not {"qwen3_vl.vision_pos_embed", "rollout.weight_sync_dp_rank", "fully_async.resume_step_label"} & set(
         marked
     )
 
 
-def test_patches_off_for_a_launch_is_refused_naming_both_safety_patches(fixed_argv, monkeypatch):
+def test_patches_off_for_a_launch_is_refused_naming_every_safety_patch(fixed_argv, monkeypatch):
     for value in ("off",):
         monkeypatch.setenv("VLGRPO_PATCHES", value)
         report = run_preflight(fixed_argv, check_data=False, purpose="launch")
         hits = _hits(report)
-        assert sorted(h.severity for h in hits) == ["error", "error"] and report.exit_code == 2
+        assert [h.severity for h in hits] == ["error"] * len(SAFETY) and report.exit_code == 2
         assert {pid for pid in SAFETY if any(pid in h.what for h in hits)} == set(SAFETY)
         plan = _hits(run_preflight(fixed_argv, check_data=False, purpose="plan"))
-        assert [h.severity for h in plan] == ["warning", "warning"] and "dry run" in plan[0].why
+        assert [h.severity for h in plan] == ["warning"] * len(SAFETY) and "dry run" in plan[0].why
 
 
 def test_one_safety_patch_disabled_is_refused_other_patches_and_bad_values_are_not(fixed_argv, monkeypatch):

@@ -16,6 +16,7 @@ IDS = (
     "rollout.vision_placeholder_mask",
     "rollout.encoder_cache_reset",
     "rollout.server_loopback",
+    "reward.tokenizer_remote_code",
     "rollout.weight_sync_dp_rank",
     "checkpoint_engine.rendezvous_timeout",
     "checkpoint.manifest",
@@ -65,6 +66,9 @@ TARGET_MODULES = {
     ),
     "vllm.v1.core.sched.scheduler": (
         "rollout.encoder_cache_reset",
+    ),
+    "verl.experimental.reward_loop.reward_loop": (
+        "reward.tokenizer_remote_code",
     ),
     "verl.workers.rollout.vllm_rollout.utils": (
         "rollout.weight_sync_dp_rank",

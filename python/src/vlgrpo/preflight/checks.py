@@ -107,7 +107,7 @@ _CODE_LIST = [
     Code(
         "patches.safety-off",
         EITHER,
-        "a patch marked as a safety fix (checkpoint.manifest, rollout.server_loopback) "
+        "a patch marked as a safety fix (checkpoint.manifest, rollout.server_loopback, reward.tokenizer_remote_code) "
         "is switched off (error for a launch; warning in a dry run)",
         runs_code=True,
     ),

@@ -2,10 +2,11 @@
 tokenizer/processor files, and no remote code (B17).
 
 verl's reward loop loads the actor tokenizer with ``trust_remote_code=True`` whatever the config says
-(verl ``verl/experimental/reward_loop/reward_loop.py``), so any ``auto_map`` in the folder's JSON files or
-any ``*.py`` in it would execute code from the model folder. The folder must pass the one path rule down to
-every entry (:func:`vlgrpo.pathrule.check_tree`), or another user could add them after this check looked.
-Qwen3-VL needs no remote code with transformers 4.57.
+(verl ``verl/experimental/reward_loop/reward_loop.py``; the patch ``reward.tokenizer_remote_code`` passes
+``False`` there), so any ``auto_map`` in the folder's JSON files or any ``*.py`` in it would execute code from
+the model folder. The folder must pass the one path rule down to every entry (:func:`vlgrpo.pathrule.check_tree`),
+or another user could add them after this check looked. Qwen3-VL needs no remote code with
+transformers 4.57.
 
 The folder is read the way transformers 4.57.6 reads it, and refused (``model.redirect``) where it would make
 transformers load files from elsewhere: an ``adapter_config.json`` (with peft installed, ``from_pretrained`` loads
@@ -205,10 +206,10 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
                 ERROR,
                 f"the model folder is not safe from other users: {problem.text()}",
                 Where(key=key, file=problem.path),
-                "another user could add or change a file after this check looked (an auto_map and a .py file: verl's "
-                "reward loop loads the tokenizer with trust_remote_code forced on), or swap the weights; the one path "
-                "rule (vlgrpo.pathrule): the folder, every entry in it and every folder above owned by root or the "
-                "launching user, writable by no one else",
+                "another user could add or change a file after this check looked (an auto_map and a .py file, "
+                "which verl's reward loop runs without the patch reward.tokenizer_remote_code), or swap the weights; "
+                "the one path rule (vlgrpo.pathrule): the folder, every entry in it and every folder above owned by "
+                "root or the launching user, writable by no one else",
                 f"{problem.fix} (for {key})",
             )
         )
@@ -242,8 +243,9 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
                     ERROR,
                     f"{fn} has an auto_map entry ({hit}): the folder asks to run its own code",
                     Where(key=key, file=fp),
-                    "verl's reward loop loads the tokenizer with trust_remote_code forced on, so this code would run "
-                    "regardless of data.trust_remote_code (verl reward_loop.py; cf. vLLM CVE-2026-4944)",
+                    "verl's reward loop loads the tokenizer with trust_remote_code forced on (unless the patch "
+                    "reward.tokenizer_remote_code runs), so this code would run regardless of "
+                    "data.trust_remote_code (verl reward_loop.py; cf. vLLM CVE-2026-4944)",
                     f"remove '{hit}' from {fn} (Qwen3-VL needs no remote code with transformers 4.57)",
                 )
             )
