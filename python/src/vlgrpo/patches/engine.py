@@ -65,9 +65,19 @@ def ours(func):
     return pid if code is not None and any(code is c for c in codes) else None
 
 
+def _code_key(func) -> tuple:
+    """The code objects of ``func`` and of each function under it (``__wrapped__``): one decorator's code (Ray's
+    actor-method tracing wrapper ``_resume_span``) is shared by every method it wraps, so it alone names none."""
+    key: list = []
+    while func is not None and len(key) < 16:
+        code = getattr(func, "__code__", None)
+        key.append(code if code is not None else id(func))
+        func = getattr(func, "__wrapped__", None)
+    return tuple(key)
+
+
 def _detect(detector: str, patch_id: str, func):
-    code = getattr(func, "__code__", None)
-    key = (detector, patch_id, code if code is not None else id(func))
+    key = (detector, patch_id, _code_key(func))
     if key not in _DETECT_CACHE:
         _DETECT_CACHE[key] = tuple(resolve(detector)(func))
     return _DETECT_CACHE[key]
