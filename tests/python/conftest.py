@@ -18,6 +18,7 @@ import pytest
 _SUBPROCESS = "fresh interpreters with the patch shim import torch, transformers and verl"
 _COMPOSE = "each case composes verl's Hydra config and runs the preflight on it"
 _DATA = "each case runs the preflight with its data check (the model folder's processor, every row counted)"
+_WATCHDOG = "a fresh interpreter that runs a stage for seconds, past the watchdog's bound"
 
 #: file (relative to tests/python) or file::test_function -> why it is slow
 SLOW: dict[str, str] = {
@@ -40,6 +41,7 @@ SLOW: dict[str, str] = {
     "patches/test_resume_pending_prompts.py": _SUBPROCESS + " and train/resume a stub trainer",
     "patches/test_reward_tokenizer_remote_code.py": _SUBPROCESS + " and load tokenizers with transformers",
     "patches/test_resume_step_label.py": _SUBPROCESS + " and resume a stub trainer",
+    "patches/test_stall_watchdog.py": _SUBPROCESS + " and stall a stub trainer past the bound",
     "patches/test_rollout_ban.py": _SUBPROCESS,
     "patches/test_rollout_mask.py::test_the_case_input_is_one_image_with_grid_1_16_16": _SUBPROCESS,
     "patches/test_rollout_mask.py::test_disabled_switch_leaves_verl_crashing": _SUBPROCESS,
@@ -64,6 +66,12 @@ SLOW: dict[str, str] = {
     "preflight/test_vllm_mm_limit.py": "runs vLLM 0.13.0's multimodal parser in a subprocess",
     "doctor/test_devices.py::test_cli_json_and_torch_count_with_the_stand_in": _SUBPROCESS,
     "test_docs.py::test_generated_docs_are_up_to_date": "runs scripts/gen-docs (every entrypoint's --help)",
+    "test_watchdog.py::test_a_stalled_stage_ends_the_process_with_75_and_names_the_function": _WATCHDOG,
+    "test_watchdog.py::test_an_async_stage_shows_the_await_chain": _WATCHDOG,
+    "test_watchdog.py::test_a_slow_stage_that_beats_is_not_ended": _WATCHDOG,
+    "test_watchdog.py::test_bound_zero_is_off": _WATCHDOG,
+    "test_watchdog.py::test_a_world_writable_parent_is_refused_and_the_stacks_go_to_stderr": _WATCHDOG,
+    "test_watchdog.py::test_a_hang_holding_the_gil_is_ended_by_the_faulthandler_backstop": _WATCHDOG,
 }
 
 

@@ -23,6 +23,7 @@ IDS = (
     "fully_async.resume_step_label",
     "fully_async.partial_rollout_budget",
     "fully_async.resume_pending_prompts",
+    "fully_async.stall_watchdog",
 )
 
 TARGET_MODULES = {
@@ -86,14 +87,19 @@ TARGET_MODULES = {
         "checkpoint.manifest",
         "fully_async.partial_rollout_budget",
         "fully_async.resume_pending_prompts",
+        "fully_async.stall_watchdog",
     ),
     "verl.trainer.ppo.ray_trainer": (
         "checkpoint.manifest",
     ),
     "verl.experimental.fully_async_policy.fully_async_trainer": (
         "fully_async.resume_step_label",
+        "fully_async.stall_watchdog",
     ),
     "verl.workers.rollout.llm_server": (
         "fully_async.partial_rollout_budget",
+    ),
+    "verl.experimental.fully_async_policy.message_queue": (
+        "fully_async.stall_watchdog",
     ),
 }

@@ -52,6 +52,7 @@ from vlgrpo.patches.fixes import (
     fully_async_partial_rollout_budget,
     fully_async_resume_pending_prompts,
     fully_async_resume_step_label,
+    fully_async_stall_watchdog,
     npu_qwen3_vl_moe_train_routing,
     qwen3_vl_moe_grouped_experts,
     qwen3_vl_moe_router_dtype,
@@ -83,6 +84,7 @@ MODULES = (
     fully_async_resume_step_label,
     fully_async_partial_rollout_budget,
     fully_async_resume_pending_prompts,
+    fully_async_stall_watchdog,
 )
 
 #: Every record, validated into :class:`~vlgrpo.patches.contract.FixRecord` (a malformed ``RECORD`` raises
