@@ -6,7 +6,10 @@ call that never returns (``wait_here``), then a ``Stalling`` actor opens a stage
 ``stall_on_purpose``. What a user would check: the driver's ``ray.get`` fails (the actor died) within the bound plus
 the report's time, the one stderr line naming the stage reaches the driver's output, the stalled actor's stacks
 file names ``stall_on_purpose``, and the peer's stacks file (py-spy, when this machine has it and may attach)
-names ``wait_here``. Every process left under the temp dir is killed by PID afterwards (never ``ray stop``).
+names ``wait_here``. Then verl 0.8.0's own ``FullyAsyncTaskRunner._run_training_loop`` (the loop the job's driver
+waits in) with such a stalling trainer and a rollouter that never finishes: it raises within the same bound, so the
+job fails and can be restarted. Every process left under the temp dir is killed by PID afterwards (never
+``ray stop``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from ray_harness import PY, REPO, cmdline
+from vlgrpo import watchdog
 
 pytestmark = pytest.mark.ray
 
@@ -80,6 +84,57 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+# verl 0.8.0's FullyAsyncTaskRunner._run_training_loop (what the job's driver waits in) with a trainer actor that
+# stalls in its watched fit and a rollouter whose fit never returns: the loop must raise, not wait forever
+TASK_RUNNER = textwrap.dedent("""
+    import json, os, sys, threading, time, types
+    sys.path.insert(0, sys.argv[4])
+    from stub_modules import StubFinder
+    sys.meta_path.append(StubFinder(("vllm", "zmq", "msgspec", "uvicorn", "fastapi", "cachetools", "peft",
+                                     "accelerate", "tensordict")))
+    import ray
+    from verl.experimental.fully_async_policy import fully_async_main as fm
+
+    @ray.remote(num_cpus=0)
+    class Rollouter:
+        def fit(self):
+            threading.Event().wait()
+
+    @ray.remote(num_cpus=0)
+    class Trainer:
+        def fit(self, folder, stage):
+            from vlgrpo import watchdog
+
+            watchdog.configure(folder)
+            with watchdog.watch(stage):
+                threading.Event().wait()
+
+    class Queue:
+        async def clear_queue(self):
+            return None
+
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=sys.argv[1], logging_level="ERROR")
+    try:
+        trainer = Trainer.remote()
+        fit = trainer.fit
+        trainer_stub = types.SimpleNamespace(fit=types.SimpleNamespace(remote=lambda: fit.remote(sys.argv[2], sys.argv[3])))
+        runner = types.SimpleNamespace(components={"rollouter": Rollouter.remote(), "trainer": trainer_stub,
+                                                   "message_queue_client": Queue()}, running=False)
+        loop = fm.FullyAsyncTaskRunner.__ray_metadata__.modified_class._run_training_loop
+        start = time.monotonic()
+        out = {}
+        try:
+            loop(runner)
+            out["returned"] = True
+        except Exception as exc:
+            out["error"] = type(exc).__name__
+        out["seconds"] = time.monotonic() - start
+        print("RESULT " + json.dumps(out), flush=True)
+    finally:
+        ray.shutdown()
+""")
+
+
 def _kill_left(temp_dir: Path) -> list[int]:
     """PIDs of processes still naming ``temp_dir`` on their command line (Ray's own), each killed by PID."""
     left = []
@@ -94,8 +149,6 @@ def _kill_left(temp_dir: Path) -> list[int]:
 
 
 def test_a_stalled_actor_ends_the_job_within_the_bound_with_its_stacks(tmp_path):
-    from vlgrpo import watchdog
-
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     folder = tmp_path / "ckpt" / "stalls"
@@ -140,3 +193,39 @@ def test_a_stalled_actor_ends_the_job_within_the_bound_with_its_stacks(tmp_path)
         assert peer.exists(), (notes, sorted(p.name for p in event.iterdir()))
         assert "wait_here" in peer.read_text(), peer.read_text()
     print(f"bound {BOUND_S} s; driver's ray.get failed after {out['seconds']:.1f} s; driver ran {wall:.1f} s")
+
+
+def test_verls_task_runner_loop_raises_when_the_trainer_stalls(tmp_path):
+    """The loop the job's driver waits in (verl 0.8.0 ``FullyAsyncTaskRunner._run_training_loop``) ends with the
+    trainer's death: the job fails, the scheduler can restart it."""
+    script = tmp_path / "runner.py"
+    script.write_text(TASK_RUNNER)
+    folder = tmp_path / "ckpt" / "stalls"
+    folder.parent.mkdir(mode=0o700)
+    temp_dir = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLGRPO_", "RAY_"))}
+    env.update(VLGRPO_STALL_TIMEOUT=str(BOUND_S), RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO / "python" / "src"))
+    stubs = REPO / "tests" / "python" / "patches" / "scenarios"
+    try:
+        done = subprocess.run(
+            [PY, str(script), str(temp_dir), str(folder), STAGE, str(stubs)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+    finally:
+        left = _kill_left(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    text = done.stdout + done.stderr
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, text[-3000:]
+    out = json.loads(lines[0][len("RESULT ") :])
+    assert not left, left
+    assert out.get("error") in ("ActorDiedError", "RayActorError"), (out, text[-3000:])
+    assert BOUND_S <= out["seconds"] <= BOUND_S + watchdog.GRACE_S / 2 + 15, out["seconds"]
+    assert "[ASYNC MAIN] Component failed with error" in text and "[ASYNC MAIN] Training failed" in text
+    (event,) = list(folder.iterdir())
+    assert any(p.name.startswith("stacks-") for p in event.iterdir())
+    print(f"verl's task-runner loop raised {out['error']} after {out['seconds']:.1f} s (bound {BOUND_S} s)")
