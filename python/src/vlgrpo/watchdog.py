@@ -32,6 +32,8 @@ started with the first stage) does, in this order and within :data:`GRACE_S` sec
 A backstop that needs no Python thread: while a stage is open, :func:`faulthandler.dump_traceback_later` is armed
 at bound + :data:`GRACE_S`; when the monitor cannot run (a C call holding the GIL), faulthandler's own C thread
 writes every thread's stack to the process's stderr (Ray's worker log) and exits the process with code 1.
+faulthandler has one such timer per process: code that arms its own ``dump_traceback_later`` in a watched
+process replaces ours until the next beat (neither verl 0.8.0 nor Ray 2.48.0 does).
 
 Why each process watches only its own stages: a dump request sent through Ray to a blocked actor would queue
 behind the blocked call (a threaded actor runs one call at a time), while ``py-spy`` reads another process
