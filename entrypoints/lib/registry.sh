@@ -3,7 +3,7 @@
 # images a copy next to this file, docker/*.Dockerfile). One row per variable a launch reads, sets or passes;
 # the same file is read by the Python side (vlgrpo.environment), so a setting or a rule exists once.
 #
-# vg_registry_load OWNER (node or doctor) declares OWNER's VLGRPO_* settings in file order (vg_setting, so
+# vg_registry_load OWNER (node: ray-node.sh) declares OWNER's VLGRPO_* settings in file order (vg_setting, so
 # --help keeps that order), records which entrypoint owns each other setting (VG_OWNERS) and this entrypoint's
 # `set` rows (VG_SET); the other kinds are the launcher's (python/src/vlgrpo/launch/childenv.py).
 
@@ -35,8 +35,7 @@ vg_registry_load() {
       setting)
         short=${name#VLGRPO_}
         VG_OWNERS[$short]+="${VG_OWNERS[$short]:+,}$own"
-        # the doctor's view: the settings it reads and the patch switches (its patches check reports them)
-        _vg_has_owner "$own" "$owner" || { [[ $owner == doctor ]] && _vg_has_owner "$own" patches; } || continue
+        _vg_has_owner "$own" "$owner" || continue
         vg_setting "$short" "$type" "$allowed" "$def" "$meaning"
         VG_HYDRA[$short]=${hydra#-}
         VG_READERS[$short]=$own

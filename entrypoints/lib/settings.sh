@@ -226,17 +226,9 @@ vg_read_settings() {
 # vg_check_unknown_vars — every exported VLGRPO_* must be a setting of this entrypoint, or of a sibling
 # entrypoint of the same image (the recipes and ray-node.sh accept and ignore each other's, so one environment
 # may configure a container's Ray node and its recipe); otherwise the nearest declared one is named
-# (vlgrpo.launch.settings unknown_vars). Without vg_read_settings before it (the doctor) only the names are checked.
+# (vlgrpo.launch.settings unknown_vars), as vg_read_settings found them.
 vg_check_unknown_vars() {
-  local rec
-  if ((!VG_SETTINGS_READ)); then
-    _vg_exported_settings
-    _vg_launch settings --names-only
-    for rec in "${VG_LAUNCH_OUT[@]}"; do
-      [[ $rec == u:* ]] || vg_die_internal "vlgrpo.launch settings gave an unknown record"
-      VG_NAME_PROBLEMS+=("${rec#u:}")
-    done
-  fi
+  ((VG_SETTINGS_READ)) || vg_die_internal "vg_check_unknown_vars before vg_read_settings"
   VG_PROBLEMS+=("${VG_NAME_PROBLEMS[@]}")
   VG_NAME_PROBLEMS=()
   return 0

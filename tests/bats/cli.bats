@@ -92,10 +92,10 @@ setup() {
 
 @test "the entrypoints and lib/ hold no \"\$@\", \$*, eval or source of anything but lib/ and run shellcheck-clean" {
   local f
-  for f in "$FA" "$VO" "$REPO_ROOT"/entrypoints/lib/*.sh; do
+  for f in "$FA" "$VO" "$REPO_ROOT/entrypoints/doctor.sh" "$REPO_ROOT"/entrypoints/lib/*.sh; do
     # the words reach the launcher only, which refuses all but --help and --dry-run: the shims' call and its exec
     ! grep -nE '"\$@"|\$\*|\$\{@|\beval\b' "$f" |
-      grep -vxE '[0-9]+:if \[\[ \$\{BASH_SOURCE\[0\]\} == "\$0" \]\]; then vg_shim (fully-async|veomni)-grpo "\$@"; fi' |
+      grep -vxE '[0-9]+:if \[\[ \$\{BASH_SOURCE\[0\]\} == "\$0" \]\]; then vg_shim (fully-async-grpo|veomni-grpo|doctor) "\$@"; fi' |
       grep -vxE '[0-9]+:  exec -c "\$py" -I -m vlgrpo\.launch entry "\$recipe" --lib "\$VG_SHIM_LIB" "\$\{from\[@\]\}" -- "\$@" .*' || fail "$f"
     # lib/ only, and the image's own CANN environment file at its fixed (readonly) path
     ! grep -nE '^\s*(source|\.)\s' "$f" | grep -v 'lib/\|VG_LIB_DIR' | grep -vx '[0-9]*:    source "$VG_IMAGE_BASH_ENV"' || fail "$f sources something else"

@@ -717,9 +717,11 @@ CHECK_NAMES = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m vlgrpo doctor") -> argparse.ArgumentParser:
+    """The doctor's command line (its flags; defaults of the paths from the ``VLGRPO_*`` settings). ``doctor.sh``'s
+    launcher judges the words with it before the doctor starts."""
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="python -m vlgrpo doctor", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--platform", choices=("npu", "gpu", "auto"), default="auto")
     p.add_argument("--json", action="store_true", help="print the results as a JSON list")
     p.add_argument("--manifest", default=MANIFEST_PATH, help=f"build manifest (default {MANIFEST_PATH})")
@@ -736,7 +738,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     unknown = skip - set(CHECK_NAMES)
     if unknown:

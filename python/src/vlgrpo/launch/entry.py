@@ -42,8 +42,8 @@ from vlgrpo import environment
 from vlgrpo.launch import childenv, help as helptext, recipes, settings
 
 EXIT_CONFIG, EXIT_FAILURE = 2, 1
-#: the recipe entrypoints: the shim's name -> registry owner
-RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo"}
+#: the entrypoints this module launches: the shim's name -> registry owner (the two recipes, the doctor)
+RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo", "doctor": "doctor"}
 #: name and number of each signal that stops the launch during the checks (Linux x86-64 and arm64 numbers)
 STOP_SIGNALS = (("INT", 2), ("TERM", 15), ("HUP", 1), ("QUIT", 3), ("USR1", 10), ("USR2", 12), ("PIPE", 13))
 #: the image's own CANN environment file: sourced for the children when the image's BASH_ENV names it
@@ -744,6 +744,40 @@ class Launch:
         return EXIT_FAILURE  # not reached
 
 
+class DoctorLaunch(Launch):
+    """``doctor.sh``: ``python3 -m vlgrpo doctor`` behind the recipes' environment filter (the compose doctor
+    services get the recipes' env file). The names of the ``VLGRPO_*`` variables are checked (the doctor reads its
+    own settings and checks them itself; the recipes' other settings are accepted and dropped); the children's
+    environment is built and checked as for a recipe (``VLGRPO_PASS_ENV`` is not the doctor's: pass-on-request rows
+    such as PYTHONPATH never reach it; RAY_ADDRESS is refused: the doctor's Ray check would join that cluster); the
+    image's CANN file is sourced; the words must be the doctor's own flags (its parser, :func:`vlgrpo.doctor.parser`,
+    judges them here, before anything runs); then ``execve`` of the doctor."""
+
+    def run(self, words: list[str]) -> int:
+        from vlgrpo import doctor
+
+        try:
+            doctor.parser(prog=self.prog).parse_args(words)
+        except SystemExit as end:  # --help printed (0), or a word the doctor does not declare (2, usage printed)
+            return int(end.code or 0)
+        names = sorted(
+            {n for n, _ in self.entries if n.startswith("VLGRPO_") and childenv.identifier(n)},
+            key=lambda n: n.encode("utf-8", "surrogateescape"),
+        )
+        self.problems += settings.unknown_vars(self.owner, names)
+        self.build_environment()
+        self.flush()
+        self.image_env()
+        for name in [n for n, _ in STOP_SIGNALS] + ["XFSZ"]:
+            signal.signal(getattr(signal, "SIG" + name), signal.SIG_DFL)
+        argv = ["python3", "-P", "-s", "-m", "vlgrpo", "doctor", *words]
+        try:
+            os.execvpe(argv[0], argv, self.child_env())
+        except OSError as exc:
+            raise self.fail(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        return EXIT_FAILURE  # not reached
+
+
 def _count(text: str) -> bool:
     return 1 <= len(text) <= 6 and text.isascii() and text.isdigit()
 
@@ -754,7 +788,7 @@ def _sorted(words: list[str]) -> str:
 
 
 USAGE = (
-    "usage: python3 -I -m vlgrpo.launch entry fully-async-grpo|veomni-grpo "
+    "usage: python3 -I -m vlgrpo.launch entry fully-async-grpo|veomni-grpo|doctor "
     "[--lib DIR] (--environ-fd N | --environ-file FILE | --environ-unreadable PATH) [test hooks] -- [WORD...]"
 )
 
@@ -811,7 +845,8 @@ def main(args: list[str]) -> int:
     if not path:
         print(USAGE, file=sys.stderr)
         return 2
-    launch = Launch(owner, read_environ(data), path, readable, hooks)
+    kind = DoctorLaunch if owner == "doctor" else Launch
+    launch = kind(owner, read_environ(data), path, readable, hooks)
     try:
         return launch.run(rest[1:])
     except Exit as end:
