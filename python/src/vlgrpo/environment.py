@@ -684,6 +684,7 @@ PASS_TYPES = (
     "plainname",
     "pyinit",
     "compiler",
+    "torchlogs",
 )
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
@@ -826,6 +827,28 @@ def _path_list_problem(value, entry_problem, protect, empty):
     return ""
 
 
+def _torch_logs_problem(value, known):
+    """Why ``TORCH_LOGS`` ``value`` may not pass, or ''. Mirrors torch's ``_parse_log_settings``
+    (torch/_logging/_internal.py, torch 2.8-2.13): ``help`` / ``+help`` raise ValueError at every ``import torch``,
+    and a name that is neither a registered log nor an artifact is looked up as a module (``importlib.util.find_spec``,
+    which imports the parents of a dotted name, then its submodules are listed and enabled): so each comma-separated
+    element must be ``[+-]NAME`` with NAME one of ``known`` (the names torch registers); spaces are dropped first,
+    as torch drops them."""
+    if not value:
+        return ""
+    for item in value.replace(" ", "").split(","):
+        name = item[1:] if item[:1] in ("+", "-") else item
+        if name not in known:
+            if "." in name:
+                why = "a dotted name, which torch imports as a module in every process"
+            elif name in ("help", "+help"):
+                why = "help, which makes every import of torch raise"
+            else:
+                why = "a name torch does not register, which it would look up as a module to import"
+            return f"has {why} (only the log and artifact names torch registers pass, each optionally + or -)"
+    return ""
+
+
 def _pyinit_problem(name, value):
     """Why CPython 3.11 would stop at start (``Fatal Python error``, exit 1, before any of our code) on ``value`` of
     ``name``, or ''. Mirrors CPython 3.11 ``Python/initconfig.c`` (``config_init_hash_seed``: ``random`` or an
@@ -960,6 +983,8 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
         return _warnings_problem(value)
     if t == "pyinit":
         return _pyinit_problem(row.name, value)
+    if t == "torchlogs":
+        return _torch_logs_problem(value, row.allowed.split())
     if t == "bashenv":
         if value and value != row.allowed:
             return f"names a file every bash of the launch would run first; only the image's own {row.allowed} passes"

@@ -30,6 +30,7 @@ CHECKS = {
     "plainname",
     "pyinit",
     "compiler",
+    "torchlogs",
 }
 
 
