@@ -39,9 +39,10 @@ cwd_of() {
   d1=$(cwd_of 1) d2=$(cwd_of 2)
   assert_equal "$d1" "$d2"
   [[ $d1 != "$T/ckpt" && $d1 != "$T/ckpt/"* ]] || fail "the children run in the checkpoint folder: $d1"
-  # verl was exec'd in it, so it stays; nothing but verl writes there
+  # verl was exec'd in it, so it stays; it holds only the home and caches the launch built (0700 each)
   assert_equal "$(stat -c '%a %u' "$d1")" "700 $(id -u)"
-  assert_equal "$(find "$d1" -mindepth 1 | wc -l)" 0
+  assert_equal "$(find "$d1" -mindepth 1 -maxdepth 1 -printf '%f %m\n' | sort | tr '\n' ' ')" ".cache 700 .home 700 "
+  [[ -z $(find "$d1" -type f) ]] || fail "files in the working folder: $(find "$d1" -type f)"
   [[ $(realpath "$d1") == "$(realpath "${TMPDIR:-/tmp}")"/vlgrpo-run.* ]] || fail "not under TMPDIR: $d1"
   rm -rf -- "$d1"
   # each launch gets its own; a dry run removes it at exit
@@ -134,12 +135,24 @@ cwd_of() {
 @test "finding 7: a requested PYTHONPATH, TRITON_HOME or cache folder in the checkpoint folder is refused" {
   local v
   mkdir -p "$T/ckpt/canary" "$T/own"
-  for v in PYTHONPATH TRITON_HOME TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR VERL_FILE_LOGGER_ROOT; do
+  for v in PYTHONPATH TRITON_HOME VERL_FILE_LOGGER_ROOT; do
     pass_env "$v"
     run --separate-stderr env "$v=$T/ckpt/canary" "$HARNESS" "$FA" --dry-run
     assert_refused "$v" "the checkpoint folder"
     run --separate-stderr env "$v=$T/own" "$HARNESS" "$FA" --dry-run
     assert_success
+    rm -rf "${STUB_LOG:?}"/*
+  done
+  # the compile caches are the launch's own: a requested one is refused, an inherited one never used
+  for v in TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR TORCH_EXTENSIONS_DIR VLLM_CACHE_ROOT; do
+    pass_env "$v"
+    run --separate-stderr env "$v=$T/own" "$HARNESS" "$FA" --dry-run
+    assert_refused VLGRPO_PASS_ENV "names $v, which this entrypoint sets itself"
+    pass_env ""
+    run --separate-stderr env "$v=$T/ckpt/canary" "$HARNESS" "$FA" --dry-run
+    assert_success
+    ! call_environ 0 | grep -qx "$v=$T/ckpt/canary" || fail "$v: the inherited value reached a child"
+    call_environ 0 | grep -q "^$v=.*/vlgrpo-run\.[^/]*/\.cache/" || fail "$v: not the built cache"
     rm -rf "${STUB_LOG:?}"/*
   done
   pass_env PYTHONPATH
@@ -163,21 +176,25 @@ cwd_of() {
   done
 }
 
-@test "finding 5: TMPDIR or HOME in the checkpoint folder, or writable by every user, is refused" {
+@test "finding 5: TMPDIR in the checkpoint folder or writable by every user is refused; HOME is never taken" {
   mkdir -p "$T/ckpt/home" "$T/ckpt/tmp" "$T/open" "$T/sticky"
   chmod 777 "$T/open"
   chmod 1777 "$T/sticky"
   TMPDIR=$T/ckpt/tmp entry fa --dry-run
   assert_refused TMPDIR "the checkpoint folder"
-  HOME=$T/ckpt/home entry fa --dry-run
-  assert_refused HOME "the checkpoint folder"
-  ln -s "$T/ckpt/home" "$T/link"
-  HOME=$T/link entry vo --dry-run
-  assert_refused HOME "the checkpoint folder"
   TMPDIR=$T/open entry vo --dry-run
   assert_refused TMPDIR "every user can write"
-  HOME=$T/open entry vo --dry-run
-  assert_refused HOME "every user can write"
+  # an inherited HOME (another user's, a world-writable one, the checkpoint folder) is replaced by a built one
+  ln -s "$T/ckpt/home" "$T/link"
+  mkdir -p "$T/open/.config/wandb" && printf '[default]\nbase_url = http://attacker.example\n' >"$T/open/.config/wandb/settings"
+  for h in "$T/ckpt/home" "$T/link" "$T/open"; do
+    rm -rf "${STUB_LOG:?}"/*
+    HOME=$h entry vo --dry-run
+    assert_success
+    call_environ 0 | grep -q '^HOME=.*/vlgrpo-run\.[^/]*/\.home$' || fail "HOME=$h: not the built home: $(call_environ 0 | grep ^HOME=)"
+    call_environ 0 | grep -q '^WANDB_CONFIG_DIR=.*/vlgrpo-run\.[^/]*/\.home/\.config/wandb$' || fail "W&B settings folder"
+    assert_line --regexp '^# dropped from the environment .* HOME( |$)'
+  done
   # a sticky shared folder like /tmp, a home that does not exist (HOME=/nonexistent for a system user) pass
   TMPDIR=$T/sticky HOME=/nonexistent entry fa --dry-run
   assert_success
@@ -232,4 +249,20 @@ cwd_of() {
   MYTOOL_HOME=$T/mine entry fa --dry-run
   assert_success
   call_environ 0 | grep -qx "MYTOOL_HOME=$T/mine" || fail "$(call_environ 0)"
+}
+
+@test "VLGRPO_CACHE_DIR keeps the launch's caches across launches; a folder others can write is refused" {
+  mkdir -m 700 "$T/cache" "$T/open-cache"
+  chmod 777 "$T/open-cache"
+  VLGRPO_CACHE_DIR=$T/cache entry fa --dry-run
+  assert_success
+  call_environ 0 | grep -qx "TRITON_CACHE_DIR=$T/cache/triton" || fail "$(call_environ 0 | grep CACHE)"
+  call_environ 0 | grep -qx "XDG_CACHE_HOME=$T/cache" || fail "XDG_CACHE_HOME"
+  # the home stays the launch's own, and the caches outlive the dry run's working folder
+  call_environ 0 | grep -q '^HOME=.*/vlgrpo-run\.[^/]*/\.home$' || fail "HOME"
+  assert_equal "$(stat -c %a "$T/cache/triton" "$T/cache/torchinductor" "$T/cache/huggingface/datasets" | sort -u)" 700
+  assert_line --regexp "^# built by the launch .*: HOME=\.home .* TRITON_CACHE_DIR=$T/cache/triton "
+  rm -rf "${STUB_LOG:?}"/*
+  VLGRPO_CACHE_DIR=$T/open-cache entry fa --dry-run
+  assert_refused VLGRPO_CACHE_DIR "every user"
 }

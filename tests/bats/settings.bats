@@ -6,7 +6,7 @@
 setup() {
   load helpers/common
   common_setup python3 ray npu-smi nvidia-smi
-  mkdir -p "$T/model2" "$T/ckpt2" "$T/ckpt/global_step_5"
+  mkdir -p "$T/model2" "$T/ckpt2" "$T/ckpt/global_step_5" "$T/cache"
   : >"$T/model2/config.json"
   : >"$T/data/train2.parquet"
   : >"$T/data/test2.parquet"

@@ -11,13 +11,15 @@ runs it (:meth:`Launch.run`):
    launch with 128+signal, nothing started);
 3. the settings (:mod:`.settings`), the unknown ``VLGRPO_*`` names, the children's environment built from the
    registry (:mod:`.childenv`) and the typed values checked in it;
-4. the image's CANN environment file, ``RAY_ADDRESS``;
+4. the children's private working folder (fresh, 0700) and in it their home, XDG folders and caches (or the caches
+   in ``VLGRPO_CACHE_DIR``): the environment's HOME and caches are never used; the image's CANN environment file;
+   ``RAY_ADDRESS``;
 5. this node: the platform and its accelerators, from the one device counter (``python3 -m vlgrpo devices``, run
    as a child in the built environment);
 6. the recipe (:mod:`.recipes`): derived defaults, cross-field rules, the checkpoint folder, the argv; the
    experiment trackers (:func:`vlgrpo.trackers.plan`); the overrides file (``python3 -m vlgrpo.preflight.overrides``,
    a child); the merged argv and its keys set twice;
-7. a private working folder for the children; in cluster mode the node wait and the device probe
+7. in cluster mode the node wait and the device probe
    (``python3 -m vlgrpo cluster wait|probe``); the preflight (``python3 -m vlgrpo preflight``);
 8. the dry-run plan, or ``execve`` of verl in the built environment (same PID: the signals are then verl's).
 
@@ -48,6 +50,25 @@ RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo", "doctor": "doctor"}
 STOP_SIGNALS = (("INT", 2), ("TERM", 15), ("HUP", 1), ("QUIT", 3), ("USR1", 10), ("USR2", 12), ("PIPE", 13))
 #: the image's own CANN environment file: sourced for the children when the image's BASH_ENV names it
 IMAGE_BASH_ENV = "/opt/vlgrpo/image/cann-env.sh"
+#: the folders the launch builds for every child, fresh and 0700: variable -> (under the built home or the cache
+#: folder, path below it). The cache folder is VLGRPO_CACHE_DIR (kept across launches) or .cache in the launch's
+#: private working folder; the home is always .home there. The inherited values are never used (registry: set rows).
+PRIVATE = (
+    ("HOME", "home", ""),
+    ("XDG_CONFIG_HOME", "home", ".config"),
+    ("XDG_DATA_HOME", "home", ".local/share"),
+    ("XDG_STATE_HOME", "home", ".local/state"),
+    ("WANDB_CONFIG_DIR", "home", ".config/wandb"),
+    ("XDG_CACHE_HOME", "cache", ""),
+    ("TRITON_CACHE_DIR", "cache", "triton"),
+    ("TORCHINDUCTOR_CACHE_DIR", "cache", "torchinductor"),
+    ("TORCH_EXTENSIONS_DIR", "cache", "torch_extensions"),
+    ("VLLM_CACHE_ROOT", "cache", "vllm"),
+    ("HF_DATASETS_CACHE", "cache", "huggingface/datasets"),
+    ("HF_MODULES_CACHE", "cache", "huggingface/modules"),
+    ("WANDB_CACHE_DIR", "cache", "wandb"),
+    ("WANDB_DATA_DIR", "cache", "wandb-data"),
+)
 #: names a shell sets for itself; the children get them only as inherited (PWD: the child's working folder)
 _SHELL_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
 
@@ -559,6 +580,31 @@ class Launch:
             return
         self.children.workdir = self.children.pwd = d
 
+    def build_private(self) -> None:
+        """The children's home, XDG folders and caches (:data:`PRIVATE`), made fresh (mode 0700) in the private
+        working folder, the caches in ``VLGRPO_CACHE_DIR`` when it is set (a folder of this user's that passed the
+        path rule); whatever the environment named for them is never used."""
+        wd = self.children.workdir
+        home = os.path.join(wd, ".home")
+        cache = self.st.values.get("CACHE_DIR") or os.path.join(wd, ".cache")
+        for name, base, rel in PRIVATE:
+            root = home if base == "home" else cache
+            path = os.path.join(root, rel) if rel else root
+            try:
+                os.makedirs(path, mode=0o700, exist_ok=True)
+            except OSError as exc:
+                var = "VLGRPO_CACHE_DIR" if base == "cache" and self.st.values.get("CACHE_DIR") else "TMPDIR"
+                self.problems.append(
+                    settings.problem(
+                        var,
+                        f"the folder for {name} cannot be made ({settings.show(path)}: {exc.strerror or exc})",
+                        "point it at a folder of yours that you can write",
+                    )
+                )
+                continue
+            self.env[name] = path
+        self.flush()
+
     def cluster(self) -> None:
         """Cluster mode (``VLGRPO_RAY_ADDRESS``): the bounded wait for the nodes, then the device probe (progress on
         stderr). Exit 2 when the cluster is not ready, 1 when the check itself failed."""
@@ -670,14 +716,25 @@ class Launch:
         entrypoint sets shown), the names ``VLGRPO_PASS_ENV`` let through, the names dropped."""
         env = self.child_env()
         got = sorted((n for n in env if n != "_"), key=lambda n: n.encode("utf-8", "surrogateescape"))
-        fixed = ""
+        fixed, built = "", ""
+        private = {name for name, _b, _r in PRIVATE}
+        wd = self.children.workdir
         for name, _value in _set_rows(self.owner):
+            if name in private and name in env:
+                v = env[name]
+                built += " " + name + "=" + (os.path.relpath(v, wd) if wd and v.startswith(wd + "/") else v)
+                continue
             if name in env:
                 shown = "(not shown)" if name in ("WANDB_API_KEY", "SWANLAB_API_KEY") else env[name]
                 fixed += f" {name}={shown}"
         out = [f"{p}child environment ({who}; {len(got)} names, values not shown):" + "".join(" " + n for n in got)]
         if fixed:
             out.append(f"{p}set by the entrypoint:{fixed}")
+        if built:
+            out.append(
+                f"{p}built by the launch (fresh 0700 folders, relative ones in the working directory; the "
+                f"environment's values never used):{built}"
+            )
         if self.cls.requested:
             out.append(f"{p}passed because VLGRPO_PASS_ENV names them: {_sorted(self.cls.requested)}")
         if self.cls.unset_named:
@@ -716,6 +773,8 @@ class Launch:
         self.read_settings()
         self.build_environment()
         self.flush()
+        self.enter_workdir()
+        self.build_private()
         self.image_env()
         self.env["RAY_ADDRESS"] = self.st.values.get("RAY_ADDRESS") or "local"
         self.detect_node()
@@ -724,7 +783,6 @@ class Launch:
         self.trackers()
         self.check_argv(self.overrides())
         self.flush()
-        self.enter_workdir()
         self.cluster()
         self.preflight()
         if self.dry_run:
