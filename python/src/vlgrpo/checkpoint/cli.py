@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 
 from vlgrpo.checkpoint import manifest, resume
 from vlgrpo.text import one_line
@@ -28,7 +29,7 @@ def _say(text: str, err: bool = False) -> None:
     print(one_line(text), file=sys.stderr if err else sys.stdout)
 
 
-def _verl_version():
+def _verl_version() -> str | None:
     try:
         from importlib.metadata import version
 
@@ -37,14 +38,14 @@ def _verl_version():
         return None
 
 
-def _trust(args):
+def _trust(args: argparse.Namespace) -> int:
     path = manifest.trust(args.dir, verl_version=_verl_version())
     listed = manifest.inventory(args.dir)
     _say(f"trusted {args.dir}: {len(listed)} files listed; wrote {path}")
     return 0
 
 
-def _verify(args):
+def _verify(args: argparse.Namespace) -> int:
     listed = manifest.inventory(args.dir)
     read = sorted(listed) if args.hash else []
     res = manifest.verify(args.dir, read)
@@ -58,7 +59,7 @@ def _verify(args):
     return 0
 
 
-def _resume_check(args):
+def _resume_check(args: argparse.Namespace) -> int:
     folder = resume.resume_folder(args.checkpoint_dir, args.mode, args.resume_from)
     if folder is None:
         _say("fresh start: nothing to resume from")
@@ -68,7 +69,7 @@ def _resume_check(args):
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m vlgrpo checkpoint", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -33,7 +33,12 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypedDict, Union
+
+#: a path argument: ``str`` or anything ``os.fspath`` turns into one (``pathlib.Path``)
+StrPath = Union[str, "os.PathLike[str]"]
 
 FORMAT = 1
 KIND = "vlgrpo-checkpoint-manifest"
@@ -43,11 +48,27 @@ CHUNK = 8 << 20  # bytes read per hashlib.update call
 TRUST_COMMAND = "python -m vlgrpo checkpoint trust"
 
 
+class Listed(TypedDict):
+    """One file of :func:`inventory`'s answer: its manifest entry and the part (file name) that lists it."""
+
+    size: int
+    sha256: str
+    part: str
+
+
+class Verified(TypedDict):
+    """:func:`verify`'s answer: files listed, the relative paths hashed, their bytes."""
+
+    files: int
+    hashed: list[str]
+    bytes_hashed: int
+
+
 class CheckpointRefused(RuntimeError):
     """A checkpoint folder (or a file in it) that must not be loaded. ``path`` names the file, ``reason`` what is
     wrong, ``fix`` what to do. ``str()`` is the full message. The CLI and the preflight exit 2 on it."""
 
-    def __init__(self, path, reason, fix):
+    def __init__(self, path: StrPath, reason: str, fix: str) -> None:
         self.path, self.reason, self.fix = str(path), reason, fix
         super().__init__(f"vlgrpo checkpoint: refused {self.path}: {reason}. {fix}")
 
@@ -70,7 +91,7 @@ def is_step_number(text: str) -> bool:
     return 1 <= len(text) <= 18 and text.isascii() and text.isdigit()
 
 
-def step_of(step_dir) -> int:
+def step_of(step_dir: StrPath) -> int:
     """``N`` of a ``.../global_step_N`` folder. Raises :class:`CheckpointRefused` for another name."""
     base = os.path.basename(os.path.normpath(os.fspath(step_dir)))
     digits = base[len("global_step_") :]
@@ -79,7 +100,7 @@ def step_of(step_dir) -> int:
     return int(digits)
 
 
-def sha256_file(path, chunk: int = CHUNK) -> str:
+def sha256_file(path: StrPath, chunk: int = CHUNK) -> str:
     """Hex sha256 of the file at ``path``, read in ``chunk``-byte pieces (``OSError`` if unreadable)."""
     h = hashlib.sha256()
     with open(path, "rb", buffering=0) as fh:
@@ -93,34 +114,40 @@ def sha256_file(path, chunk: int = CHUNK) -> str:
     return h.hexdigest()
 
 
-def _hash_all(paths, workers):
+def _hash_all(paths: list[str], workers: int) -> dict[str, str]:
     """``{path: sha256}`` for ``paths``, ``workers`` files at a time."""
-    paths = list(paths)
     if not paths:
         return {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths)))) as pool:
         return dict(zip(paths, pool.map(sha256_file, paths)))
 
 
-def _default_workers():
+def _default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def _rel(step_dir, path):
+def _rel(step_dir: str, path: str) -> str:
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(step_dir))
     if rel.startswith("..") or os.path.isabs(rel):
         raise ValueError(f"{path} is not inside {step_dir}")
     return rel.replace(os.sep, "/")
 
 
-def _drop_write_bits(path):
+def _drop_write_bits(path: str) -> None:
     """Remove group/other write permission (a umask of 002 leaves them; verification refuses them)."""
     mode = os.lstat(path).st_mode
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
 
 
-def write_part(step_dir, files, part: str, *, verl_version: str | None = None, workers: int | None = None) -> str:
+def write_part(
+    step_dir: StrPath,
+    files: Iterable[StrPath],
+    part: str,
+    *,
+    verl_version: str | None = None,
+    workers: int | None = None,
+) -> str:
     """Hash ``files`` (paths inside ``step_dir``) and write the manifest part ``part`` for them atomically.
 
     Also drops group/other write bits of those files and of the folders between them and ``step_dir`` (verification
@@ -129,7 +156,7 @@ def write_part(step_dir, files, part: str, *, verl_version: str | None = None, w
     """
     step_dir = os.fspath(step_dir)
     step = step_of(step_dir)
-    entries = {}
+    entries: dict[str, dict[str, int | str]] = {}
     paths = [os.fspath(f) for f in files]
     digests = _hash_all(paths, workers or _default_workers())
     for path in paths:
@@ -140,7 +167,7 @@ def write_part(step_dir, files, part: str, *, verl_version: str | None = None, w
             _drop_write_bits(parent)
             parent = os.path.dirname(parent)
         entries[rel] = {"size": os.lstat(path).st_size, "sha256": digests[path]}
-    doc = {
+    doc: dict[str, object] = {
         "format": FORMAT,
         "kind": KIND,
         "part": part,
@@ -161,7 +188,7 @@ def write_part(step_dir, files, part: str, *, verl_version: str | None = None, w
     return target
 
 
-def check_owned(path, st, uid, what="file"):
+def check_owned(path: StrPath, st: os.stat_result, uid: int, what: str = "file") -> None:
     """Refuse (:class:`CheckpointRefused`) a ``path`` whose ``os.lstat`` result ``st`` shows another owner than
     ``uid`` or a group/other write bit; ``what`` names it in the message."""
     if st.st_uid != uid:
@@ -180,7 +207,9 @@ def check_owned(path, st, uid, what="file"):
         )
 
 
-def _load_part(path, step, uid):
+def _load_part(path: str, step: int, uid: int) -> dict[str, Any]:
+    """The checked JSON document of the manifest part at ``path`` (``files`` maps relative paths to entries with an
+    ``int`` size and a 64-character ``sha256``). Raises :class:`CheckpointRefused`."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         raise CheckpointRefused(path, "manifest is not a regular file", "remove it")
@@ -194,7 +223,7 @@ def _load_part(path, step, uid):
             f"manifest is unreadable ({type(exc).__name__}: {exc})",
             f"check the folder, remove the manifest and run `{TRUST_COMMAND}`",
         ) from None
-    files = doc.get("files") if isinstance(doc, dict) else None
+    files: object = doc.get("files") if isinstance(doc, dict) else None
     if (
         not isinstance(doc, dict)
         or doc.get("kind") != KIND
@@ -233,7 +262,7 @@ def _load_part(path, step, uid):
     return doc
 
 
-def inventory(step_dir, uid: int | None = None) -> dict:
+def inventory(step_dir: StrPath, uid: int | None = None) -> dict[str, Listed]:
     """The cheap checks (1-3 of the module doc) of ``step_dir``: no hashing.
 
     Returns ``{relpath: {"size", "sha256", "part"}}`` of every file the manifests list. Raises
@@ -262,7 +291,7 @@ def inventory(step_dir, uid: int | None = None) -> dict:
             "another tool), so nothing shows that this job's user wrote what is in it",
             f"check where it came from, then run `{TRUST_COMMAND} {step_dir}` once",
         )
-    listed = {}
+    listed: dict[str, Listed] = {}
     for name in parts:
         doc = _load_part(os.path.join(step_dir, name), step, uid)
         for rel, entry in doc["files"].items():
@@ -272,8 +301,8 @@ def inventory(step_dir, uid: int | None = None) -> dict:
                     f"is listed in two manifests ({listed[rel]['part']} and {name})",
                     f"run `{TRUST_COMMAND}` again",
                 )
-            listed[rel] = dict(entry, part=name)
-    seen = set()
+            listed[rel] = {"size": entry["size"], "sha256": entry["sha256"], "part": name}
+    seen: set[str] = set()
     for root, dirs, files in os.walk(step_dir):
         for name in sorted(dirs + files):
             path = os.path.join(root, name)
@@ -316,7 +345,9 @@ def inventory(step_dir, uid: int | None = None) -> dict:
     return listed
 
 
-def verify(step_dir, read=(), *, uid: int | None = None, workers: int | None = None) -> dict:
+def verify(
+    step_dir: StrPath, read: Iterable[str] = (), *, uid: int | None = None, workers: int | None = None
+) -> Verified:
     """Check ``step_dir`` (:func:`inventory`), then the sha256 of each file of ``read`` (relative paths) that this
     caller is about to load. Returns ``{"files": n_listed, "hashed": [relpaths], "bytes_hashed": n}``.
 
@@ -325,17 +356,17 @@ def verify(step_dir, read=(), *, uid: int | None = None, workers: int | None = N
     """
     step_dir = os.path.abspath(os.fspath(step_dir))
     listed = inventory(step_dir, uid)
-    read = [r.replace(os.sep, "/") for r in read]
-    for rel in read:
+    rels = [r.replace(os.sep, "/") for r in read]
+    for rel in rels:
         if rel not in listed:
             raise CheckpointRefused(
                 os.path.join(step_dir, rel),
                 "is to be loaded but is in no manifest",
                 f"check the folder and run `{TRUST_COMMAND} {step_dir}`",
             )
-    paths = [os.path.join(step_dir, rel) for rel in read]
+    paths = [os.path.join(step_dir, rel) for rel in rels]
     digests = _hash_all(paths, workers or _default_workers())
-    for rel, path in zip(read, paths):
+    for rel, path in zip(rels, paths):
         if digests[path] != listed[rel]["sha256"]:
             raise CheckpointRefused(
                 path,
@@ -343,10 +374,10 @@ def verify(step_dir, read=(), *, uid: int | None = None, workers: int | None = N
                 f"manifest {listed[rel]['part']} says {listed[rel]['sha256'][:16]}...)",
                 "resume from an earlier checkpoint; do not trust this one without knowing why",
             )
-    return {"files": len(listed), "hashed": read, "bytes_hashed": sum(listed[r]["size"] for r in read)}
+    return {"files": len(listed), "hashed": rels, "bytes_hashed": sum(listed[r]["size"] for r in rels)}
 
 
-def trust(step_dir, *, verl_version: str | None = None, workers: int | None = None) -> str:
+def trust(step_dir: StrPath, *, verl_version: str | None = None, workers: int | None = None) -> str:
     """Write ``vlgrpo-manifest-trusted.json`` for every file of ``step_dir`` not listed yet (after the user checked
     the folder). Files must be regular, owned by this uid; symlinks are refused. Returns the part's path.
 
@@ -360,11 +391,11 @@ def trust(step_dir, *, verl_version: str | None = None, workers: int | None = No
         raise CheckpointRefused(step_dir, "is a symlink or not a directory", "point at the real folder")
     if st.st_uid != uid:
         check_owned(step_dir, st, uid, "folder")
-    already = {}
+    already: dict[str, object] = {}
     for name in os.listdir(step_dir):
         if is_manifest(name) and name != part_name("trusted"):
             already.update(_load_part(os.path.join(step_dir, name), step_of(step_dir), uid)["files"])
-    todo = []
+    todo: list[str] = []
     for root, dirs, files in os.walk(step_dir):
         for name in sorted(dirs + files):
             path = os.path.join(root, name)

@@ -20,25 +20,26 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
-from vlgrpo.checkpoint.manifest import CheckpointRefused, check_owned, inventory, is_step_number
+from vlgrpo.checkpoint.manifest import CheckpointRefused, StrPath, check_owned, inventory, is_step_number
 
 TRACKER = "latest_checkpointed_iteration.txt"
 #: bytes of the tracker read at most (verl reads it whole; a step number is a few digits)
 TRACKER_MAX_BYTES = 4096
 
 
-def _abs(path):
+def _abs(path: StrPath) -> str:
     path = os.fspath(path)
     return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
-def _inside(path, root) -> bool:
+def _inside(path: StrPath, root: StrPath) -> bool:
     real, real_root = os.path.realpath(path), os.path.realpath(root)
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def read_tracker(root, uid: int | None = None):
+def read_tracker(root: StrPath, uid: int | None = None) -> str | None:
     """The folder ``<root>/latest_checkpointed_iteration.txt`` names, or ``None`` when there is no tracker or no
     such folder (verl starts fresh then). Raises :class:`CheckpointRefused` for an unsafe tracker or a folder that
     resolves outside ``root``."""
@@ -69,7 +70,7 @@ def read_tracker(root, uid: int | None = None):
     return folder
 
 
-def tracker_step(tracker) -> int:
+def tracker_step(tracker: str) -> int:
     """The step number in the tracker file ``tracker``, read as verl v0.8.0 reads it
     (``find_latest_ckpt_path``: ``int(f.read().decode())``, so surrounding white space is dropped), refused
     (:class:`CheckpointRefused`) where verl would raise at start (not UTF-8, not an integer, larger than
@@ -95,7 +96,7 @@ def tracker_step(tracker) -> int:
     return step
 
 
-def check_folder_trust(default_local_dir, uid: int | None = None) -> None:
+def check_folder_trust(default_local_dir: StrPath, uid: int | None = None) -> None:
     """Refuse (:class:`CheckpointRefused`) a checkpoint folder that fails :func:`vlgrpo.pathrule.check_path`; one
     that does not exist yet (verl creates it) is judged by its nearest existing parent folder."""
     from vlgrpo.pathrule import check_path
@@ -115,7 +116,9 @@ def check_folder_trust(default_local_dir, uid: int | None = None) -> None:
         )
 
 
-def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: int | None = None):
+def resume_folder(
+    default_local_dir: StrPath, resume_mode: str, resume_from_path: StrPath | None = None, uid: int | None = None
+) -> str | None:
     """The ``global_step_N`` folder verl will load for these ``trainer.*`` values, or ``None`` (fresh start).
 
     ``default_local_dir`` must pass :func:`check_folder_trust` (modes auto and resume_path). For ``resume_path``,
@@ -152,7 +155,7 @@ def resume_folder(default_local_dir, resume_mode, resume_from_path=None, uid: in
     raise CheckpointRefused("trainer.resume_mode", f"unknown value {resume_mode!r}", "use auto, disable or resume_path")
 
 
-def resume_folder_of(config, uid: int | None = None):
+def resume_folder_of(config: Any, uid: int | None = None) -> str | None:
     """:func:`resume_folder` for a verl (OmegaConf) config: reads ``config.trainer.default_local_dir``,
     ``resume_mode`` and ``resume_from_path``."""
     trainer = config.trainer

@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 
-from vlgrpo.mounts import mount_of, read_mounts
+from vlgrpo.mounts import Mount, mount_of, read_mounts
 
 RAM_FS = ("tmpfs", "ramfs")
 LAYER_FS = ("overlay", "fuse-overlayfs", "aufs")
@@ -35,7 +35,7 @@ class Storage:
     ``problem`` why a checkpoint would be lost there (``""`` when none), ``free_bytes`` the space a save can use
     (the loop file system's free space capped by its backing file system's), or None when not measured."""
 
-    chain: tuple
+    chain: tuple[Mount, ...]
     problem: str
     free_bytes: int | None
 
