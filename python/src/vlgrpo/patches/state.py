@@ -85,7 +85,7 @@ def strict() -> bool:
     return _switch("VLGRPO_PATCHES_STRICT") is True
 
 
-def read_switches():
+def read_switches() -> tuple[str, bool, tuple[str, ...]]:
     """The patch switches as :func:`vlgrpo.patches.bootstrap.install` reads them: ``(switch, all_off, disabled)``
     with ``switch`` the ``VLGRPO_PATCHES`` value (``""`` unset; as written when invalid), ``all_off`` whether it
     switches every patch off, and ``disabled`` the ids listed in ``VLGRPO_PATCHES_DISABLED`` (a tuple, known or not;

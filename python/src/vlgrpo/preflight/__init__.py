@@ -18,12 +18,14 @@ codes it can report; every code is declared once in :data:`vlgrpo.preflight.chec
 
 from __future__ import annotations
 
+from typing import Any
+
 from .report import ERROR, WARNING, Finding, Report, Where
 
 __all__ = ["run_preflight", "Report", "Finding", "Where", "ERROR", "WARNING"]
 
 
-def run_preflight(argv, **kwargs):  # noqa: ANN001, ANN201 - see vlgrpo.preflight.api.run_preflight
+def run_preflight(argv: list[str], **kwargs: Any) -> Report:
     """See :func:`vlgrpo.preflight.api.run_preflight`."""
     from .api import run_preflight as _run
 

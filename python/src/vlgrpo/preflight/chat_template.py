@@ -40,7 +40,8 @@ def known_templates() -> dict[str, str]:
 
 def _known_text() -> str:
     with open(KNOWN, encoding="utf-8") as fh:
-        return json.load(fh)["templates"][0]["template"]
+        text: str = json.load(fh)["templates"][0]["template"]
+    return text
 
 
 def folder_templates(path: str) -> list[tuple[str, str]]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .report import ERROR, WARNING, Finding
+from .report import ERROR, WARNING, Finding, Report
+
+if TYPE_CHECKING:
+    from .rules import Locator
 
 
 def free_bytes(path: str) -> int:
@@ -64,7 +67,9 @@ def planned_saves(work: Any) -> int | None:
     return steps // freq + (1 if steps % freq else 0)
 
 
-def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: bool = True) -> dict:
+def check_checkpoint_volume(
+    work: Any, report: Report, loc: Locator, model_path: str, launch: bool = True
+) -> dict[str, Any]:
     """Add ``rules.checkpoint-untrusted`` / ``rules.checkpoint-space`` findings; return what was checked.
 
     ``launch``: the argv is exec'd next (``--purpose launch``, the default): less free space than one checkpoint
@@ -172,7 +177,9 @@ def check_checkpoint_volume(work: Any, report, loc, model_path: str, launch: boo
     return out
 
 
-def _unbounded(report, loc, root, free, need, how, saves, launch) -> None:
+def _unbounded(
+    report: Report, loc: Locator, root: str, free: int, need: int, how: str, saves: int | None, launch: bool
+) -> None:
     """verl keeps every checkpoint (``max_actor_ckpt_to_keep`` null or <= 0): the old rule (error below one, a
     warning below two) and a warning naming how many saves fill the volume."""
     if free < 2 * need:

@@ -28,6 +28,7 @@ import argparse
 import sys
 
 from .api import PURPOSES
+from .report import Report
 from .launch import FULLY_ASYNC_MODULE, KNOWN_MODULES, LaunchError, read_argv_file
 
 
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     return report.exit_code
 
 
-def unwaivable(report) -> list[str]:
+def unwaivable(report: Report) -> list[str]:
     """Why the error findings of ``report`` cannot be waived (empty when they can): each error whose code is
     declared ``runs_code`` or that says so itself (``Finding.runs_code``) (or is not declared, so nothing says it
     cannot run code), and each skipped or crashed

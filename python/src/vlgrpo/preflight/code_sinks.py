@@ -34,7 +34,8 @@ import ast
 import dataclasses
 import os
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Union
 
 #: fully qualified callee -> (positional index, keyword name) of the argument that names code, and whether the
 #: sink reads ``_target_`` of it (instantiate/call)
@@ -144,7 +145,7 @@ class Hit:
 class _Func:
     """One function (or a module's top level): parameters, local bindings, calls and writes of its own body."""
 
-    def __init__(self, node: ast.AST, module: _Module, cls: str | None):
+    def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, module: _Module, cls: str | None) -> None:
         self.node, self.module, self.cls = node, module, cls
         self.qual = f"{module.dotted}.{cls + '.' if cls else ''}{node.name}"
         args = node.args
@@ -183,6 +184,8 @@ class _Func:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+#: what a flow has followed already: ``(id of a function, local name)`` or ``("global", name)``
+_Seen = frozenset[tuple[Union[int, str], str]]
 
 
 class _Module:
@@ -259,9 +262,9 @@ class Sweep:
         self.texts: dict[str, str] = {}
         for folder, dirs, files in os.walk(verl_dir):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for fn in sorted(files):
-                if fn.endswith(".py"):
-                    path = os.path.join(folder, fn)
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
                     try:
                         with open(path, encoding="utf-8") as fh:
                             self.texts[os.path.relpath(path, verl_dir)] = fh.read()
@@ -282,7 +285,7 @@ class Sweep:
         for rel, text in self.texts.items():
             if not lazy or any(tok in text for tok in _SINK_TOKENS):
                 self._load(rel)
-        self._memo: dict[tuple[int, int, int, frozenset], set[Access]] = {}
+        self._memo: dict[tuple[int, int, int, _Seen], set[Access]] = {}
         self.hits: list[Hit] = []
         self._run()
         for hit in list(self.hits):
@@ -334,7 +337,7 @@ class Sweep:
                 self._load(rel)
 
     # ---- value origins ----------------------------------------------------------------------------------------
-    def origins(self, fn: _Func, expr: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> set[Access]:
+    def origins(self, fn: _Func, expr: ast.AST, depth: int = 0, seen: _Seen = frozenset()) -> set[Access]:
         if depth > _MAX_DEPTH or expr is None:
             return set()
         # remembered per (function, expression, depth, names followed): a result cut short by the depth limit is
@@ -344,8 +347,10 @@ class Sweep:
             self._memo[memo] = self._origins(fn, expr, depth, seen)
         return self._memo[memo]
 
-    def _origins(self, fn: _Func, expr: ast.AST, depth: int, seen: frozenset) -> set[Access]:
-        rec = lambda e: self.origins(fn, e, depth + 1, seen)  # noqa: E731
+    def _origins(self, fn: _Func, expr: ast.AST, depth: int, seen: _Seen) -> set[Access]:
+        def rec(e: ast.AST) -> set[Access]:
+            return self.origins(fn, e, depth + 1, seen)
+
         if isinstance(expr, ast.Name):
             name = expr.id
             out: set[Access] = set()
@@ -397,8 +402,10 @@ class Sweep:
             return rec(expr.value)
         return set()
 
-    def _call_origins(self, fn: _Func, call: ast.Call, depth: int, seen: frozenset) -> set[Access]:
-        rec = lambda e: self.origins(fn, e, depth + 1, seen)  # noqa: E731
+    def _call_origins(self, fn: _Func, call: ast.Call, depth: int, seen: _Seen) -> set[Access]:
+        def rec(e: ast.AST) -> set[Access]:
+            return self.origins(fn, e, depth + 1, seen)
+
         f = call.func
         const = [a.value for a in call.args[1:2] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if (
@@ -433,8 +440,7 @@ class Sweep:
         init = callee.node.name == "__init__"
         want = callee.qual[: -len(".__init__")] if init else callee.qual
         if isinstance(f, ast.Name):
-            q = caller.module.aliases.get(f.id) or f"{caller.module.dotted}.{f.id}"
-            return q == want
+            return (caller.module.aliases.get(f.id) or f"{caller.module.dotted}.{f.id}") == want
         if not isinstance(f, ast.Attribute):
             return False
         if (
@@ -444,8 +450,7 @@ class Sweep:
             and caller.module is callee.module
         ):
             return True
-        q = caller.module.qualname(f)
-        if q == want:
+        if caller.module.qualname(f) == want:
             return True
         return not init and self.defcount.get(callee.node.name, 0) == 1 and not callee.node.name.startswith("__")
 
@@ -575,7 +580,7 @@ class CodeKey:
 
 
 def keys_in_config(
-    hits: list[Hit], cfg: Any, copies: list[tuple[tuple[str, ...], tuple[str, ...], str, int]] = ()
+    hits: list[Hit], cfg: Any, copies: Sequence[tuple[tuple[str, ...], tuple[str, ...], str, int]] = ()
 ) -> dict[str, Hit]:
     """Map the sweep's access paths onto ``cfg`` (a composed verl config): dotted key -> the first hit that
     names it (see the module docstring). A hit whose chain ends in ``_target_`` maps to every ``_target_`` key.

@@ -31,6 +31,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .report import ERROR, WARNING, Finding, Report, Where
@@ -41,6 +42,10 @@ QWEN_VL_UTILS_MIN_TOKENS = 4
 QWEN_VL_UTILS_MAX_TOKENS = 16384
 QWEN_VL_UTILS_MAX_RATIO = 200
 MAX_LISTED_ROWS = 20
+#: one row's count record (:func:`count_row`): ``[kind, data_source, ...]``
+Record = list[Any]
+#: the image processor's size rule: ``(its module's smart_resize, factor, patch size, min_pixels, max_pixels)``
+_GridRule = tuple[Callable[..., tuple[int, int]], int, int, int, int]
 
 
 def pre_resize_hw(
@@ -109,12 +114,15 @@ class PromptCounter:
     (dicts; their ``min_pixels``/``max_pixels``/``resized_height``/``resized_width`` reach qwen-vl-utils).
     """
 
+    #: set by :meth:`_grid_rule` on first use (absent until then)
+    _grid_rule_state: _GridRule | None
+
     def __init__(
         self,
         model_path: str,
         filter_patch_size: int | None = AGENT_LOOP_DEFAULT_PATCH,
-        apply_chat_template_kwargs: dict | None = None,
-        mm_processor_kwargs: dict | None = None,
+        apply_chat_template_kwargs: dict[str, Any] | None = None,
+        mm_processor_kwargs: dict[str, Any] | None = None,
         tokenizer: Any = None,
         processor: Any = None,
         processor_tried: bool = False,
@@ -173,7 +181,7 @@ class PromptCounter:
     def merge_size(self) -> int:
         return int(getattr(self.image_processor, "merge_size", 2))
 
-    def pre_resize(self, image: Any, item: dict | None = None, patch_size: int | None = None) -> Any:
+    def pre_resize(self, image: Any, item: dict[str, Any] | None = None, patch_size: int | None = None) -> Any:
         """The image verl hands to the processor (RGB, pre-resized with ``patch_size``, default the processor's)."""
         patch = self.patch_size if patch_size is None else patch_size
         item = item if isinstance(item, dict) else {}
@@ -188,21 +196,27 @@ class PromptCounter:
             h, w = pre_resize_hw(image.height, image.width, patch, item.get("min_pixels"), item.get("max_pixels"))
         return image.resize((w, h))
 
-    def render(self, messages: list[dict]) -> str:
+    def render(self, messages: list[dict[str, Any]]) -> str:
         if self.processor is not None:
-            return self.processor.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=False, **self.kwargs
+            return str(
+                self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **self.kwargs)
             )
         extra = {"chat_template": self.chat_template} if self.chat_template else {}
-        return self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, **{**extra, **self.kwargs}
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, **{**extra, **self.kwargs}
+            )
         )
 
-    def count(self, messages: list[dict], images: list[Any], items: list[Any] | None = None) -> tuple[int, int]:
+    def count(
+        self, messages: list[dict[str, Any]], images: list[Any], items: list[Any] | None = None
+    ) -> tuple[int, int]:
         """(prompt tokens, image tokens) of the prompt the rollout builds."""
         return self._count(messages, images, items, self.patch_size)
 
-    def count_filter(self, messages: list[dict], images: list[Any], items: list[Any] | None = None) -> tuple[int, int]:
+    def count_filter(
+        self, messages: list[dict[str, Any]], images: list[Any], items: list[Any] | None = None
+    ) -> tuple[int, int]:
         """(prompt tokens, image tokens) as verl's overlong filter estimates them (``data.image_patch_size``)."""
         if self.filter_patch_size == self.patch_size or not images:
             return self.count(messages, images, items)
@@ -210,7 +224,9 @@ class PromptCounter:
             raise ValueError(f"data.image_patch_size={self.filter_patch_size!r}: qwen-vl-utils cannot pre-resize")
         return self._count(messages, images, items, self.filter_patch_size)
 
-    def _count(self, messages: list[dict], images: list[Any], items: list[Any] | None, patch: int) -> tuple[int, int]:
+    def _count(
+        self, messages: list[dict[str, Any]], images: list[Any], items: list[Any] | None, patch: int
+    ) -> tuple[int, int]:
         raw = self.render(messages)
         if not images:
             return len(self.tokenizer(text=raw, add_special_tokens=False, return_attention_mask=False)["input_ids"]), 0
@@ -248,7 +264,7 @@ class PromptCounter:
           know, or no ``smart_resize`` in the module, and every size is taken from the processor call instead.
         """
         key = (height, width)
-        memo = self.__dict__.setdefault("_grid_memo", {})
+        memo: dict[tuple[int, int], int] = self.__dict__.setdefault("_grid_memo", {})
         if key in memo:
             return memo[key]
         if self.image_processor is None:
@@ -278,9 +294,10 @@ class PromptCounter:
         grid = self.image_processor(images=[Image.new("RGB", (width, height))], **self.mm_kwargs)["image_grid_thw"]
         return int(grid[0][0]) * int(grid[0][1]) * int(grid[0][2]) // self.merge_size**2
 
-    def _grid_rule(self) -> tuple | None:
+    def _grid_rule(self) -> _GridRule | None:
         if "_grid_rule_state" not in self.__dict__:
-            ip, state = self.image_processor, None
+            ip = self.image_processor
+            state: _GridRule | None = None
             module = sys.modules.get(type(ip).__module__)
             fn = getattr(module, "smart_resize", None)
             patch, merge = getattr(ip, "patch_size", None), getattr(ip, "merge_size", None)
@@ -290,12 +307,20 @@ class PromptCounter:
             if "size" in self.mm_kwargs:
                 lo, hi = size.get("shortest_edge"), size.get("longest_edge")
             known = set(self.mm_kwargs) <= {"min_pixels", "max_pixels", "size"}
-            if callable(fn) and known and all(isinstance(v, int) and v > 0 for v in (patch, merge, lo, hi)):
+            if (
+                callable(fn)
+                and known
+                and isinstance(patch, int)
+                and isinstance(merge, int)
+                and isinstance(lo, int)
+                and isinstance(hi, int)
+                and min(patch, merge, lo, hi) > 0
+            ):
                 state = (fn, patch * merge, patch, lo, hi)
             self._grid_rule_state = state
         return self._grid_rule_state
 
-    def pre_resize_size(self, height: int, width: int, item: dict | None, patch: int) -> tuple[int, int]:
+    def pre_resize_size(self, height: int, width: int, item: dict[str, Any] | None, patch: int) -> tuple[int, int]:
         """(height, width) :meth:`pre_resize` gives an image of ``height`` x ``width`` (qwen-vl-utils' size rule,
         :func:`pre_resize_hw`, with the entry's ``resized_height``/``resized_width`` or pixel bounds)."""
         item = item if isinstance(item, dict) else {}
@@ -304,7 +329,11 @@ class PromptCounter:
         return pre_resize_hw(height, width, patch, item.get("min_pixels"), item.get("max_pixels"))
 
     def count_sizes(
-        self, messages: list[dict], sizes: list[tuple[int, int]], items: list[Any] | None, patch: int | None = None
+        self,
+        messages: list[dict[str, Any]],
+        sizes: list[tuple[int, int]],
+        items: list[Any] | None,
+        patch: int | None = None,
     ) -> tuple[int, int]:
         """:meth:`count` (``patch`` None) or :meth:`count_filter`'s per-patch count from the images' (height, width)
         alone: the rendered template tokenized once, each ``<|image_pad|>`` expanded to the image's tokens
@@ -323,7 +352,7 @@ class PromptCounter:
             raise ValueError(f"chat template produced {pads} <|image_pad|> tokens for {len(per_image)} images")
         return len(ids) - pads + sum(per_image), sum(per_image)
 
-    def fingerprint(self, model_path: str, extra: dict | None = None) -> str:
+    def fingerprint(self, model_path: str, extra: dict[str, Any] | None = None) -> str:
         """Hex SHA-256 of everything a row's count depends on besides the row: the model folder's non-weight files
         (tokenizer, chat template, processor configs), the counting path, the tokenizer/processor classes and
         their settings (pixel bounds, patch and merge sizes), ``mm_processor_kwargs``, the chat-template kwargs,
@@ -345,7 +374,7 @@ class PromptCounter:
             from .count_cache import file_sha256
 
             h.update(f"file {name} {file_sha256(full)}\n".encode())
-        versions = {}
+        versions: dict[str, str | None] = {}
         for dist in ("transformers", "tokenizers", "pillow", "qwen-vl-utils"):
             try:
                 versions[dist] = version(dist)
@@ -400,7 +429,8 @@ def _processor_chat_template(model_path: str) -> str | None:
             with open(jinja, encoding="utf-8") as fh:
                 return fh.read()
         with open(os.path.join(model_path, "chat_template.json"), encoding="utf-8") as fh:
-            return json.load(fh).get("chat_template")
+            template = json.load(fh).get("chat_template")
+        return template if isinstance(template, str) else None
     except (OSError, ValueError):
         return None
 
@@ -425,7 +455,7 @@ def _pixel_bounds(model_path: str) -> dict[str, int]:
     return {}
 
 
-def build_messages(prompt: Any, images: list[Any]) -> list[dict]:
+def build_messages(prompt: Any, images: list[Any]) -> list[dict[str, Any]]:
     """verl's ``RLHFDataset._build_messages`` structure: split each string content on ``<image>``/``<video>``
     placeholders into ``{"type": "image"}``/``{"type": "text"}`` items. Raises ValueError when the number of
     ``<image>`` placeholders differs from the number of images (verl asserts the same)."""
@@ -486,7 +516,7 @@ def _placeholders(prompt: Any) -> int:
     if not isinstance(prompt, list):
         return 0
     return sum(
-        m.get("content").count("<image>") for m in prompt if isinstance(m, dict) and isinstance(m.get("content"), str)
+        m["content"].count("<image>") for m in prompt if isinstance(m, dict) and isinstance(m.get("content"), str)
     )
 
 
@@ -839,6 +869,7 @@ def check_data(
                     )
                 )
             if kept_overlong:
+                assert counter is not None  # only a counter makes "ok" records (file_records)
                 report.add(
                     _kept_overlong_finding(
                         kept_overlong,
@@ -856,6 +887,7 @@ def check_data(
                     )
                 )
             if dropped_fitting:
+                assert counter is not None  # as above
                 rows = ", ".join(
                     f"row {i}: {n} tokens in the rollout, {e} by verl's filter"
                     for i, n, e in dropped_fitting[:MAX_LISTED_ROWS]
@@ -1025,14 +1057,14 @@ def _image_size(item: Any, base_dir: str) -> tuple[int, int]:
 
 def count_row(
     counter: PromptCounter,
-    row: dict,
+    row: dict[str, Any],
     prompt_key: str,
     image_key: str,
     has_images: bool,
     base_dir: str,
     filtering: bool,
     fast: bool = True,
-) -> list:
+) -> Record:
     """One row's record: ``["ok", data_source, tokens, image_tokens, filter_estimate | None, n_images]``,
     ``["placeholder", data_source]`` (``<image>`` in the prompt, no image) or ``["bad", data_source, why]``.
 
@@ -1074,7 +1106,7 @@ def count_row(
     return ["ok", source, total, img_tokens, estimate, len(items)]
 
 
-def _row_hash(row: dict, image_key: str, base_dir: str, external: dict[str, str | None]) -> str:
+def _row_hash(row: dict[str, Any], image_key: str, base_dir: str, external: dict[str, str | None]) -> str:
     """SHA-256 (first 32 hex digits) of what a row's record depends on: its prompt, data_source and image entries
     (the bytes, or the content of the file a ``path`` entry names -- recorded in ``external``)."""
     import hashlib
@@ -1107,10 +1139,11 @@ def _row_hash(row: dict, image_key: str, base_dir: str, external: dict[str, str 
     return h.hexdigest()[:32]
 
 
-_POOL_STATE: tuple = ()
+#: ``(counter, prompt_key, image_key, has_images, base_dir, filtering, fast)`` for the forked workers
+_POOL_STATE: tuple[Any, ...] = ()
 
 
-def _pool_count(rows: list[dict]) -> list[list]:
+def _pool_count(rows: list[dict[str, Any]]) -> list[Record]:
     counter, prompt_key, image_key, has_images, base_dir, filtering, fast = _POOL_STATE
     return [count_row(counter, r, prompt_key, image_key, has_images, base_dir, filtering, fast) for r in rows]
 
@@ -1151,7 +1184,7 @@ class RowCounts:
         self.fast: bool | None = None
         self.files_from_cache = self.rows_reused = self.rows_counted = 0
         self.namespace = ""
-        self._reuse: dict[str, list] | None = None
+        self._reuse: dict[str, Record] | None = None
         if counter is not None and cache is not None:
             fp = counter.fingerprint(
                 model_path or "", extra={"prompt_key": prompt_key, "image_key": image_key, "filtering": filtering}
@@ -1169,10 +1202,10 @@ class RowCounts:
             out.update(self.cache.stats())
         return out
 
-    def file_records(self, path: str, pf: Any, columns: list[str], has_images: bool) -> list[list]:
+    def file_records(self, path: str, pf: Any, columns: list[str], has_images: bool) -> list[Record]:
         """The records of every row of parquet file ``path`` (``pf``: its open ``pyarrow.parquet.ParquetFile``)."""
         if self.counter is None:
-            out = []
+            out: list[Record] = []
             for batch in pf.iter_batches(batch_size=4096, columns=["data_source"]):
                 out += [["skip", ds] for ds in batch.column(0).to_pylist()]
             return out
@@ -1181,14 +1214,15 @@ class RowCounts:
             entry = self.cache.get(self.namespace, sha)
             if entry is not None and self._entry_usable(entry, sha, pf.metadata.num_rows, has_images):
                 self.files_from_cache += 1
-                self.rows_reused += len(entry["records"])
-                return entry["records"]
+                cached: list[Record] = entry["records"]
+                self.rows_reused += len(cached)
+                return cached
         base_dir = os.path.dirname(os.path.abspath(path))
         external: dict[str, str | None] = {}
         reuse = self._reuse_map()
         records: list[Any] = []
         hashes: list[str] = []
-        pending: list[tuple[int, dict]] = []
+        pending: list[tuple[int, dict[str, Any]]] = []
         bar = _Progress(pf.metadata.num_rows, os.path.basename(path), self.progress)
         for batch in pf.iter_batches(batch_size=256, columns=columns):
             for row in batch.to_pylist():
@@ -1238,7 +1272,7 @@ class RowCounts:
         key = hashlib.sha256(os.path.realpath(path).encode()).hexdigest()
         memo = self.cache.get("file-hashes", key)
         if memo is not None and memo.get("stat") == ident and isinstance(memo.get("sha256"), str):
-            return memo["sha256"]
+            return str(memo["sha256"])
         sha = file_sha256(path)
         try:
             self.cache.put("file-hashes", key, {"stat": ident, "sha256": sha})
@@ -1246,7 +1280,7 @@ class RowCounts:
             pass
         return sha
 
-    def _entry_usable(self, entry: dict, sha: str, num_rows: int, has_images: bool) -> bool:
+    def _entry_usable(self, entry: dict[str, Any], sha: str, num_rows: int, has_images: bool) -> bool:
         from .count_cache import file_sha256
 
         records = entry.get("records")
@@ -1269,7 +1303,7 @@ class RowCounts:
                 return False  # an image file a row names changed: recount what changed
         return True
 
-    def _reuse_map(self) -> dict[str, list]:
+    def _reuse_map(self) -> dict[str, Record]:
         """row hash -> record from the recent trusted entries of this fingerprint (loaded once)."""
         if self._reuse is None:
             self._reuse = {}
@@ -1290,18 +1324,25 @@ class RowCounts:
         return self._reuse
 
     def _count(
-        self, pending: list[tuple[int, dict]], records: list, has_images: bool, base_dir: str, bar: "_Progress"
+        self,
+        pending: list[tuple[int, dict[str, Any]]],
+        records: list[Record | None],
+        has_images: bool,
+        base_dir: str,
+        bar: "_Progress",
     ) -> None:
+        counter = self.counter
+        assert counter is not None  # file_records answers "skip" records without a counter and counts nothing
         args = (self.prompt_key, self.image_key, has_images, base_dir, self.filtering)
         start = 0
         if self.fast is None:  # self-check: the size-only count against the decoding path on the first image rows
             checked = 0
             while start < len(pending) and checked < SELF_CHECK_ROWS:
                 i, row = pending[start]
-                slow = count_row(self.counter, row, *args, fast=False)
+                slow = count_row(counter, row, *args, fast=False)
                 if row.get(self.image_key) and slow[0] == "ok":
                     checked += 1
-                    if count_row(self.counter, row, *args, fast=True) != slow:
+                    if count_row(counter, row, *args, fast=True) != slow:
                         self.fast = False
                 records[i] = slow
                 start += 1
@@ -1319,7 +1360,7 @@ class RowCounts:
             import multiprocessing
 
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the children tokenize; no fork warning
-            _POOL_STATE = (self.counter, *args, fast)
+            _POOL_STATE = (counter, *args, fast)
             chunk = max(16, min(128, len(rest) // (workers * 4) or 16))
             parts = [rest[k : k + chunk] for k in range(0, len(rest), chunk)]
             try:
@@ -1332,7 +1373,7 @@ class RowCounts:
                 _POOL_STATE = ()
             return
         for i, row in rest:
-            records[i] = count_row(self.counter, row, *args, fast=fast)
+            records[i] = count_row(counter, row, *args, fast=fast)
             bar.update(1)
 
 

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Union
+
+if TYPE_CHECKING:
+    from .report import Report
 
 #: the packages swept (those installed here), the folder of each found without importing it
 PACKAGES = ("vllm", "vllm_ascend", "verl", "torch", "torch_npu")
@@ -68,13 +72,24 @@ class Site:
     message: str
     default: Any = None
     cls: str | None = None
-    gates: list = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _env_read(node):
+class SweepResult(TypedDict):
+    """What :func:`sweep` returns."""
+
+    sites: list[Site]
+    files: int
+
+
+#: ``{package: folder holding <package>/}`` (None or "" for a package not installed: skipped)
+Roots = Mapping[str, Union[str, None]]
+
+
+def _env_read(node: ast.AST) -> tuple[str, Any] | None:
     """``(variable, default)`` when ``node`` reads an environment variable by a constant name, else None."""
     if isinstance(node, ast.Call):
         f = node.func
@@ -104,7 +119,7 @@ def _env_read(node):
     return None
 
 
-def _first_message(node) -> str:
+def _first_message(node: ast.AST) -> str:
     for n in ast.walk(node):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 3:
             return n.value
@@ -113,18 +128,18 @@ def _first_message(node) -> str:
     return ""
 
 
-def _sites_in(tree, package, rel) -> list:
-    sites = []
+def _sites_in(tree: ast.Module, package: str, rel: str) -> list[Site]:
+    sites: list[Site] = []
 
-    def visit(body, prefix, cls):
+    def visit(body: list[ast.stmt], prefix: str, cls: str | None) -> None:
         for node in body:
             if isinstance(node, ast.ClassDef):
                 visit(node.body, f"{prefix}{node.name}.", node.name)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 scan(node, prefix + node.name, cls)
 
-    def scan(fn, qualname, cls):
-        tainted = {}
+    def scan(fn: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, cls: str | None) -> None:
+        tainted: dict[str, tuple[str, Any]] = {}
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 for n in ast.walk(node.value):
@@ -133,15 +148,14 @@ def _sites_in(tree, package, rel) -> list:
                         tainted[node.targets[0].id] = read
                         break
         for node in ast.walk(fn):
-            test, kind, msg = None, None, ""
             if isinstance(node, ast.Assert):
                 test, kind, msg = node.test, "assert", _first_message(node.msg) if node.msg else ""
             elif isinstance(node, ast.If) and any(isinstance(b, ast.Raise) for b in node.body):
                 test, kind = node.test, "raise-if"
                 msg = next((_first_message(b) for b in node.body if isinstance(b, ast.Raise)), "")
-            if test is None:
+            else:
                 continue
-            found = None
+            found: tuple[tuple[str, Any], str] | None = None
             for n in ast.walk(test):
                 read = _env_read(n)
                 if read:
@@ -160,7 +174,7 @@ def _sites_in(tree, package, rel) -> list:
     return sites
 
 
-def _files(root: str, package: str):
+def _files(root: str, package: str) -> Iterator[str]:
     base = os.path.join(root, package)
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "tests", "testing", "test"))
@@ -169,7 +183,7 @@ def _files(root: str, package: str):
                 yield os.path.join(dirpath, name)
 
 
-def _uses_class(body, cls: str) -> bool:
+def _uses_class(body: list[ast.stmt], cls: str) -> bool:
     """The statements call the class or one of its class attributes (``Cls(...)``, ``Cls.get_instance()``)."""
     for b in body:
         for n in ast.walk(b):
@@ -182,14 +196,16 @@ def _uses_class(body, cls: str) -> bool:
     return False
 
 
-def sweep(roots: dict, names: frozenset | None = None) -> dict:
+def sweep(roots: Roots, names: frozenset[str] | None = None) -> SweepResult:
     """Sweep ``{package: folder holding <package>/}``. Returns ``{"sites": [Site], "files": int}``; each site in a
     class carries its gates: ``if`` blocks of other files of the same package whose body calls the class.
 
     ``names``: only files whose text mentions one of these variable names are parsed (the preflight passes the
     variables set in its environment: a site on a variable that is not set rejects nothing), so a check costs a read
     of the sources instead of a parse of every file that touches the environment."""
-    sites, files, texts = [], 0, []
+    sites: list[Site] = []
+    files = 0
+    texts: list[tuple[str, str, str]] = []
     for package, root in roots.items():
         if not root:
             continue
@@ -211,7 +227,7 @@ def sweep(roots: dict, names: frozenset | None = None) -> dict:
                 continue
             files += 1
             sites.extend(_sites_in(tree, package, rel))
-    by_class: dict = {}
+    by_class: dict[tuple[str, str], list[Site]] = {}
     for site in sites:
         if site.cls:
             by_class.setdefault((site.package, site.cls), []).append(site)
@@ -242,12 +258,23 @@ class _NotEvaluable(Exception):
     pass
 
 
-def evaluate(site: Site, value: str):
+#: the comparison operators :func:`evaluate` runs
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
+
+
+def evaluate(site: Site, value: str) -> bool | None:
     """The site's test with the variable's value ``value``: True (passes), False (the stack rejects the value), or
     None when the test is not a plain expression of the value."""
     tree = ast.parse(site.test, mode="eval")
 
-    def ev(node):
+    def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -256,7 +283,8 @@ def evaluate(site: Site, value: str):
             raise _NotEvaluable(node.id)
         if isinstance(node, ast.Attribute) and _env_read(node):
             raise _NotEvaluable("vllm.envs parses the value itself")
-        if _env_read(node) and _env_read(node)[0] == site.variable:
+        read = _env_read(node)
+        if read and read[0] == site.variable:
             return value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return not ev(node.operand)
@@ -267,14 +295,7 @@ def evaluate(site: Site, value: str):
             left = ev(node.left)
             for op, right_node in zip(node.ops, node.comparators):
                 right = ev(right_node)
-                ok = {
-                    ast.In: lambda a, b: a in b,
-                    ast.NotIn: lambda a, b: a not in b,
-                    ast.Eq: lambda a, b: a == b,
-                    ast.NotEq: lambda a, b: a != b,
-                    ast.Is: lambda a, b: a is b,
-                    ast.IsNot: lambda a, b: a is not b,
-                }.get(type(op))
+                ok = _COMPARE.get(type(op))
                 if ok is None:
                     raise _NotEvaluable(type(op).__name__)
                 if not ok(left, right):
@@ -295,11 +316,11 @@ def evaluate(site: Site, value: str):
     return result if site.kind == "assert" else (not result)
 
 
-def default_roots() -> dict:
+def default_roots() -> dict[str, str | None]:
     """``{package: folder}`` of the swept packages installed here (found without importing them)."""
     import importlib.util
 
-    out = {}
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             spec = importlib.util.find_spec(name)
@@ -310,10 +331,10 @@ def default_roots() -> dict:
     return out
 
 
-_CACHE: dict = {}
+_CACHE: dict[tuple[tuple[tuple[str, str | None], ...], frozenset[str] | None], SweepResult] = {}
 
 
-def cached_sweep(roots: dict, names: frozenset | None = None) -> dict:
+def cached_sweep(roots: Roots, names: frozenset[str] | None = None) -> SweepResult:
     key = (tuple(sorted(roots.items())), names)
     if key not in _CACHE:
         _CACHE[key] = sweep(roots, names)
@@ -334,7 +355,7 @@ def _gate_setting(gate: str) -> str | None:
     return None
 
 
-def _rollout_value(rollout: Any, name: str | None) -> tuple:
+def _rollout_value(rollout: Any, name: str | None) -> tuple[bool, Any]:
     """``(known, value)`` of rollout setting ``name``: the config's own value, else the default of the dataclass its
     ``_target_`` names (verl 0.8.0's ``RolloutConfig.enable_sleep_mode = True`` is not in the YAML)."""
     import dataclasses
@@ -358,7 +379,9 @@ def _rollout_value(rollout: Any, name: str | None) -> tuple:
     return False, None
 
 
-def check_env_values(work: Any, report: Any, environ=None, roots: dict | None = None) -> dict:
+def check_env_values(
+    work: Any, report: Report, environ: Mapping[str, str] | None = None, roots: Roots | None = None
+) -> dict[str, Any]:
     """C10: an ERROR ``rules.env-rejected`` for every environment value (of ``environ``, default the process's) that a
     swept site rejects, where the site's gates are on in ``work``'s rollout config (a vLLM/vllm-ascend site counts
     only with a vLLM rollout). Returns the summary: the sweep's counts and the rejected variables."""
@@ -378,16 +401,18 @@ def check_env_values(work: Any, report: Any, environ=None, roots: dict | None = 
         }
     result = cached_sweep(roots, frozenset(names))
     rollout = work.actor_rollout_ref.rollout
-    summary = {
+    rejected: list[str] = []
+    summary: dict[str, Any] = {
         "sites_on_set_variables": len(result["sites"]),
         "files": result["files"],
         "packages": sorted(roots),
-        "rejected": [],
+        "rejected": rejected,
     }
     for site in result["sites"]:
         if site.package.startswith("vllm") and rollout.get("name") != "vllm":
             continue
-        gates_on, gate_names = True, []
+        gates_on = True
+        gate_names: list[str] = []
         for gate in site.gates:
             name = _gate_setting(gate)
             known, value = _rollout_value(rollout, name)
@@ -406,7 +431,7 @@ def check_env_values(work: Any, report: Any, environ=None, roots: dict | None = 
             via = "" if variable == site.variable else f" (torch reads {variable} as {site.variable}; "
             via += "" if variable == site.variable else f"{site.package} checks only {site.variable})"
             with_gate = f" with {', '.join(gate_names)}" if gate_names else ""
-            summary["rejected"].append(variable)
+            rejected.append(variable)
             report.add(
                 Finding(
                     "rules.env-rejected",
@@ -443,7 +468,7 @@ def reach(variable: str) -> str:
     return "not passed"
 
 
-def _version(root, package) -> str:
+def _version(root: str | None, package: str) -> str:
     try:
         for entry in sorted(os.listdir(root or "")):
             if entry.startswith(f"{package}-") and entry.endswith(".dist-info"):
@@ -453,7 +478,7 @@ def _version(root, package) -> str:
     return "?"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import json
 

@@ -9,10 +9,10 @@ from .report import ERROR, Finding, Report, Where
 
 #: one HFModelConfig per (folder, folder mtimes, model node): repeated runs in one process (tests, the demo)
 #: do not reload the tokenizer; the object is only read.
-_HF_MODEL_CACHE: dict[tuple, Any] = {}
+_HF_MODEL_CACHE: dict[tuple[object, ...], Any] = {}
 
 
-def _folder_stamp(path: str) -> tuple:
+def _folder_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
     try:
         return tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in os.scandir(path)))
     except OSError:

@@ -23,8 +23,13 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Union
+
+if TYPE_CHECKING:
+    from .report import Report
+    from .rules import Locator
 
 #: the packages whose functions verl calls and which the sweep reads
 CALLEES = ("veomni", "vllm", "transformers")
@@ -32,6 +37,13 @@ CALLEES = ("veomni", "vllm", "transformers")
 DISPLAY = {"veomni": "VeOmni", "vllm": "vLLM", "transformers": "transformers"}
 #: upstream fixes known for a swallowed keyword (citation only; the sweep finds the places itself)
 KNOWN_FIXES = {("build_parallelize_model", "enable_mixed_precision"): "verl PR #6644"}
+
+#: a function definition in a parsed module
+FuncNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+#: what :meth:`_Resolver.resolve` finds: ``(module, file, its tree, the function or class node)``
+Found = tuple[str, str, ast.Module, Union[FuncNode, ast.ClassDef]]
+#: ``(verl folder, {callee package: folder holding it, or None when not installed})``
+Roots = tuple[Union[str, None], dict[str, Union[str, None]]]
 
 
 @dataclass
@@ -47,9 +59,9 @@ class Swallowed:
     callee_line: int
     keyword: str
     value: str
-    holder_types: tuple = ()
+    holder_types: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
@@ -60,27 +72,37 @@ class Drop:
     verl_file: str
     line: int
     verl_function: str
-    tests: list = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+class SweepResult(TypedDict):
+    """What :func:`sweep` returns."""
+
+    swallowed: list[Swallowed]
+    undecided: int
+    calls: int
+    drops: list[Drop]
+    callees: dict[str, str]
 
 
 class _Package:
     """Parsed modules of one package root (``root/<name>/...``), read on demand."""
 
-    def __init__(self, name: str, root: str):
+    def __init__(self, name: str, root: str) -> None:
         self.name, self.root = name, root
-        self._trees: dict = {}
+        self._trees: dict[str, tuple[str | None, ast.Module | None]] = {}
 
-    def module_file(self, module: str):
+    def module_file(self, module: str) -> str | None:
         base = os.path.join(self.root, *module.split("."))
         for path in (base + ".py", os.path.join(base, "__init__.py")):
             if os.path.isfile(path):
                 return path
         return None
 
-    def tree(self, module: str):
+    def tree(self, module: str) -> tuple[str | None, ast.Module | None]:
         if module not in self._trees:
             path = self.module_file(module)
             tree = None
@@ -94,9 +116,9 @@ class _Package:
         return self._trees[module]
 
 
-def _bindings(tree, module: str, is_pkg: bool) -> dict:
+def _bindings(tree: ast.AST, module: str, is_pkg: bool) -> dict[str, str]:
     """Top-level import bindings of a module: local name -> dotted target."""
-    out = {}
+    out: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -118,8 +140,8 @@ def _bindings(tree, module: str, is_pkg: bool) -> dict:
     return out
 
 
-def _dotted(expr):
-    parts = []
+def _dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
         expr = expr.value
@@ -130,13 +152,13 @@ def _dotted(expr):
 
 
 class _Resolver:
-    def __init__(self, packages: dict):
+    def __init__(self, packages: dict[str, _Package]) -> None:
         self.packages = packages
 
-    def _pkg(self, dotted: str):
+    def _pkg(self, dotted: str) -> _Package | None:
         return self.packages.get(dotted.split(".")[0])
 
-    def resolve(self, dotted: str, depth: int = 0):
+    def resolve(self, dotted: str, depth: int = 0) -> Found | None:
         """``(module, node, qualname)`` of the function or class ``dotted`` names, or None."""
         pkg = self._pkg(dotted)
         if pkg is None or depth > 8:
@@ -145,7 +167,7 @@ class _Resolver:
         for cut in range(len(parts), 0, -1):
             module = ".".join(parts[:cut])
             path, tree = pkg.tree(module)
-            if tree is None:
+            if tree is None or path is None:
                 continue
             rest = parts[cut:]
             if not rest:
@@ -153,7 +175,9 @@ class _Resolver:
             return self._in_module(pkg, module, path, tree, rest, depth)
         return None
 
-    def _in_module(self, pkg, module, path, tree, rest, depth):
+    def _in_module(
+        self, pkg: _Package, module: str, path: str, tree: ast.Module, rest: list[str], depth: int
+    ) -> Found | None:
         name = rest[0]
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
@@ -171,14 +195,25 @@ class _Resolver:
             return self.resolve(".".join([binds[name]] + rest[1:]), depth + 1)
         return None
 
-    def _member(self, pkg, module, path, tree, node, rest, depth):
+    def _member(
+        self,
+        pkg: _Package,
+        module: str,
+        path: str,
+        tree: ast.Module,
+        node: FuncNode | ast.ClassDef,
+        rest: list[str],
+        depth: int,
+    ) -> Found | None:
         if not rest:
             return (module, path, tree, node)
         if not isinstance(node, ast.ClassDef):
             return None
         return self.method(module, path, tree, node, rest[0], depth)
 
-    def method(self, module, path, tree, cls, name, depth=0):
+    def method(
+        self, module: str, path: str, tree: ast.Module, cls: ast.ClassDef, name: str, depth: int = 0
+    ) -> Found | None:
         for item in cls.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
                 return (module, path, tree, item)
@@ -197,16 +232,18 @@ class _Resolver:
         return None
 
 
-def _params(fn) -> tuple:
+def _params(fn: FuncNode) -> tuple[set[str], str | None]:
     a = fn.args
     names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
     return names, (a.kwarg.arg if a.kwarg else None)
 
 
-def _kwargs_uses(fn, kw: str):
+def _kwargs_uses(fn: FuncNode, kw: str) -> tuple[set[object], list[ast.AST | None], bool]:
     """``(read literal keys, forwarded calls, other use)`` of the ``**kw`` mapping inside ``fn``."""
-    read, forwards, other = set(), [], False
-    parents = {}
+    read: set[object] = set()
+    forwards: list[ast.AST | None] = []
+    other = False
+    parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(fn):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
@@ -234,7 +271,7 @@ def _kwargs_uses(fn, kw: str):
     return read, forwards, other
 
 
-def absorbs(resolver: _Resolver, found, key: str, depth: int = 0):
+def absorbs(resolver: _Resolver, found: Found, key: str, depth: int = 0) -> bool | None:
     """True: ``key`` passed to the function ``found`` lands in its ``**kwargs`` and is never read (here or where
     it is forwarded); False: read, a named parameter, or refused (no ``**kwargs``); None: cannot tell."""
     module, path, tree, fn = found
@@ -253,7 +290,7 @@ def absorbs(resolver: _Resolver, found, key: str, depth: int = 0):
         return False
     if other:
         return None
-    verdicts: list = []
+    verdicts: list[bool | None] = []
     binds = _bindings(tree, module, path.endswith("__init__.py"))
     for call in forwards:
         target = _dotted(call.func) if isinstance(call, ast.Call) else None
@@ -276,7 +313,7 @@ def absorbs(resolver: _Resolver, found, key: str, depth: int = 0):
     return True
 
 
-def _verl_modules(verl_root: str):
+def _verl_modules(verl_root: str) -> Iterator[tuple[str, str]]:
     base = os.path.join(verl_root, "verl")
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -287,11 +324,11 @@ def _verl_modules(verl_root: str):
                 yield (rel[: -len(".__init__")] if rel.endswith(".__init__") else rel), path
 
 
-def _functions(tree):
+def _functions(tree: ast.Module) -> list[tuple[str, FuncNode, ast.ClassDef | None]]:
     """``(qualname, function node, enclosing class node or None)`` of every function of a module."""
-    out = []
+    out: list[tuple[str, FuncNode, ast.ClassDef | None]] = []
 
-    def visit(body, prefix, cls):
+    def visit(body: list[ast.stmt], prefix: str, cls: ast.ClassDef | None) -> None:
         for node in body:
             if isinstance(node, ast.ClassDef):
                 visit(node.body, f"{prefix}{node.name}.", node)
@@ -303,7 +340,7 @@ def _functions(tree):
     return out
 
 
-def _holder_types(value, fn, cls) -> tuple:
+def _holder_types(value: ast.expr, fn: FuncNode, cls: ast.ClassDef | None) -> tuple[str, ...]:
     """Class names annotating the object a keyword's value is read from: ``self.<holder>.<field>`` -> the annotation
     of ``<holder>`` in the enclosing class's ``__init__`` (or of the function's own parameter ``<holder>``)."""
     dotted = _dotted(value)
@@ -311,10 +348,10 @@ def _holder_types(value, fn, cls) -> tuple:
         return ()
     parts = dotted.split(".")
     holder = parts[-2]
-    candidates = [fn]
+    candidates: list[FuncNode] = [fn]
     if cls is not None:
         candidates += [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
-    names = []
+    names: list[str] = []
     for f in candidates:
         for p in f.args.posonlyargs + f.args.args + f.args.kwonlyargs:
             if p.arg == holder and p.annotation is not None:
@@ -324,7 +361,7 @@ def _holder_types(value, fn, cls) -> tuple:
     return tuple(dict.fromkeys(n for n in names if n[:1].isupper() and n not in ("Optional", "Union")))
 
 
-def _emits_key(loop, key: str) -> bool:
+def _emits_key(loop: ast.For, key: str) -> bool:
     """The loop builds arguments from its key: an ``append``/``extend`` or a subscript assignment that uses it."""
     for node in ast.walk(loop):
         if (
@@ -341,7 +378,7 @@ def _emits_key(loop, key: str) -> bool:
     return False
 
 
-def _tests_value(test, name: str) -> bool:
+def _tests_value(test: ast.expr, name: str) -> bool:
     """``test`` looks at the value itself (truthiness, ``is None``, a comparison), not only at its type
     (``isinstance(v, ...)``)."""
     if isinstance(test, ast.Call) and getattr(test.func, "id", None) == "isinstance":
@@ -357,10 +394,10 @@ def _tests_value(test, name: str) -> bool:
     return False
 
 
-def _drops(fn) -> list:
+def _drops(fn: FuncNode) -> list[str]:
     """The value tests of ``for k, v in X.items()`` loops in ``fn`` that skip a pair (``continue`` under a test of
     ``v``) or only emit it under one."""
-    tests = []
+    tests: list[str] = []
     for loop in ast.walk(fn):
         if not (
             isinstance(loop, ast.For)
@@ -395,14 +432,16 @@ def _drops(fn) -> list:
     return tests
 
 
-def sweep(verl_root: str, callee_roots: dict) -> dict:
+def sweep(verl_root: str, callee_roots: dict[str, str | None]) -> SweepResult:
     """Sweep verl (the folder holding ``verl/``) against the callee packages ``{name: folder holding <name>/}``.
 
     Returns ``{"swallowed": [Swallowed], "undecided": int (keywords whose fate the sweep cannot tell),
     "calls": int (verl calls into the callees with keywords), "drops": [Drop], "callees": {name: root}}``."""
     packages = {name: _Package(name, root) for name, root in callee_roots.items() if root}
     resolver = _Resolver(packages)
-    swallowed, drops, undecided, calls = [], [], 0, 0
+    swallowed: list[Swallowed] = []
+    drops: list[Drop] = []
+    undecided, calls = 0, 0
     for module, path in _verl_modules(verl_root):
         try:
             with open(path, encoding="utf-8") as fh:
@@ -468,10 +507,10 @@ def sweep(verl_root: str, callee_roots: dict) -> dict:
     }
 
 
-_CACHE: dict = {}
+_CACHE: dict[tuple[str, tuple[tuple[str, str], ...]], SweepResult] = {}
 
 
-def cached_sweep(verl_root: str, callee_roots: dict) -> dict:
+def cached_sweep(verl_root: str, callee_roots: dict[str, str | None]) -> SweepResult:
     """:func:`sweep`, once per process for the same folders."""
     key = (verl_root, tuple(sorted((k, v or "") for k, v in callee_roots.items())))
     if key not in _CACHE:
@@ -479,7 +518,7 @@ def cached_sweep(verl_root: str, callee_roots: dict) -> dict:
     return _CACHE[key]
 
 
-def reachable(item: Swallowed, cfg: Any) -> list:
+def reachable(item: Swallowed, cfg: Any) -> list[str]:
     """Hydra keys of the composed config ``cfg`` (an OmegaConf node) that hold the value ``item`` passes: nodes whose
     ``_target_`` names one of the value's holder classes, plus the value's field name, where that key exists."""
     from omegaconf import DictConfig
@@ -487,9 +526,9 @@ def reachable(item: Swallowed, cfg: Any) -> list:
     if not item.holder_types:
         return []
     field_name = item.value.split(".")[-1]
-    keys = []
+    keys: list[str] = []
 
-    def walk(node, prefix):
+    def walk(node: Any, prefix: str) -> None:
         if not isinstance(node, DictConfig):
             return
         target = node.get("_target_") if "_target_" in node else None
@@ -507,11 +546,11 @@ def reachable(item: Swallowed, cfg: Any) -> list:
     return keys
 
 
-def default_roots() -> tuple:
+def default_roots() -> Roots:
     """``(verl folder, {callee: folder})`` of the installed packages, found without importing them."""
     import importlib.util
 
-    def folder(name):
+    def folder(name: str) -> str | None:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -534,7 +573,7 @@ def package_version(root: str, name: str) -> str:
     return "?"
 
 
-def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | None = None) -> dict:
+def check_swallowed_settings(work: Any, report: Report, loc: Locator, roots: Roots | None = None) -> dict[str, Any]:
     """C08: an ERROR ``rules.setting-swallowed`` for every key the argv sets whose value verl passes as a keyword the
     callee swallows (found by :func:`sweep` over the installed verl and callees, or ``roots`` =
     ``(verl folder, {callee: folder})``). Returns the summary: the sweep's counts and the reachable keys."""
@@ -544,12 +583,13 @@ def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | No
     if not verl_root:
         return {"skipped": "verl is not installed here"}
     result = cached_sweep(verl_root, callee_roots)
-    summary = {
+    reached: dict[str, str] = {}
+    summary: dict[str, Any] = {
         "swallowed": len(result["swallowed"]),
         "undecided": result["undecided"],
         "calls": result["calls"],
         "drops": len(result["drops"]),
-        "reachable": {},
+        "reachable": reached,
     }
     for item in result["swallowed"]:
         package = item.callee.split(".")[0]
@@ -557,7 +597,7 @@ def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | No
         shown = DISPLAY.get(package, package)
         fix = KNOWN_FIXES.get((item.callee.rsplit(".", 1)[-1], item.keyword))
         for key in reachable(item, work):
-            summary["reachable"][key] = f"{item.callee}({item.keyword}=...)"
+            reached[key] = f"{item.callee}({item.keyword}=...)"
             if not loc.given(key):
                 continue
             report.add(
@@ -577,7 +617,7 @@ def check_swallowed_settings(work: Any, report: Any, loc: Any, roots: tuple | No
     return summary
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import json
 
@@ -593,6 +633,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     verl_root, roots = default_roots()
     verl_root = args.verl or verl_root
+    if not verl_root:
+        parser.error("verl is not installed here: give --verl DIR (the folder holding verl/)")
     for item in args.callee:
         name, _, root = item.partition("=")
         roots[name] = root

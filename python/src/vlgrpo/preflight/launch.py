@@ -117,7 +117,8 @@ def parse_launch(argv: list[str]) -> LaunchSpec:
     i = 3
     while i < len(argv):
         arg = argv[i]
-        flag, value = None, None
+        flag: str | None = None
+        value = ""
         for long, short in (("--config-path", "-cp"), ("--config-name", "-cn")):
             if arg in (long, short):
                 if i + 1 >= len(argv):

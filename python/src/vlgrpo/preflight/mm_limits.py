@@ -13,9 +13,12 @@ video(s) may be provided in one prompt."). verl v0.8.0 (``vLLMHttpServer.launch_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .report import ERROR, Finding
+from .report import ERROR, Finding, Report
+
+if TYPE_CHECKING:
+    from .rules import Locator
 
 ADVISORIES = "CVE-2026-22778 (fixed in vLLM 0.14.1) and CVE-2026-34755 / GHSA-pq5c-rjhq-qp7p (fixed in 0.19.0)"
 FIXED_IN = (0, 19, 0)  # first vLLM outside both ranges
@@ -33,13 +36,13 @@ def vllm_version() -> str:
         return PINNED
 
 
-def _release(text: str) -> tuple:
+def _release(text: str) -> tuple[int, ...]:
     from packaging.version import Version
 
     return Version(text).release
 
 
-def _count(value: Any):
+def _count(value: Any) -> int | None:
     if isinstance(value, dict) or hasattr(value, "get"):
         value = value.get("count")
     try:
@@ -48,7 +51,9 @@ def _count(value: Any):
         return None
 
 
-def check_mm_limits(work: Any, report, loc, max_images: int | None, version: str | None = None) -> dict:
+def check_mm_limits(
+    work: Any, report: Report, loc: Locator, max_images: int | None, version: str | None = None
+) -> dict[str, Any]:
     """Add ``rules.video-enabled`` when video inputs are allowed on a vLLM inside the advisories' ranges, and
     ``rules.image-limit`` when a data row has more images than the limit. Returns the effective limits."""
     version = version or vllm_version()

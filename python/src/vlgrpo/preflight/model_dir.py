@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from .report import ERROR, WARNING, Finding, Report, Where
@@ -48,7 +49,7 @@ def _find_key(obj: Any, key: str) -> list[str]:
     """Every dotted path (``a.b[2].c``) of ``key`` in the parsed JSON ``obj``, depth first in document order
     (iterative: any nesting the parser accepted is walked without recursion)."""
 
-    def children(node: Any, path: str):
+    def children(node: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
         if isinstance(node, dict):
             return iter([(f"{path}.{k}" if path else str(k), k, v) for k, v in node.items()])
         if isinstance(node, list):
@@ -300,7 +301,9 @@ def check_model_dir(path: str, report: Report, key: str = "actor_rollout_ref.mod
             )
         )
         clean = False
-    text_cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text_cfg = config.get("text_config")
+    if not isinstance(text_cfg, dict):
+        text_cfg = {}
     info["max_position_embeddings"] = config.get("max_position_embeddings", text_cfg.get("max_position_embeddings"))
     info["is_vision_language"] = "vision_config" in config
     has_tok_cfg = os.path.isfile(os.path.join(path, "tokenizer_config.json"))

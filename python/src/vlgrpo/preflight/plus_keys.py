@@ -90,7 +90,7 @@ def _dataclass_of(node: Any) -> type | None:
         cls = get_class(target)
     except Exception:  # noqa: BLE001 - not importable here: no dataclass to check against
         return None
-    return cls if dataclasses.is_dataclass(cls) else None
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
 
 
 def _is_dict_type(tp: Any) -> bool:

@@ -13,10 +13,13 @@ were allocated. The preflight refuses the combination instead (exit 2).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .launch import verl_package_dir
-from .report import ERROR, Finding
+from .report import ERROR, Finding, Report
+
+if TYPE_CHECKING:
+    from .rules import Locator
 
 PATCH = "rollout.server_loopback"
 
@@ -42,7 +45,7 @@ def loopback_patch_active() -> bool:
         return False
 
 
-def check_reward_http(work: Any, report, loc) -> dict:
+def check_reward_http(work: Any, report: Report, loc: Locator) -> dict[str, bool]:
     """Add ``rules.reward-http-loopback`` (error) when ``reward.reward_model.enable`` (after verl's migration of the
     legacy ``reward_model.*`` keys) is on with a vLLM reward rollout while :func:`loopback_patch_active`. Returns
     ``{"reward_model": bool, "loopback_patch": bool}``."""

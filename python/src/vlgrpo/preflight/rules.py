@@ -8,6 +8,7 @@ set it, so findings can point at an argv position.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from .report import ERROR, WARNING, Finding, Report, Where
@@ -243,6 +244,7 @@ def check_lengths(
     key_mml = "actor_rollout_ref.rollout.max_model_len"
     key_ek = f"actor_rollout_ref.rollout.engine_kwargs.{engine}.max_model_len"
     effective = mml if mml is not None else max_position_embeddings
+    effective_engine: int | None
     if ek_mml is not None:
         effective_engine = int(ek_mml)
     else:
@@ -454,7 +456,7 @@ def check_topology(
     ``devices_source``: ``"node"`` (counted on this node, or given by the caller for it) or ``"plan"`` (the
     entrypoint's planning override VLGRPO_PLAN_DEVICES_PER_NODE: a plan for another machine): a layout larger than
     one node is then a warning saying which Ray cluster it needs, else ``rules.layout-local`` is an error."""
-    info = {
+    info: dict[str, Any] = {
         "devices_per_node": devices_per_node,
         "devices_source": source,
         "trainer": f"{work.trainer.nnodes} x {work.trainer.n_gpus_per_node}",
@@ -497,7 +499,16 @@ def check_topology(
     return info
 
 
-def _check_local_layout(pools, report, loc, devices_per_node, source, devices_source, ray_address, info) -> None:
+def _check_local_layout(
+    pools: list[tuple[str, Any]],
+    report: Report,
+    loc: Locator,
+    devices_per_node: int,
+    source: str,
+    devices_source: str,
+    ray_address: str | None,
+    info: dict[str, Any],
+) -> None:
     """The local-Ray part of :func:`check_topology` (``rules.layout-local``)."""
     from .report import WARNING
 
@@ -712,7 +723,7 @@ def check_code_loading(cfg: Any, report: Report, loc: Locator, overrides: list[A
 
     tree = OmegaConf.to_container(cfg, resolve=False)
 
-    def walk(node: Any, path: str):
+    def walk(node: Any, path: str) -> Iterator[tuple[str, Any]]:
         if isinstance(node, dict):
             for k, v in node.items():
                 yield from walk(v, f"{path}.{k}" if path else str(k))

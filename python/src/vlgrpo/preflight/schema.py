@@ -535,7 +535,7 @@ def compose_cache_key(spec: LaunchSpec) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256()
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in ("verl", "hydra-core", "omegaconf"):
         try:
             versions[dist] = version(dist)

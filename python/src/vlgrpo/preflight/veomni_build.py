@@ -231,12 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    kw = {}
-    if len(args) > 1:
-        kw["attn_implementation"] = args[1]
-    if len(args) > 2:
-        kw["torch_dtype"] = args[2]
-    result = build_on_meta(args[0], **kw)
+    result = build_on_meta(
+        args[0],
+        attn_implementation=args[1] if len(args) > 1 else "eager",
+        torch_dtype=args[2] if len(args) > 2 else "bfloat16",
+    )
     sys.stdout.flush()
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0 if result.get("stage") == "ok" else 2
@@ -265,7 +264,8 @@ def run_child(
         return {"stage": "child", "error": f"the build did not finish within {timeout_s:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK) :])
+            result: dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
+            return result
     tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[:600]
     return {"stage": "child", "error": f"exit {proc.returncode} without a result: {tail}"}
 

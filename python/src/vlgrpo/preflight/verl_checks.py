@@ -25,10 +25,13 @@ import copy
 import io
 import os
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .launch import FULLY_ASYNC_MODULE, MAIN_PPO_MODULE, LaunchSpec
 from .report import ERROR, WARNING, Finding, Report, Where
+
+if TYPE_CHECKING:
+    from .rules import Locator
 from .schema import verl_version
 
 _VERL_ERRORS = (AssertionError, ValueError, TypeError, RuntimeError, NotImplementedError, KeyError, AttributeError)
@@ -37,7 +40,7 @@ _VERL_ERRORS = (AssertionError, ValueError, TypeError, RuntimeError, NotImplemen
 def _verl_dir() -> str:
     import verl
 
-    return os.path.dirname(verl.__file__)
+    return os.path.dirname(str(verl.__file__))
 
 
 def _msg(exc: BaseException) -> str:
@@ -290,7 +293,11 @@ ASSERT_SITES = {
 }
 
 
-def _collect_asserts(body: list[ast.stmt], conds: list[tuple[ast.expr, bool]], out: list) -> None:
+#: an ``assert`` statement and the ``if`` tests above it (``(test, True)`` in its body, ``(test, False)`` in the else)
+FoundAssert = tuple[ast.Assert, list[tuple[ast.expr, bool]]]
+
+
+def _collect_asserts(body: list[ast.stmt], conds: list[tuple[ast.expr, bool]], out: list[FoundAssert]) -> None:
     for stmt in body:
         if isinstance(stmt, ast.Assert):
             out.append((stmt, list(conds)))
@@ -299,11 +306,11 @@ def _collect_asserts(body: list[ast.stmt], conds: list[tuple[ast.expr, bool]], o
             _collect_asserts(stmt.orelse, conds + [(stmt.test, False)], out)
 
 
-def find_asserts(path: str, cls: str, method: str) -> list[tuple[ast.Assert, list[tuple[ast.expr, bool]]]]:
+def find_asserts(path: str, cls: str, method: str) -> list[FoundAssert]:
     """Asserts in ``cls.method`` of the source file ``path`` (top level or under ``if`` chains)."""
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), filename=path)
-    out: list = []
+    out: list[FoundAssert] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for item in node.body:
@@ -373,7 +380,7 @@ def run_source_asserts(spec: LaunchSpec, work: Any, report: Report, loc: Any = N
     return decided
 
 
-def _where(loc: Any, key: str | None) -> Where:
+def _where(loc: Locator | None, key: str | None) -> Where:
     if loc is None or key is None:
         return Where(key=key)
     return loc.where(key)

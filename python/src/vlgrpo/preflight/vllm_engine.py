@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 from .report import ERROR, WARNING, Finding, Report
 
@@ -85,7 +85,7 @@ def drops_false() -> bool | None:
         )
     except Exception:  # noqa: BLE001 - another verl layout: nothing to say
         return None
-    return build({"enable_chunked_prefill": False}) == []
+    return bool(build({"enable_chunked_prefill": False}) == [])
 
 
 def engine_args(rollout: Any, verl_max_model_len: int | None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -146,7 +146,7 @@ def resolve(values: dict[str, Any], drops: bool | None) -> tuple[dict[str, Any],
     return out, dropped
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -176,8 +176,9 @@ def derived_max_len(text_config: dict[str, Any]) -> tuple[float, str]:
 def text_config_of(model_path: str) -> dict[str, Any]:
     """The text config vLLM reads from the folder's config.json (``text_config`` of a VL model, else the top level)."""
     with open(os.path.join(model_path, "config.json"), encoding="utf-8") as fh:
-        cfg = json.load(fh)
-    return cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        cfg: dict[str, Any] = json.load(fh)
+    text: dict[str, Any] = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    return text
 
 
 def mirrored_rules(resolved: dict[str, Any], text_config: dict[str, Any]) -> list[tuple[str, str]]:

@@ -45,7 +45,7 @@ RECORD = {
 LOOPBACK_V4, LOOPBACK_V6 = "127.0.0.1", "::1"
 
 
-def is_faulty(func, server_source=None):
+def is_faulty(func: object, server_source: str | None = None) -> tuple[bool, str]:
     """``(faulty, reason)`` for the ``run_uvicorn`` bound in verl's vLLM server module: faulty when that module (its
     source in ``server_source``, else the imported module's) sets ``_server_address`` from
     ``get_node_ip_address()`` and passes ``self._server_address`` as the host argument of ``run_uvicorn``."""

@@ -111,7 +111,7 @@ def make_get_zmq_handle(original):
 make_get_zmq_handle.__vlgrpo_code__ = make_get_zmq_handle(None).__code__
 
 
-def is_faulty(func, module_source=None):
+def is_faulty(func: object, module_source: str | None = None) -> tuple[bool, str]:
     """``(faulty, reason)``: faulty when ``_get_zmq_handle`` (``func``, or ``vLLMColocateWorkerExtension._get_zmq_handle``
     in ``module_source``) reads ``self.local_rank`` and neither it nor a module-level function it calls by name reads
     a data-parallel rank (:data:`_DP_NAMES`), i.e. verl without PR #6620's kind of fix."""
