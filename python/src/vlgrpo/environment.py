@@ -19,14 +19,19 @@ per line (``NAME<TAB>why<TAB>fix``), exit 2 when there are any; ``classify NAME.
 
 import os
 
+TYPE_CHECKING = False  # typing's constant without importing typing (the module runs at every interpreter start)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "environment.tsv")
 COLUMNS = ("name", "owner", "kind", "type", "allowed", "default", "hydra", "meaning", "fix")
 KINDS = ("setting", "set", "pass", "pass-on-request", "drop", "refused")
 ENTRYPOINTS = {"fa": "fully-async-grpo.sh", "vo": "veomni-grpo.sh", "node": "ray-node.sh"}
 MAX_LEN = 1024  # characters of a setting value at most
 
-_ROWS = []
-_SETTING_CACHE = {}
+_ROWS: "list[Row]" = []
+_SETTING_CACHE: "dict[tuple[str, str], Row | None]" = {}
 
 
 class Row:
@@ -44,16 +49,16 @@ class Row:
     fix: str
     owners: "tuple[str, ...]"
 
-    def __init__(self, cells):
+    def __init__(self, cells: "list[str]") -> None:
         for col, cell in zip(COLUMNS, cells):
             setattr(self, col, "" if cell == "-" else cell)
         self.owners = tuple(self.owner.split(","))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Row({self.name!r}, {self.owner!r}, {self.kind!r})"
 
 
-def _split(line):
+def _split(line: str) -> "list[str]":
     cells = line.rstrip("\n").split("\t")
     if len(cells) != len(COLUMNS):
         raise ValueError(f"{PATH}: row {cells[0]!r} has {len(cells)} cells, not {len(COLUMNS)}")
@@ -71,12 +76,12 @@ def rows() -> "list[Row]":
     return _ROWS
 
 
-def settings(owner):
+def settings(owner: str) -> "list[Row]":
     """The ``VLGRPO_*`` setting rows of entrypoint or reader ``owner`` (``fa``, ``vo``, ``node``, ``patches``)."""
     return [r for r in rows() if r.kind == "setting" and owner in r.owners]
 
 
-def setting_row(name, owner="patches"):
+def setting_row(name: str, owner: str = "patches") -> "Row | None":
     """The setting row ``name`` (full variable name) owned by ``owner``, read without parsing the whole file (it
     runs at interpreter start). Returns None when there is none."""
     key = (name, owner)
@@ -95,7 +100,7 @@ def setting_row(name, owner="patches"):
     return found
 
 
-def _fnmatch(name, pattern):
+def _fnmatch(name: str, pattern: str) -> bool:
     """Shell-glob match with ``*`` only (the registry's patterns), as bash ``[[ $n == $p ]]``."""
     parts = pattern.split("*")
     if len(parts) == 1:
@@ -163,18 +168,18 @@ _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _UPPER = _LOWER.upper()
 
 
-def _plain(raw):
+def _plain(raw: str) -> bool:
     """Printable ASCII without spaces, at most MAX_LEN characters (settings.sh _vg_plain_ascii)."""
     return len(raw) <= MAX_LEN and all("!" <= c <= "~" for c in raw)
 
 
-def _is_int(raw):
+def _is_int(raw: str) -> bool:
     if raw in ("-1", "0"):
         return True
     return 1 <= len(raw) <= 9 and raw[0] in "123456789" and all(c in _DIGITS for c in raw)
 
 
-def _int_in(spec, value):
+def _int_in(spec: str, value: int) -> bool:
     for alt in spec.split("|"):
         if ".." in alt:
             lo, hi = alt.split("..", 1)
@@ -185,7 +190,7 @@ def _int_in(spec, value):
     return False
 
 
-def _is_float(raw):
+def _is_float(raw: str) -> bool:
     """``^(0|[1-9][0-9]{0,8})(\\.[0-9]{1,9})?([eE]-?[0-9]{1,2})?$`` without ``re``."""
     mant, exp = raw, None
     for e in "eE":
@@ -196,13 +201,16 @@ def _is_float(raw):
         digits = exp[1:] if exp.startswith("-") else exp
         if not 1 <= len(digits) <= 2 or not all(c in _DIGITS for c in digits):
             return False
-    whole, frac = (mant.split(".", 1) + [None])[:2] if "." in mant else (mant, None)
+    whole: str
+    frac: "str | None"
+    # the ignore: mypy types the padded list's items str | None; the first is the split's first part, a str
+    whole, frac = (mant.split(".", 1) + [None])[:2] if "." in mant else (mant, None)  # type: ignore[assignment]
     if frac is not None and (not 1 <= len(frac) <= 9 or not all(c in _DIGITS for c in frac)):
         return False
     return whole == "0" or (1 <= len(whole) <= 9 and whole[0] in "123456789" and all(c in _DIGITS for c in whole))
 
 
-def _words(raw, alphabet):
+def _words(raw: str, alphabet: str) -> bool:
     return bool(raw) and all(c in alphabet for c in raw)
 
 
@@ -262,7 +270,7 @@ _URL_PATH_CHARS = frozenset(_ALNUM + "._~/-")
 _NAME_CHARS = frozenset(_ALNUM + "._-")
 
 
-def _octets(host):
+def _octets(host: str) -> bool:
     """``host`` is a dotted quad of 0-255 without leading zeros (what ``inet_aton`` reads one way only)."""
     parts = host.split(".")
     return len(parts) == 4 and all(
@@ -271,7 +279,7 @@ def _octets(host):
     )
 
 
-def _hostname(host):
+def _hostname(host: str) -> bool:
     """RFC 1123 labels (1-63 letters, digits, '-', no '-' at either end) whose last has a letter and is not a
     hexadecimal number (``0x1f`` is an address to ``inet_aton``)."""
     labels = host.split(".")
@@ -284,7 +292,7 @@ def _hostname(host):
     return any(c in _LOWER + _UPPER for c in last) and not hexnum
 
 
-def _number_like(raw):
+def _number_like(raw: str) -> bool:
     """``([0-9][0-9_]*(\\.[0-9_]*)?|\\.[0-9][0-9_]*)([eE]-?[0-9_]+)?``: what Hydra's grammar reads as a number."""
     mant, exp = raw, None
     for i, c in enumerate(raw):
@@ -301,11 +309,11 @@ def _number_like(raw):
     return bool(whole) and whole[0] in _DIGITS and all(c in _DIGITS + "_" for c in whole[1:] + frac)
 
 
-def _identifier(name, limit):
+def _identifier(name: str, limit: int) -> bool:
     return 1 <= len(name) <= limit and (name[0] in _LOWER + _UPPER + "_") and all(c in _ALNUM + "_" for c in name)
 
 
-def _validate_re(t, a, raw, cwd):
+def _validate_re(t: str, a: str, raw: str, cwd: "str | None") -> object:
     """The types of the launch's own settings (names, addresses, paths), written without ``re``: its import costs
     more than the whole check at every launch."""
     if t == "name":
@@ -335,6 +343,7 @@ def _validate_re(t, a, raw, cwd):
             return raw
         raise Refused(f"{raw!r} is not HOST:PORT (HOST a dotted-quad IPv4 address or a hostname)")
     if t == "uri":
+        path: "str | None"
         # http(s)://HOST[:PORT][/PATH] (HOST as for addr) without user:password@, query or fragment, or file:///PATH,
         # file:/PATH (the folder of a file: store is checked by vlgrpo.trackers)
         scheme, sep, rest = raw.partition("://")
@@ -401,7 +410,9 @@ def _validate_re(t, a, raw, cwd):
     raise ValueError(f"setting {t!r} is not a type the registry knows")
 
 
-def read_setting(name, environ=None, owner="patches"):
+def read_setting(
+    name: str, environ: "Mapping[str, str] | None" = None, owner: str = "patches"
+) -> "tuple[Any, str | None]":
     """``(value, problem)`` of setting ``name`` (e.g. ``VLGRPO_PATCHES``) from ``environ`` (default
     ``os.environ``) under its registry row: an empty or unset variable gives the row's default (``None`` when it
     has none); an invalid one gives the default and a one-line problem naming the variable, the accepted values
@@ -421,7 +432,7 @@ def read_setting(name, environ=None, owner="patches"):
         return default, f"{name}: {exc}; fix: {_hint(row)}"
 
 
-def _hint(row):
+def _hint(row: Row) -> str:
     t, a = row.type, row.allowed
     if t == "bool":
         return "set true or false (or 1/0)"
@@ -491,7 +502,9 @@ JOB_CONFIG_KEYS = ("runtime_env", "metadata")
 RUNTIME_ENV_KEYS = ("env_vars", "config")
 
 
-def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
+def check_ray_job_config(
+    text: str, owner: str = "fa", pass_env: "tuple[str, ...]" = (), protect: "tuple[str, ...]" = (), _depth: int = 0
+) -> "list[tuple[str, str, str]]":
     """Problems of a Ray job config JSON (the value of ``RAY_JOB_CONFIG_JSON_ENV_VAR``) for entrypoint ``owner``:
     a list of ``(name, why, fix)``, empty when it passes. Parsed with :mod:`json` (so ``"p\\u0069p"`` is ``pip``);
     keys are refused unless allowlisted (:data:`JOB_CONFIG_KEYS`, :data:`RUNTIME_ENV_KEYS`); each ``env_vars``
@@ -505,12 +518,13 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]
+        # json.loads raises its ValueError subclass JSONDecodeError, which has msg and pos
+        return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]  # type: ignore[attr-defined]
     except RecursionError:
         return [(var, "is JSON nested too deeply to check", fix)]
     if not isinstance(doc, dict):
         return [(var, f"is a JSON {type(doc).__name__}, not an object", fix)]
-    out = []
+    out: "list[tuple[str, str, str]]" = []
     for key in sorted(set(doc) - set(JOB_CONFIG_KEYS)):
         out.append((var, f"has the job config key {key!r}, which loads code or changes what the workers see", fix))
     renv = doc.get("runtime_env")
@@ -573,7 +587,7 @@ def check_ray_job_config(text, owner="fa", pass_env=(), protect=(), _depth=0):
     return out
 
 
-def _metadata_problems(meta):
+def _metadata_problems(meta: object) -> "list[str]":
     """Ray 2.48.0 ``JobConfig`` metadata is a mapping of strings to strings (``JobConfig.from_json`` calls
     ``metadata.items()``; the protobuf field is ``map<string, string>``)."""
     if meta is None:
@@ -586,7 +600,7 @@ def _metadata_problems(meta):
     return []
 
 
-def _job_env_var_problem(name, owner, pass_env, value=None):
+def _job_env_var_problem(name: str, owner: str, pass_env: "tuple[str, ...]", value: object = None) -> str:
     if not name.isidentifier() or not name.isascii():
         return "not a valid environment variable name"
     if name.startswith("VLGRPO_"):
@@ -605,7 +619,7 @@ def _job_env_var_problem(name, owner, pass_env, value=None):
     return ""
 
 
-def _job_setting_problem(name, owner, value):
+def _job_setting_problem(name: str, owner: str, value: object) -> str:
     """A ``VLGRPO_*`` name in a job's env_vars: Ray sets it in the workers (and, for a submitted job, in the driver,
     where the entrypoint validates it as a setting). An unknown name or a refused row is refused. A setting the
     workers read themselves (the patch switches, owner ``patches``) must have a valid value equal to the one the
@@ -645,10 +659,10 @@ def _job_setting_problem(name, owner, value):
 RUNTIME_ENV_CONFIG = {"setup_timeout_seconds": "int", "eager_install": "bool", "log_files": "strings"}
 
 
-def _runtime_env_config_problems(cfg):
+def _runtime_env_config_problems(cfg: object) -> "list[str]":
     if not isinstance(cfg, dict):
         return [f"runtime_env config is a JSON {type(cfg).__name__}, not an object"]
-    out = []
+    out: "list[str]" = []
     for key in sorted(cfg, key=str):
         value = cfg[key]
         kind = RUNTIME_ENV_CONFIG.get(key)
@@ -701,11 +715,11 @@ SHAPE_PATH = frozenset(
 )
 
 
-def _control(value):
+def _control(value: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
-def _under(path, roots):
+def _under(path: str, roots: "tuple[str, ...]") -> str:
     """The root of ``roots`` (real paths) that ``path`` lies in or equals, after resolving symlinks, else ''."""
     real = os.path.realpath(path)
     for root in roots:
@@ -714,7 +728,7 @@ def _under(path, roots):
     return ""
 
 
-def _owner_rule_problem(path):
+def _owner_rule_problem(path: str) -> str:
     """Why another user controls what folder or file ``path`` names, by the one path rule (:mod:`vlgrpo.pathrule`,
     OpenSSH StrictModes: it and every folder above it owned by root or the launching user, no group or other write
     bit, a sticky folder accepted only above it); a path that does not exist is judged by its nearest existing
@@ -734,7 +748,7 @@ def _owner_rule_problem(path):
     return f"is not safe from other users: {problem.component} {problem.why}"
 
 
-def _dir_problem(path, protect, must_exist, owned=True):
+def _dir_problem(path: str, protect: "tuple[str, ...]", must_exist: bool, owned: bool = True) -> str:
     """Why folder ``path`` is not one the launch may hand a reader that loads or runs what it finds there
     (caches, a home, a path of programs or libraries): inside a protected root (the checkpoint folder or its volume,
     which others may write, symlinks resolved), writable by every user without the sticky bit, or, with ``owned``,
@@ -764,7 +778,7 @@ def _dir_problem(path, protect, must_exist, owned=True):
     return _owner_rule_problem(path) if owned else ""
 
 
-def _tmpdir_owner_problem(path):
+def _tmpdir_owner_problem(path: str) -> str:
     """Why the temporary folder ``path`` (it passed :func:`_dir_problem`) lets another user replace what the launch
     writes there (its working folder, the overrides it checked, the preflight's argv), by the one path rule
     (:func:`vlgrpo.pathrule.check_path` with ``sticky_root``: a folder of root or the launching user that no one else
@@ -786,7 +800,7 @@ def _tmpdir_owner_problem(path):
 UNLISTED = Row(["(no row)", "-", "pass-on-request", "shaped"] + ["-"] * (len(COLUMNS) - 4))
 
 
-def shape(name):
+def shape(name: str) -> str:
     """What variable ``name`` does by its words (see :data:`SHAPE_LOADS`): ``"loads"``, ``"peer"``, ``"path"`` or
     ``""``. ``NCCL_COMM_ID`` (the bootstrap root's ``host:port``) is a peer."""
     words = set(name.upper().split("_"))
@@ -799,7 +813,7 @@ def shape(name):
     return ""
 
 
-def _path_entry_problem(entry, protect):
+def _path_entry_problem(entry: str, protect: "tuple[str, ...]") -> str:
     """``dirs``' rule for one entry of a path variable, which may name a file: the file (when it exists) and its
     folder are checked."""
     if os.path.isdir(entry) or not os.path.exists(entry):
@@ -815,7 +829,9 @@ def _path_entry_problem(entry, protect):
     return _owner_rule_problem(entry)
 
 
-def _path_list_problem(value, entry_problem, protect, empty):
+def _path_list_problem(
+    value: str, entry_problem: "Callable[[str, tuple[str, ...]], str]", protect: "tuple[str, ...]", empty: str
+) -> str:
     """The first problem of a ':' list of paths: ``empty`` for an empty entry, else ``entry_problem(entry,
     protect)`` of the first entry that has one, or ''."""
     for entry in value.split(":"):
@@ -827,7 +843,7 @@ def _path_list_problem(value, entry_problem, protect, empty):
     return ""
 
 
-def _torch_logs_problem(value, known):
+def _torch_logs_problem(value: str, known: list[str]) -> str:
     """Why ``TORCH_LOGS`` ``value`` may not pass, or ''. Mirrors torch's ``_parse_log_settings``
     (torch/_logging/_internal.py, torch 2.8-2.13): ``help`` / ``+help`` raise ValueError at every ``import torch``,
     and a name that is neither a registered log nor an artifact is looked up as a module (``importlib.util.find_spec``,
@@ -849,7 +865,7 @@ def _torch_logs_problem(value, known):
     return ""
 
 
-def _pyinit_problem(name, value):
+def _pyinit_problem(name: str, value: str) -> str:
     """Why CPython 3.11 would stop at start (``Fatal Python error``, exit 1, before any of our code) on ``value`` of
     ``name``, or ''. Mirrors CPython 3.11 ``Python/initconfig.c`` (``config_init_hash_seed``: ``random`` or an
     integer 0..4294967295; ``config_init_utf8_mode``: ``0`` or ``1``) and ``Python/pylifecycle.c``
@@ -878,7 +894,7 @@ def _pyinit_problem(name, value):
     raise ValueError(f"{name}: no pyinit rule")
 
 
-def _warnings_problem(value):
+def _warnings_problem(value: str) -> str:
     """Why the ``PYTHONWARNINGS`` filters ``value`` may not reach every interpreter of the launch, or ''. Each
     ','-separated filter is read as CPython 3.11 ``Lib/warnings.py`` ``_setoption`` reads it (split on ':', every
     field stripped): a dotted category makes ``_getcategory`` import the module before the dot (code chosen by
@@ -910,7 +926,7 @@ COMPILER_NAMES = ("cc", "c++", "gcc", "g++", "clang", "clang++", "icx", "icpx", 
 _PROGRAM_CHARS = frozenset(_LOWER + _UPPER + _DIGITS + "._+-/")
 
 
-def _compiler_problem(value, protect):
+def _compiler_problem(value: str, protect: "tuple[str, ...]") -> str:
     """Why ``value`` of a compiler variable (``CC``, ``CXX``, ``NVCC_CCBIN``) may not reach the builds that run it,
     or ''. torch writes ``CXX`` into ``build.ninja`` (run through ``/bin/sh``) and passes ``CC`` to nvcc's
     ``-ccbin``; Triton runs ``CC`` for its launcher (``subprocess``): so the value is one word of letters, digits
@@ -956,7 +972,15 @@ def _compiler_problem(value, protect):
     return ""
 
 
-def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=""):
+def check_value(
+    row: Row,
+    value: str,
+    owner: str = "fa",
+    pass_env: "tuple[str, ...]" = (),
+    protect: "tuple[str, ...]" = (),
+    _depth: int = 0,
+    name: str = "",
+) -> str:
     """Why ``value`` of the passed variable of registry row ``row`` may not reach the launch's children, or ''.
 
     The one implementation of the registry's pass types, used by the entrypoints for the inherited environment
@@ -1044,7 +1068,7 @@ def check_value(row, value, owner="fa", pass_env=(), protect=(), _depth=0, name=
     raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
 
 
-def _checked_row(name, owner, pass_env):
+def _checked_row(name: str, owner: str, pass_env: "tuple[str, ...]") -> "Row | None":
     """The row whose pass check applies to ``name``: its registry row, or for a name without one that
     ``VLGRPO_PASS_ENV`` names, :data:`UNLISTED` (its path-shaped names get the ``dirs`` rule)."""
     row = env_row(name, owner)
@@ -1059,7 +1083,7 @@ def check_values(
     """Problems ``(name, why, fix)`` of ``records`` (``NAME=VALUE`` strings: the typed variables the entrypoint
     passes, as bash exports them) under their registry rows (:func:`check_value`); a requested name without a
     row is checked as :data:`UNLISTED`."""
-    out = []
+    out: "list[tuple[str, str, str]]" = []
     for rec in records:
         name, _, value = rec.partition("=")
         row = _checked_row(name, owner, pass_env)
@@ -1078,12 +1102,14 @@ def check_values(
     return out
 
 
-def main(argv=None):
+def main(argv: "list[str] | None" = None) -> int:
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["check-ray-job-config"]:
-        owner, pass_env, protect = "fa", (), []
+        owner = "fa"
+        pass_env: "tuple[str, ...]" = ()
+        protect: "list[str]" = []
         for a in args[1:]:
             if a.startswith("--owner="):
                 owner = a.split("=", 1)[1]
