@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "src"))
 
-from vlgrpo.checkpoint import manifest  # noqa: E402
+from vlgrpo.checkpoint import manifest
 
 PARAMS_30B = 31.07e9
 BYTES_PER_PARAM = 4 + 8  # fp32 weights + AdamW exp_avg/exp_avg_sq

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "python" / "ray"))
 
-from ray_harness import HERE, Cluster, run_cli  # noqa: E402
+from ray_harness import HERE, Cluster, run_cli
 
 FA = "verl.experimental.fully_async_policy.fully_async_main"
 

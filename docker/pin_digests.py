@@ -90,7 +90,7 @@ def update(path: Path, resolve, key_index: int) -> list[str]:
         try:
             fields[2] = resolve(fields[key_index])
             print(f"pin-digests: {fields[0]} {fields[key_index]} -> {fields[2]}")
-        except Exception as exc:  # noqa: BLE001 - reported, the line keeps its old value
+        except Exception as exc:  # reported, the line keeps its old value
             failed.append(f"{fields[0]} ({fields[key_index]}): {type(exc).__name__}: {exc}")
         lines.append("\t".join(fields))
     path.write_text("\n".join(lines) + "\n")

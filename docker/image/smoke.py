@@ -138,7 +138,7 @@ def check_imports(stand_in: bool) -> None:
             continue
         try:
             importlib.import_module(mod)
-        except Exception as exc:  # noqa: BLE001 - reported, the check fails
+        except Exception as exc:  # reported, the check fails
             bad.append(f"{mod}: {type(exc).__name__}: {exc}")
     note = f" ({', '.join(skipped)} not tried: needs torchvision, which the stand-in base lacks)" if skipped else ""
     record("imports", "FAIL" if bad else "ok", "; ".join(bad) if bad else "all import" + note)
@@ -283,7 +283,7 @@ def check_ckpt_engine(stand_in: bool) -> None:
     try:
         ce = importlib.import_module("verl.checkpoint_engine")
         registered = sorted(ce.CheckpointEngineRegistry._registry)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         record("ckpt-engine", "FAIL", f"import verl.checkpoint_engine: {type(exc).__name__}: {exc}")
         return
     if "nccl" in registered:
@@ -314,7 +314,7 @@ def check_accelerator(platform: str, stand_in: bool) -> None:
         try:
             importlib.import_module(mod)
             done.append(mod)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             # no driver is mounted during `docker build`: a module that loads the driver library at import
             # (libcuda.so / libascend_hal.so) cannot be judged here; the doctor imports it on the node
             if re.search(r"libcuda\.so|libascend_hal\.so|libnvidia-ml", str(exc)):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import check_pins  # noqa: E402
+import check_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 

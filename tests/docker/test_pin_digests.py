@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docker"))
-import pin_digests  # noqa: E402
+import pin_digests
 
 
 @pytest.mark.parametrize(

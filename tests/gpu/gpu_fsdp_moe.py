@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import torch
+import torch.distributed as dist
 
-import gpu_tinyqwen as tinyqwen  # noqa: E402
-from gpu_fsdp_offload import base_parser, finish, frames_of, fsdp2_wrap, init_distributed  # noqa: E402
+import gpu_tinyqwen as tinyqwen
+from gpu_fsdp_offload import base_parser, finish, frames_of, fsdp2_wrap, init_distributed
 
 DEV = "cuda"
 

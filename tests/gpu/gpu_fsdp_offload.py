@@ -46,10 +46,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import torch
+import torch.distributed as dist
 
-import gpu_tinyqwen as tinyqwen  # noqa: E402
+import gpu_tinyqwen as tinyqwen
 
 DEV = "cuda"
 

@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         "capability": None if SMOKE else list(torch.cuda.get_device_capability(0)),
     }
     bound = m.Qwen3VLMoeTextExperts.forward
-    ours = lambda mod, *a: bound(mod, *a)  # noqa: E731 - the bound replacement, called like the module does
+    ours = lambda mod, *a: bound(mod, *a)  # the bound replacement, called like the module does
     original = getattr(bound, "__wrapped__", bound)
     rep["patch"] = {
         "forward": f"{bound.__module__}.{bound.__qualname__}",

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-import gpu_tinyqwen as tinyqwen  # noqa: E402
+import gpu_tinyqwen as tinyqwen
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to smoke-test this script
 

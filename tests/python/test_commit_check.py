@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "commit_check.py"
 sys.path.insert(0, str(SCRIPT.parent))
-import commit_check  # noqa: E402  (a script, imported from its folder)
+import commit_check  # a script, imported from its folder
 
 SUBJECT_90 = "preflight: count the rows of each split once, then keep the counts close to its data files"
 GOOD = "preflight: cache row counts by content hash\n\nA relaunch counted every row again (40 ms a row).\n"

@@ -763,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConnectionError as exc:
         print(f"cluster: cannot connect to Ray at {args.address}: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - Ray's own failures (version mismatch, GCS errors): exit 1, named
+    except Exception as exc:  # Ray's own failures (version mismatch, GCS errors): exit 1, named
         print(f"cluster: {args.cmd} failed against {args.address}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -486,7 +486,7 @@ def torch_count(platform: str, standin: Callable[[], int] | None = None) -> Torc
 
             return TorchCount(int(torch.npu.device_count()), f"torch_npu {torch_npu.__version__}", env)
         return TorchCount(int(torch.cuda.device_count()), f"torch {torch.__version__} cuda {torch.version.cuda}", env)
-    except Exception as exc:  # noqa: BLE001 - reported, never raised
+    except Exception as exc:  # reported, never raised
         return TorchCount(0, "import failed", env, f"{type(exc).__name__}: {exc}")
 
 

@@ -512,7 +512,7 @@ def check_ckpt_engine(ctx: Context, platform: str) -> Result:
     engine_module = "hccl_checkpoint_engine" if platform == "npu" else "nccl_checkpoint_engine"
     try:
         ce = importlib.import_module("verl.checkpoint_engine")
-    except Exception as exc:  # noqa: BLE001 - report whatever verl raises
+    except Exception as exc:  # report whatever verl raises
         return Result(
             "ckpt-engine",
             FAIL,
@@ -526,7 +526,7 @@ def check_ckpt_engine(ctx: Context, platform: str) -> Result:
     try:  # verl swallows this ImportError in its __init__; show it
         importlib.import_module(f"verl.checkpoint_engine.{engine_module}")
         cause = f"{engine_module} imports, but did not register nccl"
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         cause = f"{engine_module}: {type(exc).__name__}: {exc}"
     if ctx.stand_in:
         return Result(
@@ -576,7 +576,7 @@ def check_data(ctx: Context) -> list[Result]:
                 results.append(
                     Result(f"data[{split}]", PASS, f"{path}: {meta.num_rows} rows, {meta.num_columns} columns")
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             results.append(
                 Result(
                     f"data[{split}]",
@@ -694,7 +694,7 @@ def run_checks(ctx: Context, only: Callable[[str], bool] = lambda name: True) ->
             continue
         try:
             out = fn()
-        except Exception as exc:  # noqa: BLE001 - a broken check is a failed check, named
+        except Exception as exc:  # a broken check is a failed check, named
             out = Result(name, FAIL, f"check raised {type(exc).__name__}: {exc}", "report this doctor failure")
         results.extend(out if isinstance(out, list) else [out])
     return results

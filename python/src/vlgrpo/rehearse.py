@@ -168,7 +168,7 @@ def _placement(pool, strategy: str, device_name: str, timeout_s: float) -> str:
     def run():
         try:
             box["pgs"] = pool.get_placement_groups(strategy=strategy, device_name=device_name)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             box["error"] = f"{type(exc).__name__}: {exc}"
 
     thread = threading.Thread(target=run, daemon=True)
@@ -196,7 +196,7 @@ def _rank_nodes(pool) -> dict[int, str]:
             for bundle in range(pool.store[0]):
                 out[rank] = ips.get(table.get(bundle), "?")
                 rank += 1
-    except Exception:  # noqa: BLE001 - naming only
+    except Exception:  # naming only
         pass
     return out
 
@@ -210,7 +210,7 @@ def _remove_pgs(prefix: str) -> None:
         if str(entry.get("name", "")).startswith(prefix) and entry.get("state") != "REMOVED":
             try:
                 remove_placement_group(get_placement_group(entry["name"]))
-            except Exception:  # noqa: BLE001 - best effort: the driver's exit removes them too
+            except Exception:  # best effort: the driver's exit removes them too
                 pass
 
 
@@ -304,7 +304,7 @@ def rehearse(
                     continue
                 try:
                     infos.append(ray.get(ref))
-                except Exception as exc:  # noqa: BLE001 - the actor died
+                except Exception as exc:  # the actor died
                     out.problems.append(
                         f"{where}: stage worker start: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
                     )
@@ -361,7 +361,7 @@ def rehearse(
             for w in getattr(wg, "workers", []) if wg is not None else []:
                 try:
                     ray.kill(w)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             _remove_pgs(prefix)
     return out
@@ -385,7 +385,7 @@ def _collect(refs: list, timeout_s: float) -> list:
             continue
         try:
             results.append(ray.get(ref))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             results.append({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"})
     return results
 

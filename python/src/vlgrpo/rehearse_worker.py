@@ -72,19 +72,19 @@ class RehearsalWorker(Worker):
         }
         try:
             self._info["visible"] = int(get_torch_device().device_count())
-        except Exception as exc:  # noqa: BLE001 - reported
+        except Exception as exc:  # reported
             self._info.update(stage="device import", error=_err(exc))
             return
         try:
             super().__init__()  # verl's own device selection (set_device under NOSET)
-        except Exception as exc:  # noqa: BLE001 - reported with the id verl passed
+        except Exception as exc:  # reported with the id verl passed
             self._info.update(stage="set_device", error=_err(exc), device=ids[0] if ids else None)
             return
         try:
             if not any(os.environ.get(k) for k in NOSET):
                 get_torch_device().set_device(0)
             self._info["device"] = int(get_torch_device().current_device())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._info.update(stage="set_device", error=_err(exc), device=0)
 
     def info(self) -> dict:
@@ -143,12 +143,12 @@ class RehearsalWorker(Worker):
             t = self._tensor(gloo)
             dist.all_reduce(t)
             out["value"] = float(t.item())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out["error"] = _err(exc)
         finally:
             try:
                 destroy()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         out["seconds"] = round(time.monotonic() - t0, 3)
         return out

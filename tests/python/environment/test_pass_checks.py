@@ -102,7 +102,7 @@ def test_folders_in_the_checkpoint_folder_or_writable_by_all_are_refused(tmp_pat
         "VERL_FILE_LOGGER_ROOT",
     ):
         row = _row(name)
-        check = lambda v, r=row: environment.check_value(r, v, protect=protect)  # noqa: E731
+        check = lambda v, r=row: environment.check_value(r, v, protect=protect)
         assert "checkpoint folder" in check(str(ck / "tmp")), name
         assert "checkpoint folder" in check(str(tmp_path / "link")), name
         assert "checkpoint folder" in check(str(ck)), name

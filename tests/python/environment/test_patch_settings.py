@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from vlgrpo import environment  # noqa: E402
-from vlgrpo.patches import qwen3_vl_pos_embed as pe  # noqa: E402
+from vlgrpo import environment
+from vlgrpo.patches import qwen3_vl_pos_embed as pe
 
 
 @pytest.mark.parametrize("raw", ["false", "False", "0"])

@@ -29,7 +29,7 @@ def _ray_accepts(doc) -> bool:
         if "config" in (doc.get("runtime_env") or {}):
             RuntimeEnvConfig(**doc["runtime_env"]["config"])
         return True
-    except Exception:  # noqa: BLE001 - Ray's own verdict
+    except Exception:  # Ray's own verdict
         return False
 
 

@@ -28,7 +28,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "tests" / "python" / "ray"))
-import ray_harness  # noqa: E402  (the project's loopback Ray helpers: free ports, stop by PID)
+import ray_harness  # the project's loopback Ray helpers: free ports, stop by PID
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PY = sys.executable

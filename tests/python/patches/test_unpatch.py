@@ -133,7 +133,7 @@ def _import(name):
     try:
         importlib.import_module(name)
         return None
-    except Exception as exc:  # noqa: BLE001 - reported as the reason of the skip
+    except Exception as exc:  # reported as the reason of the skip
         return f"{type(exc).__name__}: {exc}"
 
 

@@ -72,7 +72,7 @@ def test_the_site_is_evaluated_as_vllms_assert_would(pinned, value, accepted):
     site = _cumem(pinned)
     assert env_audit.evaluate(site, value) is accepted
     conf = value  # the name the assertion reads in CuMemAllocator.__init__
-    assert eval(compile(site.test, "cumem.py", "eval"), {}, {site.bound: conf}) is accepted  # noqa: S307
+    assert eval(compile(site.test, "cumem.py", "eval"), {}, {site.bound: conf}) is accepted
 
 
 @pytest.fixture

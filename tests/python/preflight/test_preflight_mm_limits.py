@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from preflight_helpers import read_argv, set_override  # noqa: F401
+from preflight_helpers import set_override
 
 from vlgrpo.preflight import run_preflight
 from vlgrpo.preflight.mm_limits import KEY, check_mm_limits
 from vlgrpo.preflight.report import Report
-from vlgrpo.preflight.rules import Locator  # noqa: F401
 
 
 def _codes(report, code):

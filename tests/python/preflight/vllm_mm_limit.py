@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "patches", "scenarios"))
 sys.path[:0] = [p for p in os.environ["VLGRPO_TEST_VLLM_PATH"].split(os.pathsep) if p]
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 #: imported by vLLM's modules on this path, never called on it (ZMQ engine client, GGUF loader, harmony format,
 #: CBOR/blake3 hashing of media, torchvision-based video processor of transformers, sniffio of openai's async client)
@@ -69,7 +69,7 @@ def _request(limits, content, decoded):
     try:  # the server awaits the media next: this is where a video is decoded
         asyncio.run(mm_future)
         media = "ok"
-    except Exception as exc:  # noqa: BLE001 - the test's video frames are not real JPEGs
+    except Exception as exc:  # the test's video frames are not real JPEGs
         media = f"{type(exc).__name__}: {exc}"[:200]
     return {
         "accepted": True,

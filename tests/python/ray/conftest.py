@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from ray_harness import Cluster  # noqa: E402
+from ray_harness import Cluster
 
 
 @pytest.fixture(scope="module")

@@ -12,4 +12,4 @@ trainer worker at the next start. This package (standard library only) holds wha
   on ``trainer.resume_from_path``.
 """
 
-from vlgrpo.checkpoint.manifest import CheckpointRefused  # noqa: F401
+from vlgrpo.checkpoint.manifest import CheckpointRefused as CheckpointRefused

@@ -161,7 +161,7 @@ def check_example(example: dict[str, Any], where: str) -> None:
         try:
             with Image.open(io.BytesIO(data)) as pic:
                 pic.verify()
-        except Exception as exc:  # noqa: BLE001 - PIL raises several types for broken files
+        except Exception as exc:  # PIL raises several types for broken files
             raise SourceError(f"{where}: image {i} is not a readable image: {exc}") from exc
 
 

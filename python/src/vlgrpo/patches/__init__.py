@@ -20,7 +20,7 @@ CLI: ``python -m vlgrpo patches status [--verify] [--json]``, ``python -m vlgrpo
 ``python -m vlgrpo patches install-sitecustomize [--site-packages DIR]``.
 """
 
-from vlgrpo.patches.state import STATUSES  # noqa: F401  (public: the statuses status() reports)
+from vlgrpo.patches.state import STATUSES as STATUSES  # public: the statuses status() reports
 
 
 def bootstrap_state() -> dict:

@@ -131,7 +131,7 @@ def check_chat_templates(
             rendered = tokenizer.apply_chat_template(
                 probe_messages(), chat_template=text, add_generation_prompt=True, tokenize=False
             )
-        except Exception as exc:  # noqa: BLE001 - any failure of the template is the finding
+        except Exception as exc:  # any failure of the template is the finding
             report.add(
                 Finding(
                     "template.drops-input",

@@ -563,7 +563,7 @@ def _targets(cfg: Any, prefix: str = "") -> dict[str, list[str]]:
                 for part in key.split("."):
                     value = value._get_node(part)
                 value = value._value()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 continue
             if isinstance(value, str):
                 out.setdefault(value.rsplit(".", 1)[-1], []).append(key[: -len("._target_")])

@@ -94,7 +94,7 @@ def load_image_processor(model_path: str, processor: Any = None) -> Any:
         return AutoImageProcessor.from_pretrained(
             model_path, use_fast=False, trust_remote_code=False, **_pixel_bounds(model_path)
         )
-    except Exception:  # noqa: BLE001 - text-only model folder
+    except Exception:  # text-only model folder
         return None
 
 
@@ -140,7 +140,7 @@ class PromptCounter:
                 from transformers import AutoProcessor
 
                 self.processor = AutoProcessor.from_pretrained(model_path, use_fast=True, trust_remote_code=False)
-            except Exception as exc:  # noqa: BLE001 - e.g. torchvision missing for the video processor
+            except Exception as exc:  # e.g. torchvision missing for the video processor
                 self.processor = None
                 self.processor_error = " ".join(str(exc).split())[:200]
         if self.processor is not None and hasattr(self.processor, "image_processor"):
@@ -168,7 +168,7 @@ class PromptCounter:
 
             self._fetch = qwen_vl_utils.fetch_image
             self.method += "; images pre-resized by qwen_vl_utils.fetch_image"
-        except Exception:  # noqa: BLE001 - needs torchvision
+        except Exception:  # needs torchvision
             self._fetch = None
             self.method += "; images pre-resized by vlgrpo's qwen-vl-utils rule"
         self.method += (
@@ -641,7 +641,7 @@ def reward_handles(data_source: str) -> tuple[bool, str]:
         return False, " ".join(str(exc).split())
     except ImportError as exc:
         return True, f"its scorer cannot be imported here: {exc}"
-    except Exception:  # noqa: BLE001 - scoring a dummy answer may fail in other ways; the source is handled
+    except Exception:  # scoring a dummy answer may fail in other ways; the source is handled
         return True, ""
     return True, ""
 
@@ -720,7 +720,7 @@ def check_data(
         for path in _expand(files, key, report, loc):
             try:
                 pf = pq.ParquetFile(path)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 report.add(
                     Finding(
                         "data.unreadable",
@@ -1099,9 +1099,9 @@ def count_row(
                     estimate = counter.count_sizes(messages, sizes, items, counter.filter_patch_size)[0]
                 else:
                     estimate = counter.count_filter(messages, images, items)[0]
-            except Exception:  # noqa: BLE001 - verl's doc2len counts a failing row as max + 1
+            except Exception:  # verl's doc2len counts a failing row as max + 1
                 estimate = None
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return ["bad", source, " ".join(str(exc).split())[:160]]
     return ["ok", source, total, img_tokens, estimate, len(items)]
 

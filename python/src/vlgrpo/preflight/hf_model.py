@@ -54,7 +54,7 @@ def hf_model_config(work: Any, mpath: str, report: Report) -> Any:
         _HF_MODEL_CACHE.clear()
         _HF_MODEL_CACHE[cache_key] = result
         return result
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report.add(
             Finding(
                 "verl.dataclass",

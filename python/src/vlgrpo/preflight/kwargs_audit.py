@@ -537,7 +537,7 @@ def reachable(item: Swallowed, cfg: Any) -> list[str]:
         for key in node.keys():
             try:
                 child = node._get_node(key)
-            except Exception:  # noqa: BLE001 - an unresolvable node holds no keys for this
+            except Exception:  # an unresolvable node holds no keys for this
                 continue
             if isinstance(child, DictConfig):
                 walk(child, f"{prefix}{key}.")

@@ -32,7 +32,7 @@ def vllm_version() -> str:
         from importlib.metadata import version
 
         return version("vllm")
-    except Exception:  # noqa: BLE001
+    except Exception:
         return PINNED
 
 

@@ -577,7 +577,7 @@ def check(
         try:
             parsed = parser.parse_override(text)
             same = parsed.value() == e.value and type(parsed.value()) is type(e.value)
-        except Exception as exc:  # noqa: BLE001 - Hydra's OverrideParseException
+        except Exception as exc:  # Hydra's OverrideParseException
             same, parsed = False, exc
         if not same:
             bad(f"Hydra's grammar does not read {text!r} back as the value ({parsed})", "write a plainer value")
@@ -590,7 +590,7 @@ def check(
                     OmegaConf.update(trial, key, e.value, merge=True, force_add=True)
             else:
                 OmegaConf.update(trial, key, e.value, merge=True)
-        except Exception as exc:  # noqa: BLE001 - OmegaConf's ValidationError / ConfigKeyError
+        except Exception as exc:  # OmegaConf's ValidationError / ConfigKeyError
             bad(
                 f"verl's config does not take it ({' '.join(str(exc).split()).split(' full_key:')[0]})",
                 "write a value of the key's type",

@@ -41,7 +41,7 @@ def check_safety_patches(report: Report, launch: bool = True) -> dict[str, Any]:
     (``launch`` False). Returns ``{"off": [ids]}``."""
     try:
         from vlgrpo.patches import registry
-    except Exception:  # noqa: BLE001 - no patch package: nothing to switch off
+    except Exception:  # no patch package: nothing to switch off
         return {"off": []}
     from vlgrpo.patches.state import read_switches
 
@@ -72,7 +72,7 @@ def safety_patch_off(patch_id: str) -> bool:
 def _registered(patch_id: str) -> bool:
     try:
         from vlgrpo.patches import registry
-    except Exception:  # noqa: BLE001 - the patch package is optional here
+    except Exception:  # the patch package is optional here
         return False
     return patch_id in registry.IDS
 
@@ -101,7 +101,7 @@ def check_vision_token_mask(report: Report) -> dict[str, Any]:
                 break
             except KeyError:
                 continue
-    except Exception:  # noqa: BLE001 - no such file/patch package: nothing to say
+    except Exception:  # no such file/patch package: nothing to say
         return info
     if faulty is None:
         return info
@@ -200,7 +200,7 @@ def check_weight_sync_dp_rank(work: Any, report: Report, platform: str | None = 
 
         with open(path, encoding="utf-8") as fh:
             faulty, _ = fix.is_faulty(None, module_source=fh.read())
-    except Exception:  # noqa: BLE001 - no such file/function or no patch package: nothing to say
+    except Exception:  # no such file/function or no patch package: nothing to say
         return info
     info["verl_faulty"] = faulty
     info["patch_active"] = _registered(_DP_PATCH) and not _patch_switched_off(_DP_PATCH)

@@ -88,14 +88,14 @@ def _dataclass_of(node: Any) -> type | None:
         from hydra.utils import get_class
 
         cls = get_class(target)
-    except Exception:  # noqa: BLE001 - not importable here: no dataclass to check against
+    except Exception:  # not importable here: no dataclass to check against
         return None
     return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
 
 
 def _is_dict_type(tp: Any) -> bool:
     origin = typing.get_origin(tp) or tp
-    if origin in (dict, typing.Dict):  # noqa: UP006 - older annotations
+    if origin in (dict, typing.Dict):  # older annotations
         return True
     if origin is typing.Union:
         return any(_is_dict_type(a) for a in typing.get_args(tp) if a is not type(None))
@@ -105,7 +105,7 @@ def _is_dict_type(tp: Any) -> bool:
 def _field_types(cls: type) -> dict[str, Any]:
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - forward references that do not resolve
+    except Exception:  # forward references that do not resolve
         hints = {}
     return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(cls)}
 

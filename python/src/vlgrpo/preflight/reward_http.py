@@ -32,7 +32,7 @@ def loopback_patch_active() -> bool:
         from vlgrpo.patches import registry
         from vlgrpo.patches.fixes import rollout_server_loopback as fix
         from vlgrpo.patches.state import read_switches
-    except Exception:  # noqa: BLE001 - the patch package is optional here
+    except Exception:  # the patch package is optional here
         return False
     _, all_off, disabled = read_switches()
     if all_off or PATCH in disabled or PATCH not in registry.IDS:

@@ -679,7 +679,7 @@ def check_interpolations(report: Report, overrides: list[Any]) -> None:
     for po in overrides:
         try:
             value = po.parsed.value()
-        except Exception:  # noqa: BLE001 - a value Hydra cannot evaluate is schema.syntax's
+        except Exception:  # a value Hydra cannot evaluate is schema.syntax's
             continue
         found = [k for text in _strings(value) for k in interpolations(text)]
         resolvers = sorted({name for kind, name in found if kind == "resolver"})

@@ -84,7 +84,7 @@ def _list_fix(key: str, text: str) -> str:
             import yaml
 
             items = yaml.safe_load(text)
-        except Exception:  # noqa: BLE001 - only a suggestion
+        except Exception:  # only a suggestion
             items = None
     if isinstance(items, list):
         return f"{key}=[{','.join(str(i) for i in items)}]"
@@ -100,7 +100,7 @@ def parse_overrides(spec: LaunchSpec, report: Report) -> list[ParsedOverride]:
     for ov in spec.overrides:
         try:
             p = parser.parse_override(ov.text)
-        except Exception as exc:  # noqa: BLE001 - hydra raises OverrideParseException / HydraException
+        except Exception as exc:  # hydra raises OverrideParseException / HydraException
             report.add(
                 Finding(
                     "schema.syntax",
@@ -172,7 +172,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
         ]
         try:
             base = compose(spec.config_name, overrides=[po.text for po in candidates], return_hydra_config=True)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             base = None
             group_error = exc
         if base is not None:
@@ -186,13 +186,13 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
         if base is None or len(group_ovs) != len(candidates):
             try:
                 base = compose(spec.config_name, overrides=[po.text for po in group_ovs], return_hydra_config=True)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 group_error = exc
                 culprits = []
                 for po in group_ovs:  # name the override(s) Hydra refuses on their own, not every group override
                     try:
                         compose(spec.config_name, overrides=[po.text], return_hydra_config=True)
-                    except Exception as alone:  # noqa: BLE001
+                    except Exception as alone:
                         culprits.append((po, alone))
                 for po, group_error in culprits or [(po, group_error) for po in group_ovs]:
                     report.add(
@@ -220,7 +220,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
             ov = po.parsed
             try:
                 old = OmegaConf.select(cfg, ov.key_or_group, default=None, throw_on_missing=False)
-            except Exception:  # noqa: BLE001 - an unresolvable interpolation in the default
+            except Exception:  # an unresolvable interpolation in the default
                 old = None
             _check_value_kind(po, old, report)  # reported, but Hydra composes it: keep going
             try:
@@ -228,7 +228,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
             except ConfigCompositionException as exc:
                 bad += 1
                 report.add(_composition_finding(po, str(exc), base, spec, version))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 bad += 1
                 report.add(
                     Finding(
@@ -245,7 +245,7 @@ def compose_config(spec: LaunchSpec, report: Report) -> ComposeResult:
             return ComposeResult(None, base, parsed, groups)
         try:
             final = compose(spec.config_name, overrides=[o.text for o in spec.overrides])
-        except Exception as exc:  # noqa: BLE001 - should not happen after the per-override pass
+        except Exception as exc:  # should not happen after the per-override pass
             report.add(
                 Finding(
                     "schema.compose",
@@ -321,7 +321,7 @@ def _check_hydra_overrides(spec: LaunchSpec, base: Any, report: Report, version:
     for ov in spec.hydra_overrides:
         try:
             parsed = parser.parse_override(ov.text)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             report.add(
                 Finding(
                     "schema.syntax",
@@ -336,7 +336,7 @@ def _check_hydra_overrides(spec: LaunchSpec, base: Any, report: Report, version:
         po = ParsedOverride(ov.position, ov.text, parsed, parsed.key_or_group)
         try:
             ConfigLoaderImpl._apply_overrides_to_config([parsed], copy_config(base))
-        except Exception as exc:  # noqa: BLE001 - ConfigCompositionException and value errors alike
+        except Exception as exc:  # ConfigCompositionException and value errors alike
             report.add(_composition_finding(po, str(exc), base, spec, f"{version} (Hydra's own hydra.* settings)"))
 
 

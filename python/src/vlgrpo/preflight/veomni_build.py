@@ -86,7 +86,7 @@ def build_on_meta(
             from importlib.metadata import version
 
             out["veomni_version"] = version("veomni")
-        except Exception:  # noqa: BLE001
+        except Exception:
             out["veomni_version"] = None
         out["transformers_version"] = transformers.__version__
 
@@ -142,7 +142,7 @@ def build_on_meta(
             tiny_ops = OpsImplementationConfig(**{**kw, "attn_implementation": tiny_attn})
             out["forward"] = _tiny_image_forward(raw, build_foundation_model, tiny_ops)
         out["stage"] = "ok"
-    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt in VeOmni's import: report them too
+    except BaseException as exc:  # SystemExit/KeyboardInterrupt in VeOmni's import: report them too
         out["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:600]}"
     finally:
         out["seconds"] = round(time.perf_counter() - t0, 3)

@@ -83,7 +83,7 @@ def load_function(
 
         if free - local - set(ns) - set(dir(builtins)):
             raise LookupError("needs module globals")
-        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)  # noqa: S102 - verl's source
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)  # verl's source
         return ns[name]
     except (StopIteration, LookupError, SyntaxError, OSError):
         if not import_fallback:
@@ -117,7 +117,7 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
             "experimental/reward_loop/reward_loop.py", "migrate_legacy_reward_impl"
         )
         work = migrate_legacy_reward_impl(work)
-    except _VERL_ERRORS + (Exception,) as exc:  # noqa: BLE001 - report whatever verl raises
+    except _VERL_ERRORS + (Exception,) as exc:  # report whatever verl raises
         report.add(
             Finding(
                 "verl.reward-migration",
@@ -131,7 +131,7 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
         return None
     try:
         missing = sorted(k for k in OmegaConf.missing_keys(work) if not _in_disabled_section(work, k))
-    except Exception as exc:  # noqa: BLE001 - an interpolation that cannot resolve (missing key, unset oc.env)
+    except Exception as exc:  # an interpolation that cannot resolve (missing key, unset oc.env)
         key = getattr(exc, "full_key", None)
         report.add(
             Finding(
@@ -159,7 +159,7 @@ def prepare_runtime_config(spec: LaunchSpec, cfg: Any, report: Report) -> Any:
         return None
     try:
         OmegaConf.resolve(work)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report.add(
             Finding(
                 "verl.interpolation",
@@ -188,7 +188,7 @@ def _in_disabled_section(cfg: Any, key: str) -> bool:
             try:
                 if not node.get("enable"):
                     return True
-            except Exception:  # noqa: BLE001 - unresolvable enable flag: do not skip
+            except Exception:  # unresolvable enable flag: do not skip
                 return False
     return False
 
@@ -199,7 +199,7 @@ def _convert(report: Report, key: str, node: Any, what: str) -> Any:
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             return omega_conf_to_dataclass(node)
-    except Exception as exc:  # noqa: BLE001 - verl's own assertion / validation message
+    except Exception as exc:  # verl's own assertion / validation message
         report.add(
             Finding(
                 "verl.dataclass",
@@ -264,7 +264,7 @@ def run_validate_config(spec: LaunchSpec, work: Any, report: Report) -> None:
                 use_reference_policy=_need_reference_policy(work),
                 use_critic=_need_critic(work),
             )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report.add(
             Finding(
                 "verl.validate-config",
@@ -332,8 +332,8 @@ def _eval(expr: ast.expr, ns: dict[str, Any], path: str) -> Any:
             compile(ast.Expression(expr), path, "eval"),
             {"__builtins__": {"isinstance": isinstance, "str": str, "int": int, "len": len}},
             ns,
-        )  # noqa: S307 - verl's own source
-    except Exception as exc:  # noqa: BLE001 - attribute not on the stand-in object: not decidable
+        )  # verl's own source
+    except Exception as exc:  # attribute not on the stand-in object: not decidable
         raise _Undecidable from exc
 
 
@@ -427,7 +427,7 @@ def registered_checkpoint_backends() -> tuple[set[str] | None, str]:
     """Backends actually registered after ``import verl.checkpoint_engine`` here (None + reason if it fails)."""
     try:
         import verl.checkpoint_engine as ce
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return None, _msg(exc)
     return set(ce.CheckpointEngineRegistry._registry), ""
 

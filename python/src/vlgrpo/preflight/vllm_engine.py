@@ -83,7 +83,7 @@ def drops_false() -> bool | None:
         build = load_function(
             "workers/rollout/vllm_rollout/utils.py", "build_cli_args_from_config", {"json": json}, import_fallback=False
         )
-    except Exception:  # noqa: BLE001 - another verl layout: nothing to say
+    except Exception:  # another verl layout: nothing to say
         return None
     return bool(build({"enable_chunked_prefill": False}) == [])
 
@@ -291,7 +291,7 @@ def check_with_vllm(resolved: dict[str, Any], model_path: str) -> list[tuple[str
     }
     try:
         SchedulerConfig(max_model_len=mml, is_encoder_decoder=False, **sched)
-    except Exception as exc:  # noqa: BLE001 - pydantic ValidationError or ValueError
+    except Exception as exc:  # pydantic ValidationError or ValueError
         said = message(exc)
         rule = (
             "vllm.partial-prefill"
@@ -304,12 +304,12 @@ def check_with_vllm(resolved: dict[str, Any], model_path: str) -> list[tuple[str
     if resolved.get("gpu_memory_utilization") is not None:
         try:
             CacheConfig(gpu_memory_utilization=resolved["gpu_memory_utilization"])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out.append(("vllm.gpu-memory-utilization", message(exc)))
     if isinstance(resolved.get("limit_mm_per_prompt"), dict):
         try:
             MultiModalConfig(limit_per_prompt=dict(resolved["limit_mm_per_prompt"]))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out.append(("vllm.limit-mm-per-prompt", message(exc)))
     return out
 

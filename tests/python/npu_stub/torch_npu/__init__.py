@@ -20,7 +20,7 @@ __version__ = "0.0.0+cpu-stand-in"
 _cpu_histc = torch.histc
 
 
-def _histc(input, bins=100, min=0, max=0, *, out=None):  # noqa: A002 - torch's own argument names
+def _histc(input, bins=100, min=0, max=0, *, out=None):  # torch's own argument names
     """``torch.histc`` that also takes integer tensors (result in the input's dtype, as torch documents)."""
     if out is not None:
         raise NotImplementedError("histc stand-in: out= is not supported")

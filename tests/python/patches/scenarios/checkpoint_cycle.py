@@ -18,14 +18,14 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 STUBBED = ("peft", "accelerate", "tensordict", "cachetools", "uvicorn", "fastapi", "vllm", "zmq", "msgspec")
 sys.meta_path.append(StubFinder(STUBBED))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 WORLD = 2
 

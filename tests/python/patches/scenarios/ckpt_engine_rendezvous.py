@@ -17,7 +17,7 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 PATCH = "checkpoint_engine.rendezvous_timeout"
 
@@ -90,7 +90,7 @@ try:
     try:
         engine.init_process_group(rank, world_size, meta)
         out["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - reported
+    except Exception as exc:  # reported
         out["error"] = [type(exc).__name__, str(exc)]
     out["elapsed"] = time.monotonic() - start
 except Exception:

@@ -18,7 +18,7 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder, vllm_distribution  # noqa: E402
+from stub_modules import StubFinder, vllm_distribution
 
 PROMPT, RESPONSE, PROMPT_LEN = 2048, 8192, 400
 ABORT_AT = int(os.environ.get("VLGRPO_TEST_ABORT_AT", "6000"))

@@ -13,7 +13,7 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 
 def main():

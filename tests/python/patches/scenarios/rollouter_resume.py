@@ -26,7 +26,7 @@ import tempfile
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 TOKENIZER = os.path.join(REPO, "assets", "models", "qwen3-vl-30b-a3b-instruct")

@@ -9,7 +9,7 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from stub_modules import StubFinder  # noqa: E402  (same folder as this script)
+from stub_modules import StubFinder  # same folder as this script
 
 out = {}
 

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [p for p in os.environ["VLGRPO_TEST_VLLM_PATH"].split(os.pathsep) if p]
-from stub_modules import AutoStubModule, StubFinder  # noqa: E402
+from stub_modules import AutoStubModule, StubFinder
 
 STUBBED = (
     "openai_harmony",

@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run through runpy: the folder is not on sys.path
-from stub_modules import StubFinder  # noqa: E402
+from stub_modules import StubFinder
 
 REPO = Path(__file__).resolve().parents[4]
 out = {}

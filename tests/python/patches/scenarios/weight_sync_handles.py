@@ -23,7 +23,7 @@ import traceback
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stub_modules import StubFinder, vllm_distribution  # noqa: E402
+from stub_modules import StubFinder, vllm_distribution
 
 JOB = "02000000"
 
