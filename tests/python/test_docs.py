@@ -296,7 +296,7 @@ def test_paths_named_in_the_launcher_comments_exist():
 
 
 # --- bare issue numbers: they resolve nowhere for a reader; a field-case code or plain words do -----------------
-_ISSUE = re.compile(r"\b[Ii]ssues? \d")
+_ISSUE = re.compile(r"\bissues? \d", re.IGNORECASE)  # in any case: "Issue", "ISSUES" too
 # files other branches own now: the launcher rewrite (entrypoints/, tests/bats/) and the patch fixes
 _OWNED_ELSEWHERE = (*_LAUNCHER, "python/src/vlgrpo/patches/fixes/")
 
