@@ -89,6 +89,8 @@ test: venv tools lint test-python test-bats test-slurm test-docker ## run every 
 # PYTEST_JOBS=0: the first run in one process too. Times in bench/RESULTS.md, "Test tiers".
 PYTEST_JOBS ?= 2
 XDIST = $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadgroup)
+# make check: whole files per worker (tests/python/conftest.py says why)
+XDIST_FILES = $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
 
 .PHONY: test-python
 test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## pytest suites of the vlgrpo package (CPU, strict patch mode): the rest under xdist, then the real-Ray tests
@@ -98,7 +100,7 @@ test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## pytest sui
 .PHONY: check
 check: venv tools verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## the fast tier (about 3 min): make lint, the package's tests not marked slow or ray, the fast bats files
 	scripts/lint.sh
-	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest -q -m "not slow and not ray" tests/python
+	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest -q $(XDIST_FILES) -m "not slow and not ray" tests/python
 	tests/bats/run.sh --fast
 
 .PHONY: test-slurm

@@ -8,7 +8,9 @@ fresh interpreters that import torch, transformers or verl, or composes verl's H
 of :data:`SLOW` that matches no test (a renamed test would silently drop out of its tier).
 
 Under pytest-xdist (``-n 2 --dist loadgroup``) every ``ray`` test is put in one group, so one worker runs the real
-Ray clusters one after another while the other worker takes the rest.
+Ray clusters one after another while the other worker takes the rest. ``make check`` distributes whole files
+(``--dist loadfile``): several files share a costly module-scoped fixture (a scenario run, a sweep of the pinned
+sources) that each worker would otherwise build again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ _SUBPROCESS = "fresh interpreters with the patch shim import torch, transformers
 _COMPOSE = "each case composes verl's Hydra config and runs the preflight on it"
 _DATA = "each case runs the preflight with its data check (the model folder's processor, every row counted)"
 _WATCHDOG = "a fresh interpreter that runs a stage for seconds, past the watchdog's bound"
+_SCHEDULER = _SUBPROCESS + " and run vLLM 0.13.0's scheduler"
+_RENDEZVOUS = "two fresh interpreters wait out the rendezvous bound over a loopback gloo group"
 
 #: file (relative to tests/python) or file::test_function -> why it is slow
 SLOW: dict[str, str] = {
@@ -72,6 +76,29 @@ SLOW: dict[str, str] = {
     "test_watchdog.py::test_bound_zero_is_off": _WATCHDOG,
     "test_watchdog.py::test_a_world_writable_parent_is_refused_and_the_stacks_go_to_stderr": _WATCHDOG,
     "test_watchdog.py::test_a_hang_holding_the_gil_is_ended_by_the_faulthandler_backstop": _WATCHDOG,
+    "patches/test_encoder_cache_reset.py::test_image_seen_before_the_weight_update_runs_the_encoder_again": _SCHEDULER,
+    "patches/test_encoder_cache_reset.py::test_without_an_update_the_cache_is_shared_as_before": _SCHEDULER,
+    "patches/test_encoder_cache_reset.py::test_unpatched_vllm_reuses_the_old_encoder_output": _SCHEDULER,
+    "patches/test_ckpt_engine_rendezvous.py::test_unreachable_peer_ends_within_the_bound_naming_the_stage": _RENDEZVOUS,
+    "patches/test_ckpt_engine_rendezvous.py::test_unpatched_engine_waits_past_the_bound": _RENDEZVOUS,
+    "patches/test_ckpt_engine_rendezvous.py::test_healthy_late_peer_is_not_cut_off": _RENDEZVOUS,
+    "patches/test_unpatch.py::test_status_reports_an_undone_patch_as_disabled_until_applied_again": _SUBPROCESS,
+    "preflight/test_env_audit.py::test_c10_preflight_refuses_expandable_segments_with_sleep_mode_both_names": _COMPOSE
+    + ", sweeping the pinned sources",
+    "preflight/test_env_audit.py::test_c10_not_reported_without_sleep_mode_or_with_a_harmless_value": _COMPOSE
+    + ", sweeping the pinned sources",
+    "preflight/test_preflight_count_cache.py::test_size_only_count_equals_the_processor_on_every_shipped_row": "runs the model folder's processor on every shipped row",
+    "preflight/test_preflight_count_cache.py::test_the_composed_config_is_cached_by_the_argv_and_verified": _COMPOSE,
+    "preflight/test_preflight_safety_patches.py::test_one_safety_patch_disabled_is_refused_other_patches_and_bad_values_are_not": _COMPOSE
+    + " (per patch)",
+    "ray/test_examples.py::test_rayjob_entrypoint_line_passes_its_dry_run_as_shipped": "the shipped entrypoint line's dry run",
+    "patches/test_moe_experts.py::test_torch_compile_of_a_caller_gives_the_same_values": "torch.compile on the CPU "
+    "(inductor builds C++ per case)",
+    "patches/test_import_order.py::test_light_modules_give_the_same_result_in_every_sampled_order": "imports the light "
+    "modules in sampled orders, in fresh interpreters",
+    "preflight/test_data_media.py::test_through_the_preflight": _DATA,
+    "preflight/test_kwargs_audit.py::test_c08_preflight_refuses_the_setting_naming_veomni_and_the_fix": _COMPOSE
+    + ", sweeping the pinned sources",
 }
 
 
