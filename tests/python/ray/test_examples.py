@@ -41,20 +41,15 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.4 MB
 
 
 def declared(script: Path) -> set[str]:
+    """The VLGRPO_* settings an entrypoint declares, as the launcher reads them from the registry."""
+    owner = {"fully-async-grpo.sh": "fa", "veomni-grpo.sh": "vo", "ray-node.sh": "node"}[script.name]
     out = subprocess.run(
-        [
-            "bash",
-            "-c",
-            'source "$1"; declare -F ray_node_declare >/dev/null && ray_node_declare; '
-            'printf "VLGRPO_%s\\n" "${VG_NAMES[@]}"',
-            "_",
-            str(script),
-        ],
+        [sys.executable, "-I", "-m", "vlgrpo.launch", "docs", "rows", owner],
         capture_output=True,
         text=True,
         check=True,
     )
-    return set(out.stdout.split())
+    return {"VLGRPO_" + line.split("\t")[0] for line in out.stdout.splitlines()}
 
 
 def containers(job: dict) -> dict[str, dict]:
