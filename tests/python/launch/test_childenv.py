@@ -161,7 +161,8 @@ def test_an_exported_function_is_refused_and_an_empty_one_dropped():
 
 
 def test_a_name_set_twice_is_one_problem_whatever_the_copies():
-    got = _classify([("HOME", "/a"), ("HOME", "/b"), ("HOME", "/c"), ("FOO", "1"), ("FOO", "1")])
+    # (ray-node.sh's view: the recipes build HOME themselves)
+    got = _classify([("HOME", "/a"), ("HOME", "/b"), ("HOME", "/c"), ("FOO", "1"), ("FOO", "1")], owner="node")
     assert [p.split(":")[0] for p in got.problems] == ["HOME", "FOO"]
     assert "set more than once" in got.problems[0]
     assert got.passed == ["HOME"] and got.dropped == ["FOO"]
@@ -235,10 +236,12 @@ def test_typed_values_are_checked_without_showing_them(tmp_path):
     ww = tmp_path / "ww"
     ww.mkdir()
     ww.chmod(0o777)
-    got = _classify([("PYTHONWARNINGS", "all:0:evil.Warn:0:0"), ("TMPDIR", str(ww)), ("HOME", "/root")])
+    got = _classify([("PYTHONWARNINGS", "all:0:evil.Warn:0:0"), ("TMPDIR", str(ww)), ("HOME", "/root")], owner="node")
     assert got.typed == ["PYTHONWARNINGS", "TMPDIR", "HOME"]
+    # a recipe builds HOME: the inherited one is dropped, not checked
+    assert _classify([("HOME", "/root")]).dropped == ["HOME"]
     probs = childenv.value_problems(
-        "fa", ["PYTHONWARNINGS=all:0:evil.Warn:0:0", f"TMPDIR={ww}", "HOME=/root"], "", (), []
+        "node", ["PYTHONWARNINGS=all:0:evil.Warn:0:0", f"TMPDIR={ww}", "HOME=/root"], "", (), []
     )
     assert [p.split(":")[0] for p in probs] == ["PYTHONWARNINGS", "TMPDIR"]
     assert all("(value not shown); fix: " in p for p in probs)
@@ -248,13 +251,13 @@ def test_typed_values_are_checked_without_showing_them(tmp_path):
 def test_a_folder_inside_the_checkpoint_folder_is_refused_for_home(tmp_path):
     ck = tmp_path / "ckpt"
     (ck / "home").mkdir(parents=True)
-    probs = childenv.value_problems("fa", [f"HOME={ck}/home"], "", (str(ck),), [])
+    probs = childenv.value_problems("node", [f"HOME={ck}/home"], "", (str(ck),), [])
     assert len(probs) == 1 and probs[0].startswith("HOME: ")
 
 
 def test_the_served_steps_round_trip_records():
     out = childenv.run_environment(
-        "fa", ["f:/proc/1/environ", "x:HOME=/root", "x:LD_PRELOAD=/x.so", "x:A-B=1", "e:", "h:HOME=/root"]
+        "node", ["f:/proc/1/environ", "x:HOME=/root", "x:LD_PRELOAD=/x.so", "x:A-B=1", "e:", "h:HOME=/root"]
     )
     assert "P:HOME" in out and "T:HOME" in out and "O:A-B" in out
     assert [r for r in out if r.startswith("p:")][0].startswith("p:LD_PRELOAD: ")
