@@ -265,4 +265,12 @@ cwd_of() {
   rm -rf "${STUB_LOG:?}"/*
   VLGRPO_CACHE_DIR=$T/open-cache entry fa --dry-run
   assert_refused VLGRPO_CACHE_DIR "every user"
+  # compiled kernels are loaded from it: not in the checkpoint folder (a link to it neither)
+  mkdir -m 700 "$T/ckpt/c"
+  ln -s "$T/ckpt/c" "$T/c-link"
+  for c in "$T/ckpt/c" "$T/c-link"; do
+    rm -rf "${STUB_LOG:?}"/*
+    VLGRPO_CACHE_DIR=$c entry fa --dry-run
+    assert_refused VLGRPO_CACHE_DIR "the checkpoint folder"
+  done
 }

@@ -587,6 +587,23 @@ class Launch:
         wd = self.children.workdir
         home = os.path.join(wd, ".home")
         cache = self.st.values.get("CACHE_DIR") or os.path.join(wd, ".cache")
+        if self.st.values.get("CACHE_DIR"):
+            # compiled kernels are loaded from it: never where whoever can write checkpoints could fill it
+            protect = childenv.protected(
+                self.st.values.get("CHECKPOINT_DIR", ""), self.hooks.markers, self.hooks.mountinfo
+            )
+            real = os.path.realpath(cache)
+            for root in protect:
+                if real == root or real.startswith(root.rstrip("/") + "/"):
+                    self.problems.append(
+                        settings.problem(
+                            "VLGRPO_CACHE_DIR",
+                            f"lies in the checkpoint folder or its volume ({settings.show(root)}): whoever can write "
+                            "checkpoints could fill the caches compiled kernels are loaded from",
+                            "point it at a folder of yours off the checkpoint volume",
+                        )
+                    )
+                    self.flush()
         for name, base, rel in PRIVATE:
             root = home if base == "home" else cache
             path = os.path.join(root, rel) if rel else root
