@@ -426,3 +426,23 @@ def test_values_cpython_stops_on_are_refused_and_the_others_start(name, values):
             assert starts, (name, value)
         if not starts:
             assert why, (name, value)
+
+
+def test_cuda_home_passes_the_path_rule(tmp_path):
+    """Attack review: CUDA_HOME passed unchecked, and torch's cpp_extension runs $CUDA_HOME/bin/nvcc."""
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    (tmp_path / "own").mkdir()
+    row = environment.env_row("CUDA_HOME", "fa")
+    assert row is not None and row.type == "dir"
+    assert "every user can write" in environment.check_value(row, str(open_dir))
+    assert environment.check_value(row, "relative/cuda")
+    assert environment.check_value(row, str(tmp_path / "own")) == ""
+
+
+@pytest.mark.parametrize("name", ["SSLKEYLOGFILE", "COVERAGE_PROCESS_START"])
+def test_tls_key_log_and_coverage_hook_are_refused_for_every_entrypoint(name):
+    for owner in ("fa", "vo", "node", "doctor"):
+        row = environment.env_row(name, owner)
+        assert row is not None and row.kind == "refused", (name, owner)
