@@ -156,6 +156,13 @@ REFUSED = [
         "the inference engine's own argument",
     ),
     ("+actor_rollout_ref.rollout.engine_kwargs.vllm.limit_mm_per.video", 5, "the inference engine's own argument"),
+    # the model's identity under override_config (setattr'd onto the HF config the preflight checked)
+    ("+actor_rollout_ref.model.override_config.auto_map.AutoModelForCausalLM", "evilmod.Evil", "sets auto_map"),
+    ("+actor_rollout_ref.model.override_config.model_type", "qwen2", "sets model_type"),
+    ("+actor_rollout_ref.model.override_config.architectures", "EvilForCausalLM", "sets architectures"),
+    ("+actor_rollout_ref.model.override_config.quantization_config.quant_method", "x", "sets quantization_config"),
+    ("+actor_rollout_ref.model.override_config.model_config.auto_map.AutoConfig", "evil.Cfg", "sets auto_map"),
+    ("+actor_rollout_ref.model.override_config.attn_implementation", "eager", "sets attn_implementation"),
     # a config group or a whole section
     ("model_engine", "megatron", "is a top-level key of verl's config"),
     ("trainer", 3, "is a top-level key of verl's config"),

@@ -83,6 +83,22 @@ UNSAFE_KEYS = {
 }
 
 
+#: keys of the model's Hugging Face config that decide what is built or imported; refused under override_config
+MODEL_IDENTITY_KEYS = frozenset(
+    (
+        "auto_map",
+        "model_type",
+        "architectures",
+        "quantization_config",
+        "_name_or_path",
+        "name_or_path",
+        "trust_remote_code",
+        "torch_dtype",
+        "dtype",
+    )
+)
+
+
 class OverridesError(Exception):
     """The file cannot be read as an overrides file at all (message names the file and the fix)."""
 
@@ -518,6 +534,17 @@ def check(
                 "remove it; the engine options the recipe supports are VLGRPO_* settings (--help)",
             )
             continue
+        if "override_config" in parts:
+            below = parts[parts.index("override_config") + 1 :]
+            what = next((p for p in below if p in MODEL_IDENTITY_KEYS or p.endswith("_implementation")), None)
+            if what is not None:
+                bad(
+                    f"sets {what} of the model's Hugging Face config: verl 0.8.0 setattr()s override_config onto the "
+                    "config it loaded (utils/model.py update_model_config), so the model built and saved would not "
+                    "be the one the preflight checked (a class to import, another architecture or quantization)",
+                    "remove it; the model's identity comes from the folder VLGRPO_MODEL_PATH names",
+                )
+                continue
         unsafe = next((why for k, why in UNSAFE_KEYS.items() if key == k or key.endswith("." + k)), None)
         if unsafe is not None:
             bad(f"its value changes what the job trusts or keeps: {unsafe}", "remove it")
