@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# the interpreter the entrypoints start (entrypoints/lib/shim.sh reads it; the images write their own)
+INTERPRETER := entrypoints/lib/interpreter
 
 .PHONY: help
 help: ## list the targets
@@ -15,13 +17,16 @@ help: ## list the targets
 
 # --- environment -------------------------------------------------------------------------------
 .PHONY: venv
-venv: $(STAMP) ## create .venv with the pinned test requirements (CPU torch 2.13.0, transformers 4.57.6, verl 0.8.0)
+venv: $(STAMP) $(INTERPRETER) ## create .venv with the pinned test requirements (CPU torch 2.13.0, transformers 4.57.6, verl 0.8.0)
 $(STAMP): requirements/dev.txt requirements/dev-nodeps.txt python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --no-input --quiet -r requirements/dev.txt
 	$(PY) -m pip install --no-input --quiet --no-deps -r requirements/dev-nodeps.txt
 	$(PY) -m pip install --no-input --quiet --no-deps --no-build-isolation -e python
 	touch $@
+
+$(INTERPRETER): $(STAMP)
+	printf '%s\n' "$(abspath $(VENV))/bin/python3" >$@
 
 # verl 0.7.1 (has the NPU train-routing bug) in its own --target dir, imported only by the patch tests.
 VERL071 := .cache/verl-0.7.1

@@ -7,6 +7,8 @@
 # refused; no VLGRPO_PASS_ENV), sources the image's CANN file, checks the words against the doctor's own flags
 # (`doctor.sh --json`, `--platform npu`; `doctor.sh --help` is the doctor's), then execs the doctor.
 set -Eeuo pipefail
+[[ ! -L ${BASH_SOURCE[0]} ]] || { printf '%s: run the entrypoint by its own path, not a link\n' "${BASH_SOURCE[0]}" >&2; exit 2; }
+vg_src=${BASH_SOURCE[0]} && [[ $vg_src == */* ]] || vg_src=./$vg_src # no realpath, dirname: no program from PATH
 # shellcheck source=entrypoints/lib/shim.sh
-source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/shim.sh"
+source "${vg_src%/*}/lib/shim.sh"
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then vg_shim doctor "$@"; fi

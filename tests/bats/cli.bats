@@ -96,7 +96,7 @@ setup() {
     # the words reach the launcher only, which refuses all but --help and --dry-run: the shims' call and its exec
     ! grep -nE '"\$@"|\$\*|\$\{@|\beval\b' "$f" |
       grep -vxE '[0-9]+:if \[\[ \$\{BASH_SOURCE\[0\]\} == "\$0" \]\]; then vg_shim (fully-async-grpo|veomni-grpo|doctor) "\$@"; fi' |
-      grep -vxE '[0-9]+:  exec -c "\$py" -I -m vlgrpo\.launch entry "\$recipe" --lib "\$VG_SHIM_LIB" "\$\{from\[@\]\}" -- "\$@" .*' || fail "$f"
+      grep -vxE '[0-9]+:  exec -c "\$py" -I -m vlgrpo\.launch entry "\$name" --lib "\$VG_SHIM_LIB" "\$\{from\[@\]\}" -- "\$@" .*' || fail "$f"
     # lib/ only, and the image's own CANN environment file at its fixed (readonly) path
     ! grep -nE '^\s*(source|\.)\s' "$f" | grep -v 'lib/\|VG_LIB_DIR' | grep -vx '[0-9]*:    source "$VG_IMAGE_BASH_ENV"' || fail "$f sources something else"
   done

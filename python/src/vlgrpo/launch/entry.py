@@ -82,6 +82,7 @@ class Hooks:
         self.driver_root = "/"
         self.mountinfo = "/proc/self/mountinfo"
         self.markers = ["/.dockerenv", "/run/.containerenv"]
+        self.lib = ""  # the entrypoints' lib folder (--lib), checked with the interpreter
 
 
 class Exit(Exception):
@@ -338,6 +339,7 @@ class Launch:
                 self.st.raw[short] = got.raw[short]
             self.st.source[short] = got.source.get(short, "")
         self.problems += got.problems
+        self.problems += settings.interpreter_problems(self.hooks.lib, self.held.get("VLGRPO_PYTHON", ""))
         if self.st.values.get("DRY_RUN") == "True":
             self.dry_run = True
         self.problems += settings.unknown_vars(self.owner, names)
@@ -840,6 +842,7 @@ class DoctorLaunch(Launch):
             key=lambda n: n.encode("utf-8", "surrogateescape"),
         )
         self.problems += settings.unknown_vars(self.owner, names)
+        self.problems += settings.interpreter_problems(self.hooks.lib, self.held.get("VLGRPO_PYTHON", ""))
         self.build_environment()
         self.flush()
         self.image_env()
@@ -893,6 +896,7 @@ def main(args: list[str]) -> int:
             except OSError:
                 readable = False
         elif opt == "--lib":
+            hooks.lib = os.path.abspath(val)
             # the entrypoints' lib/: the image's copy of the registry and the recipe files there, else the
             # checkout's (lib/../../python/src/vlgrpo), else this package's
             for cand in (

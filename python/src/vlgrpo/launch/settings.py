@@ -14,6 +14,8 @@ Values are handled as bytes decoded with ``surrogateescape`` (as bash hands them
 
 from __future__ import annotations
 
+import os
+
 from vlgrpo import environment
 
 #: the entrypoint file name of each registry owner (the recipes and the Ray node; the doctor's own)
@@ -432,4 +434,37 @@ def unknown_vars(owner: str, names: list[str]) -> list[str]:
                 f"unset it{hint} (--help lists the settings)",
             )
         )
+    return out
+
+
+def interpreter_problems(lib: str, named: str) -> list[str]:
+    """Problems of the code this launch runs in: the interpreter (``sys.executable``: the shim started it by the
+    absolute path of ``VLGRPO_PYTHON``, else of ``lib/interpreter``), every existing entry of ``sys.path`` (the
+    standard library, site-packages, an editable install's source folder) and the entrypoints' ``lib`` folder (the
+    registry and recipe files), each by the one path rule (:func:`vlgrpo.pathrule.check_path`: root's or the
+    launching user's, no group or other write bit, folders above too). Another user who can write any of them can
+    change the code of every later launch. ``named``: the value of ``VLGRPO_PYTHON`` ("" when unset). Empty when
+    all pass."""
+    import sys
+
+    from vlgrpo import pathrule
+
+    var = "VLGRPO_PYTHON" if named else "the interpreter"
+    fix = (
+        "make it and the folders above writable only by root or you (chmod go-w), or install the vlgrpo package "
+        "in a Python that is and name it by VLGRPO_PYTHON"
+    )
+    out: list[str] = []
+    seen: set[str] = set()
+    checks = [(sys.executable, "file", "the interpreter")]
+    checks += [(p, "any", "the sys.path entry") for p in sys.path if p and os.path.exists(p)]
+    if lib:
+        checks.append((lib, "dir", "the entrypoints' lib folder"))
+    for path, kind, what in checks:
+        if path in seen:
+            continue
+        seen.add(path)
+        found = pathrule.check_path(path, kind=kind)
+        if found:
+            out.append(problem(var, f"{what} {found.text()}", fix))
     return out

@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# The shims' own hardening: before the launcher runs they start no program found on the inherited PATH (no
+# realpath, dirname or python3 from it); the interpreter is named by absolute path (VLGRPO_PYTHON, else
+# entrypoints/lib/interpreter); the launcher refuses to go on when that interpreter, its sys.path or the
+# entrypoints' lib folder can be written by another user (the one path rule). Real entrypoint files, run directly.
+
+setup() {
+  load helpers/common
+  common_setup
+  # every program a shim could be tempted to run from PATH, planted: each writes the canary
+  mkdir -p "$T/evil"
+  local p
+  for p in python3 python realpath dirname readlink env cat bash sh ls uname; do
+    printf '#!/bin/sh\necho "%s ran" >>%q\nexit 0\n' "$p" "$CANARY" >"$T/evil/$p"
+    chmod +x "$T/evil/$p"
+  done
+}
+
+# tree — a copy of the entrypoints (shims and lib/, no recorded interpreter) at $T/tree/entrypoints
+tree() {
+  mkdir -p "$T/tree"
+  cp -r "$REPO_ROOT/entrypoints" "$T/tree/"
+  rm -f "$T/tree/entrypoints/lib/interpreter"
+}
+
+assert_no_canary() {
+  [[ ! -e $CANARY ]] || fail "a program from PATH ran: $(cat "$CANARY")"
+}
+
+@test "the shims start the recorded interpreter and run nothing from PATH, even a PATH of planted tools first" {
+  local f
+  [[ -s $REPO_ROOT/entrypoints/lib/interpreter ]] || fail "no entrypoints/lib/interpreter: make venv writes it"
+  for f in "$FA" "$VO"; do
+    run --separate-stderr /usr/bin/env PATH=$T/evil:/usr/bin:/bin "$f" --help
+    assert_success
+    [[ $output == *VLGRPO_MODEL_PATH* ]] || fail "no settings table from $f: $output"
+    assert_no_canary
+  done
+  run --separate-stderr /usr/bin/env PATH=$T/evil "$REPO_ROOT/entrypoints/doctor.sh" --help
+  assert_success
+  assert_no_canary
+}
+
+@test "a PATH entry every user can write, or a relative one, holding planted tools: exit 2 naming PATH, none of them ran" {
+  local entry
+  chmod 0777 "$T/evil"
+  for entry in "$T/evil" "evil" "."; do
+    rm -f "$CANARY"
+    (cd "$T" && run --separate-stderr /usr/bin/env PATH=$entry:/usr/bin:/bin "$FA" --dry-run
+      ((status == 2)) || fail "PATH=$entry: exit $status: $stderr"
+      [[ $stderr == *"error: PATH: "* ]] || fail "PATH=$entry not named: $stderr")
+    assert_no_canary
+  done
+}
+
+@test "VLGRPO_PYTHON names the interpreter by absolute path; a bare name, a relative path or a folder is exit 2 and runs nothing" {
+  local v
+  for v in python3 ./python3 ../bin/python3 "$T/evil" "$T/missing/python3"; do
+    run --separate-stderr /usr/bin/env VLGRPO_PYTHON=$v PATH=$T/evil:/usr/bin:/bin "$VO" --help
+    ((status == 2)) || fail "VLGRPO_PYTHON=$v: exit $status, expected 2: $output $stderr"
+    [[ $stderr == *"VLGRPO_PYTHON="*"absolute path"* ]] || fail "VLGRPO_PYTHON=$v: no message naming it: $stderr"
+    [[ -z $output ]] || fail "VLGRPO_PYTHON=$v: printed $output"
+    assert_no_canary
+  done
+  run --separate-stderr /usr/bin/env VLGRPO_PYTHON=$REPO_ROOT/.venv/bin/python3 PATH=$T/evil "$VO" --help
+  assert_success
+  assert_no_canary
+}
+
+@test "no recorded interpreter and no VLGRPO_PYTHON: exit 2 naming both fixes; a stale record names the file" {
+  tree
+  run --separate-stderr /usr/bin/env PATH=$T/evil:/usr/bin:/bin "$T/tree/entrypoints/fully-async-grpo.sh" --help
+  ((status == 2)) || fail "exit $status: $stderr"
+  [[ $stderr == *"no interpreter is recorded in $T/tree/entrypoints/lib/interpreter"*"set VLGRPO_PYTHON"* ]] ||
+    fail "message: $stderr"
+  printf '%s\n' "$T/moved/.venv/bin/python3" >"$T/tree/entrypoints/lib/interpreter"
+  run --separate-stderr /usr/bin/env PATH=$T/evil:/usr/bin:/bin "$T/tree/entrypoints/veomni-grpo.sh" --help
+  ((status == 2)) || fail "exit $status: $stderr"
+  [[ $stderr == *"lib/interpreter names $T/moved/.venv/bin/python3"*"make venv"* ]] || fail "message: $stderr"
+  assert_no_canary
+  # the same copy with VLGRPO_PYTHON starts, and finds the registry of the installed package
+  run --separate-stderr /usr/bin/env VLGRPO_PYTHON=$REPO_ROOT/.venv/bin/python3 PATH=$T/evil "$T/tree/entrypoints/veomni-grpo.sh" --help
+  assert_success
+  assert_no_canary
+}
+
+@test "an entrypoint run through a symbolic link is refused before anything runs (its lib/ is not beside the link)" {
+  ln -s "$FA" "$T/fa-link.sh"
+  run --separate-stderr /usr/bin/env PATH=$T/evil:/usr/bin:/bin "$T/fa-link.sh" --help
+  ((status == 2)) || fail "exit $status: $stderr"
+  [[ $stderr == *"not a link"* ]] || fail "message: $stderr"
+  assert_no_canary
+}
+
+@test "a lib folder or a sys.path entry another user can write is refused by the launcher, naming it (the path rule)" {
+  tree
+  printf '%s\n' "$REPO_ROOT/.venv/bin/python3" >"$T/tree/entrypoints/lib/interpreter"
+  chmod g+w "$T/tree/entrypoints/lib"
+  run --separate-stderr /usr/bin/env PATH=/usr/bin:/bin "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+  ((status == 2)) || fail "exit $status: $stderr"
+  [[ $stderr == *"error: the interpreter: the entrypoints' lib folder $T/tree/entrypoints/lib can be written by its group"* ]] ||
+    fail "message: $stderr"
+  chmod g-w "$T/tree/entrypoints/lib"
+  # a venv whose site-packages others can write: a copy of the checkout's venv layout is too big; a fresh venv
+  # (system site-packages, so the vlgrpo package of the checkout is importable through a .pth) stands in
+  /usr/bin/python3 -m venv --without-pip --system-site-packages "$T/venv"
+  local site
+  site=$("$T/venv/bin/python3" -I -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  printf '%s\n' "$REPO_ROOT/python/src" >"$site/vlgrpo-src.pth"
+  chmod o+w "$site"
+  run --separate-stderr /usr/bin/env VLGRPO_PYTHON=$T/venv/bin/python3 PATH=/usr/bin:/bin "$FA" --dry-run
+  ((status == 2)) || fail "exit $status: $stderr"
+  [[ $stderr == *"error: VLGRPO_PYTHON: the sys.path entry $site can be written by every user"* ]] || fail "message: $stderr"
+  assert_no_python
+}
