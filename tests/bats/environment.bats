@@ -142,8 +142,12 @@ ray_node_env() {
     VLGRPO_RAY_NODE_IP=$a rnode head
     [[ $status -eq 2 && $stderr == *"VLGRPO_RAY_NODE_IP: "*"is not an IPv4 address"* ]] || fail "$a: $status $stderr"
   done
-  VLGRPO_RAY_NODE_IP=10.0.0.1 VLGRPO_RAY_DASHBOARD_HOST=0.0.0.0 rnode head
+  VLGRPO_RAY_NODE_IP=10.0.0.1 VLGRPO_RAY_DASHBOARD_HOST=10.0.0.1 rnode head
   assert_success
+  # every interface at once: the unauthenticated job API (running code) on every network this node is on
+  VLGRPO_RAY_NODE_IP=10.0.0.1 VLGRPO_RAY_DASHBOARD_HOST=0.0.0.0 rnode head
+  assert_failure 2
+  [[ $stderr == *"VLGRPO_RAY_DASHBOARD_HOST: "*"binds every interface"*"fix: keep 127.0.0.1"* ]] || fail "$stderr"
   VLGRPO_RAY_DASHBOARD_HOST=127.000.0.1 rnode head
   assert_failure 2
   TP_SOCKET_IFNAME=$'lo\nray-node: environment FORGED=1' rnode head

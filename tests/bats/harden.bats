@@ -274,3 +274,43 @@ cwd_of() {
     assert_refused VLGRPO_CACHE_DIR "the checkpoint folder"
   done
 }
+
+@test "review F2: a requested library, plugin or file variable gets the path rule; a good one reaches the children" {
+  local v
+  mkdir -p "$T/open" "$T/mine" && chmod 777 "$T/open"
+  : >"$T/open/lib.so" && : >"$T/mine/lib.so" && : >"$T/mine/ca.pem"
+  for v in HCCL_SO_PATH VLLM_NCCL_SO_PATH NCCL_NET_PLUGIN SSL_CERT_FILE NCCL_TOPO_FILE NETRC; do
+    pass_env "$v"
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "$v=$T/open/lib.so" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "every user can write"
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "$v=lib.so" "$HARNESS" "$FA" --dry-run
+    [[ $v == NCCL_NET_PLUGIN ]] || assert_refused "$v" "not an absolute path"
+  done
+  rm -rf "${STUB_LOG:?}"/*
+  pass_env SSL_CERT_FILE,NCCL_NET_PLUGIN
+  SSL_CERT_FILE=$T/mine/ca.pem NCCL_NET_PLUGIN=aws-ofi entry fa --dry-run
+  assert_success
+  call_environ 0 | grep -qx "SSL_CERT_FILE=$T/mine/ca.pem" || fail "$(call_environ 0)"
+  call_environ 0 | grep -qx "NCCL_NET_PLUGIN=aws-ofi" || fail "$(call_environ 0)"
+}
+
+@test "review F4, F7: a user name with a path is refused; OpenSSL, glibc and bash variables are never passed, even on request" {
+  local v
+  run --separate-stderr env "LOGNAME=../../canary" "$HARNESS" "$FA" --dry-run
+  assert_refused LOGNAME "not a user name"
+  run --separate-stderr env "USER=a/canary" "$HARNESS" "$FA" --dry-run
+  assert_refused USER "not a user name"
+  for v in OPENSSL_CONF OPENSSL_MODULES LOCPATH GLIBC_TUNABLES PS4 PROMPT_COMMAND; do
+    rm -rf "${STUB_LOG:?}"/*
+    pass_env
+    run --separate-stderr env "$v=$T/canary" "$HARNESS" "$FA" --dry-run
+    assert_success
+    ! call_environ 0 | grep -q "^$v=" || fail "$v reached the children"
+    pass_env "$v"
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "$v=$T/canary" "$HARNESS" "$FA" --dry-run
+    assert_refused VLGRPO_PASS_ENV "names $v, which is never passed"
+  done
+}

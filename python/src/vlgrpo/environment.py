@@ -376,6 +376,8 @@ def _validate_re(t: str, a: str, raw: str, cwd: "str | None") -> object:
             "nor a file:///PATH"
         )
     if t == "ipv4":
+        if _octets(raw) and a == "bind" and raw in ("0.0.0.0", "255.255.255.255"):
+            raise Refused(f"{raw!r} is no one address", "ipv4-wildcard")
         if _octets(raw):
             return raw
         raise Refused(f"{raw!r} is not an IPv4 address")
@@ -699,6 +701,9 @@ PASS_TYPES = (
     "pyinit",
     "compiler",
     "torchlogs",
+    "paths",
+    "plugin",
+    "username",
 )
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
@@ -822,11 +827,30 @@ def _path_entry_problem(entry: str, protect: "tuple[str, ...]") -> str:
 
     why = _dir_problem(os.path.dirname(entry) or "/", protect, must_exist=False)
     if why:
-        return f"is a file in a folder that {why}"
+        return (
+            f"is a file in a folder {why[len('is a folder ') :]}"
+            if why.startswith("is a folder ")
+            else (f"is a file in a folder that {why}")
+        )
     st = os.stat(entry)
     if st.st_mode & stat.S_IWOTH:
         return "is a file every user can write"
     return _owner_rule_problem(entry)
+
+
+def _paths_problem(value: str, protect: "tuple[str, ...]") -> str:
+    """``paths``: a ':' list (one path for most rows) of absolute paths, each a file or a folder that another user
+    cannot change (:func:`_path_entry_problem`: the one path rule on it when it exists, else on the folder that
+    would hold it) and that lies off the checkpoint folder and its volume. For the variables that name a library
+    a program loads (``HCCL_SO_PATH``, ``VLLM_NCCL_SO_PATH``), a file it reads (``SSL_CERT_FILE``,
+    ``NCCL_TOPO_FILE``, ``NETRC``) or writes (``NCCL_DEBUG_FILE``)."""
+    for entry in value.split(":"):
+        if entry and not entry.startswith("/"):
+            what = "is not" if ":" not in value else "has an entry that is not"
+            return f"{what} an absolute path (a relative one is read from each child's working folder)"
+    if ":" not in value:
+        return _path_entry_problem(value, protect)
+    return _path_list_problem(value, _path_entry_problem, protect, "has an empty entry")
 
 
 def _path_list_problem(
@@ -997,7 +1021,7 @@ def check_value(
     letters, digits, ``_ . -``, the first a letter or digit. ``protect`` are real paths (the checkpoint folder and
     its volume's mount point). The reasons never quote the value (the entrypoints add "value not shown")."""
     t = row.type
-    if not t or (not value and t in ("tmpdir", "dir", "dirs")):
+    if not t or (not value and t in ("tmpdir", "dir", "dirs", "paths", "plugin", "username")):
         return ""
     if _control(value):
         return (
@@ -1053,6 +1077,25 @@ def check_value(
         return ""
     if t == "compiler":
         return _compiler_problem(value, protect)
+    if t == "paths":
+        return _paths_problem(value, protect)
+    if t == "plugin":
+        if "/" in value:
+            return _paths_problem(value, protect)
+        if value and len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS:
+            return ""
+        return (
+            "is neither a plugin name (letters, digits, '_', '.', '-', the first a letter or digit: the library "
+            "is then found on the library path) nor an absolute path"
+        )
+    if t == "username":
+        name = value[:-1] if value.endswith("$") else value
+        if name and len(name) <= 128 and name[0] in _ALNUM + "_" and set(name) <= _NAME_CHARS | {"@"}:
+            return ""
+        return (
+            "is not a user name (1-128 letters, digits, '_', '.', '-', '@', the first a letter, digit or '_'; no "
+            "'/'): programs put it into paths (torch's /tmp/torchinductor_<user>, caches)"
+        )
     if t == "plainname":
         if not value or (len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS):
             return ""

@@ -31,6 +31,9 @@ CHECKS = {
     "pyinit",
     "compiler",
     "torchlogs",
+    "paths",
+    "plugin",
+    "username",
 }
 
 

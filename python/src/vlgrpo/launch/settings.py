@@ -169,6 +169,13 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
     mlflow_credentials = (
         "credentials go in MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
     )
+    if exc.reason == "ipv4-wildcard":
+        return (
+            f"{shown} binds every interface of this node (or none), so whoever reaches any of its addresses can "
+            "submit a Ray job, which runs code (the job API has no authentication)",
+            "keep 127.0.0.1 and submit on the head (docker compose exec, or ssh -L 8265:127.0.0.1:8265), or name "
+            "the one address of a private network the submitters use",
+        )
     if exc.reason == "uri-credentials":
         return (
             "holds credentials (user:password@ or a token; value not shown): a URL is printed in plans and logs",
