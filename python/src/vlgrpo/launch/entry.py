@@ -252,6 +252,22 @@ def _set_rows(owner: str) -> list[tuple[str, str]]:
     return [(r.name, r.default) for r in environment.rows() if r.kind == "set" and owner in r.owners]
 
 
+def default_signals() -> None:
+    """Give the stop signals, SIGPIPE and SIGXFSZ (which Python ignores for itself) their default actions, for
+    the program this process is about to become (``execve`` keeps ignored signals ignored)."""
+    for name in [n for n, _ in STOP_SIGNALS] + ["XFSZ"]:
+        signal.signal(getattr(signal, "SIG" + name), signal.SIG_DFL)
+
+
+def setting_names(entries: list[tuple[str, str]]) -> list[str]:
+    """The ``VLGRPO_*`` names among the environ ``entries`` that a shell can hold, once each, in the C locale's
+    order (a shell's)."""
+    return sorted(
+        {n for n, _ in entries if n.startswith("VLGRPO_") and childenv.identifier(n)},
+        key=lambda n: n.encode("utf-8", "surrogateescape"),
+    )
+
+
 class Launch:
     """One launch of recipe entrypoint ``owner`` (``fa``, ``vo``) from the inherited environ ``entries``."""
 
@@ -326,10 +342,7 @@ class Launch:
     def read_settings(self) -> None:
         """The settings (values, raw values, sources; problems), then the names of every ``VLGRPO_*`` variable."""
         # the names a shell holds, in its (C locale) order
-        names = sorted(
-            {n for n, _ in self.entries if n.startswith("VLGRPO_") and childenv.identifier(n)},
-            key=lambda n: n.encode("utf-8", "surrogateescape"),
-        )
+        names = setting_names(self.entries)
         exported = {n: self.held[n] for n in names}
         got = settings.read_settings(self.owner, exported, self.cwd)
         for row in settings.owner_settings(self.owner):
@@ -811,8 +824,7 @@ class Launch:
             return 0
         self.children.say(f"launching {self.program[2]} ({self.st.topology}; preflight {self.preflight_result})")
         # the signals are verl's from here; SIGPIPE and SIGXFSZ too, which Python ignores for itself
-        for name in [n for n, _ in STOP_SIGNALS] + ["XFSZ"]:
-            signal.signal(getattr(signal, "SIG" + name), signal.SIG_DFL)
+        default_signals()
         env = self.child_env()
         try:
             os.execvpe(self.argv[0], self.argv, env)
@@ -837,17 +849,13 @@ class DoctorLaunch(Launch):
             doctor.parser(prog=self.prog).parse_args(words)
         except SystemExit as end:  # --help printed (0), or a word the doctor does not declare (2, usage printed)
             return int(end.code or 0)
-        names = sorted(
-            {n for n, _ in self.entries if n.startswith("VLGRPO_") and childenv.identifier(n)},
-            key=lambda n: n.encode("utf-8", "surrogateescape"),
-        )
+        names = setting_names(self.entries)
         self.problems += settings.unknown_vars(self.owner, names)
         self.problems += settings.interpreter_problems(self.hooks.lib, self.held.get("VLGRPO_PYTHON", ""))
         self.build_environment()
         self.flush()
         self.image_env()
-        for name in [n for n, _ in STOP_SIGNALS] + ["XFSZ"]:
-            signal.signal(getattr(signal, "SIG" + name), signal.SIG_DFL)
+        default_signals()
         argv = ["python3", "-P", "-s", "-m", "vlgrpo", "doctor", *words]
         try:
             os.execvpe(argv[0], argv, self.child_env())
