@@ -167,3 +167,29 @@ node() {
   assert_success
   assert_line 'ray-node: W&B: server https://api.wandb.ai (the client'"'"'s default), entity my-team, mode offline'
 }
+
+@test "review F6: the plan shows the proxy and the trust anchors the W&B key would go through; a bad proxy exits 2" {
+  local key=0123456789abcdef0123456789abcdef01234567
+  printf '%s\n' "$key" >"$T/wandb.key"
+  chmod 0600 "$T/wandb.key"
+  : >"$T/corp-ca.pem"
+  export VLGRPO_LOGGER=console,wandb WANDB_API_KEY_FILE=$T/wandb.key
+  VLGRPO_PASS_ENV=$STUB_PASS,WANDB_BASE_URL,HTTPS_PROXY,REQUESTS_CA_BUNDLE WANDB_BASE_URL=https://wandb.example.com \
+    HTTPS_PROXY=http://me:pw@proxy.corp:3128 REQUESTS_CA_BUNDLE=$T/corp-ca.pem entry fa --dry-run
+  assert_success
+  assert_line "# W&B: server https://wandb.example.com, entity (the key's default entity), mode offline, through proxy http://proxy.corp:3128 (HTTPS_PROXY; credentials not shown), TLS trust anchors from REQUESTS_CA_BUNDLE=$T/corp-ca.pem (not the system's)"
+  [[ $output != *"pw@"* && $stderr != *"pw@"* ]] || fail "the proxy password was printed"
+  # lower case wins, as in urllib; an http server goes through the http proxy
+  VLGRPO_PASS_ENV=$STUB_PASS,WANDB_BASE_URL,HTTP_PROXY,http_proxy WANDB_BASE_URL=http://wandb.lan:8080 \
+    HTTP_PROXY=http://upper:3128 http_proxy=socks5h://lower:1080 entry fa --dry-run
+  assert_success
+  assert_line --partial "through proxy socks5h://lower:1080 (http_proxy)"
+  rm -rf "${STUB_LOG:?}"/*
+  local bad
+  for bad in 'http://proxy.corp:3128/x' 'ftp://proxy:21' 'http://proxy:99999'; do
+    VLGRPO_PASS_ENV=$STUB_PASS,HTTPS_PROXY HTTPS_PROXY=$bad entry fa --dry-run
+    assert_failure 2
+    [[ $stderr == *"error: HTTPS_PROXY: is not a proxy URL"*"fix: "* ]] || fail "$bad: $stderr"
+  done
+  assert_no_python
+}

@@ -704,6 +704,7 @@ PASS_TYPES = (
     "paths",
     "plugin",
     "username",
+    "proxyurl",
 )
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
@@ -836,6 +837,32 @@ def _path_entry_problem(entry: str, protect: "tuple[str, ...]") -> str:
     if st.st_mode & stat.S_IWOTH:
         return "is a file every user can write"
     return _owner_rule_problem(entry)
+
+
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def proxy_parts(url: str) -> "tuple[str, str, bool] | None":
+    """``(scheme, host[:port], has_credentials)`` of a proxy URL as Python's urllib and requests read
+    ``HTTPS_PROXY`` and the like (``SCHEME://[USER[:PASSWORD]@]HOST[:PORT][/]``: scheme one of
+    :data:`PROXY_SCHEMES`, HOST a host name or dotted-quad address, PORT 1-65535), or ``None`` when ``url`` is not
+    one (a path, query or fragment, another scheme, an empty host). The credentials are never returned."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # requests reads HOST:PORT as http://HOST:PORT (utils.prepend_scheme_if_needed)
+        scheme, rest = "http", url
+    if scheme.lower() not in PROXY_SCHEMES:
+        return None
+    if rest.endswith("/"):
+        rest = rest[:-1]
+    if any(c in rest for c in "/?#") or _control(rest) or " " in rest:
+        return None
+    creds, at, hostport = rest.rpartition("@")
+    host, colon, port = hostport.partition(":")
+    if colon and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535 and port[0] != "0"):
+        return None
+    if not (_octets(host) or _hostname(host)):
+        return None
+    return scheme.lower(), hostport, bool(at)
 
 
 def _paths_problem(value: str, protect: "tuple[str, ...]") -> str:
@@ -1087,6 +1114,13 @@ def check_value(
         return (
             "is neither a plugin name (letters, digits, '_', '.', '-', the first a letter or digit: the library "
             "is then found on the library path) nor an absolute path"
+        )
+    if t == "proxyurl":
+        if not value or proxy_parts(value) is not None:
+            return ""
+        return (
+            "is not a proxy URL: [SCHEME://][USER[:PASSWORD]@]HOST[:PORT][/] with SCHEME http, https, socks5 or "
+            "socks5h, HOST a host name or dotted-quad address, no path, query or fragment"
         )
     if t == "username":
         name = value[:-1] if value.endswith("$") else value

@@ -182,3 +182,41 @@ def test_the_dashboard_binds_one_address_never_every_interface(value: str, ok: b
     else:
         with pytest.raises(environment.Refused):
             environment.validate(row, value)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("http://proxy.corp:3128", True),
+        ("http://user:s3cret@proxy.corp:3128/", True),
+        ("https://10.0.0.9:8443", True),
+        ("socks5h://bastion:1080", True),
+        ("proxy.corp:3128", True),  # requests prepends http:// (utils.prepend_scheme_if_needed)
+        ("http://proxy.corp:3128/path", False),
+        ("http://proxy.corp:3128?x=1", False),
+        ("http://proxy.corp:3128#f", False),
+        ("ftp://proxy.corp:21", False),
+        ("http://proxy.corp:0", False),
+        ("http://proxy.corp:99999", False),
+        ("http://:3128", False),
+        ("http://010.0.0.1:3128", False),  # inet_aton reads 010 as octal 8
+        ("http://pro xy:3128", False),
+    ],
+)
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy"])
+def test_a_proxy_is_a_url_of_a_host_without_a_path(name: str, value: str, ok: bool) -> None:
+    assert (check(name, value) == "") is ok
+
+
+@pytest.mark.parametrize(
+    "url", ["http://proxy.corp:3128", "http://u:p@proxy.corp:3128/", "socks5h://10.0.0.1:1080", "proxy.corp:3128"]
+)
+def test_the_proxy_host_is_the_one_urllib_reads_and_no_credentials_come_back(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    ref = urlsplit(url if "://" in url else "http://" + url)
+    got = environment.proxy_parts(url)
+    assert got is not None
+    scheme, hostport, creds = got
+    assert (scheme, hostport, creds) == (ref.scheme, f"{ref.hostname}:{ref.port}", ref.username is not None)
+    assert "u:p" not in hostport

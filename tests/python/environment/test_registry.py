@@ -34,6 +34,7 @@ CHECKS = {
     "paths",
     "plugin",
     "username",
+    "proxyurl",
 }
 
 

@@ -252,6 +252,35 @@ def _set_rows(owner: str) -> list[tuple[str, str]]:
     return [(r.name, r.default) for r in environment.rows() if r.kind == "set" and owner in r.owners]
 
 
+#: the variables Python's urllib and requests read for a proxy, lower case first (urllib.request.getproxies_environment
+#: lets a lower-case name win over its upper-case twin), then the trust anchors requests and OpenSSL read
+_PROXY_NAMES = ("{s}_proxy", "{S}_PROXY", "all_proxy", "ALL_PROXY")
+_CA_NAMES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _route(env: dict[str, str], server: str) -> str:
+    """How the W&B client would reach ``server`` with the children's ``env``: ``, through proxy SCHEME://HOST:PORT
+    (NAME; credentials not shown)`` when a proxy variable for the server's scheme (or ``all``) is set, and ``, TLS
+    trust anchors from NAME=PATH`` when a trust-anchor variable replaces the system's (whoever holds that CA's key
+    and sits on the way, the proxy included, reads the API key). ``""`` for neither. ``NO_PROXY`` is named when
+    set (it may exempt the server)."""
+    scheme = "http" if server.startswith("http://") else "https"
+    out = ""
+    for pattern in _PROXY_NAMES:
+        name = pattern.format(s=scheme, S=scheme.upper())
+        parts = environment.proxy_parts(env[name]) if env.get(name) else None
+        if parts:
+            creds = "; credentials not shown" if parts[2] else ""
+            exempt = ", unless NO_PROXY exempts the server" if env.get("NO_PROXY") or env.get("no_proxy") else ""
+            out += f", through proxy {parts[0]}://{parts[1]} ({name}{creds}{exempt})"
+            break
+    for name in _CA_NAMES:
+        if env.get(name):
+            out += f", TLS trust anchors from {name}={settings.show(env[name])} (not the system's)"
+            break
+    return out
+
+
 def default_signals() -> None:
     """Give the stop signals, SIGPIPE and SIGXFSZ (which Python ignores for itself) their default actions, for
     the program this process is about to become (``execve`` keeps ignored signals ignored)."""
@@ -791,7 +820,7 @@ class Launch:
             )
         entity = env.get("WANDB_ENTITY") or "(the key's default entity)"
         mode = settings.show(env["WANDB_MODE"]) if env.get("WANDB_MODE") else "online (the client's default)"
-        return [f"{p}W&B: server {server}, entity {entity}, mode {mode}"]
+        return [f"{p}W&B: server {server}, entity {entity}, mode {mode}{_route(env, server)}"]
 
     # ---- the whole launch ---------------------------------------------------------------------------------------
 
