@@ -80,8 +80,9 @@ COPY entrypoints/ /opt/vlgrpo/entrypoints/
 # the launch environment registry the entrypoints validate from (also installed with the vlgrpo package)
 COPY python/src/vlgrpo/environment.tsv /opt/vlgrpo/entrypoints/lib/environment.tsv
 COPY python/src/vlgrpo/recipes/ /opt/vlgrpo/entrypoints/lib/recipes/
-# the interpreter the entrypoints start, by absolute path (lib/shim.sh runs no program found on PATH)
-RUN python3 -c 'import sys; print(sys.executable)' >/opt/vlgrpo/entrypoints/lib/interpreter
+# the interpreter the entrypoints start, by absolute path (lib/shim.sh runs no program found on PATH), and the
+# image's PATH, which the launch gives its children in place of the environment's (exec form: no BASH_ENV)
+RUN ["/bin/sh", "-c", "python3 -c 'import sys; print(sys.executable)' >/opt/vlgrpo/entrypoints/lib/interpreter && printf '%s\\n' \"$PATH\" >/opt/vlgrpo/entrypoints/lib/image-path"]
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
 

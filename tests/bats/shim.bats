@@ -113,3 +113,20 @@ assert_no_canary() {
   [[ $stderr == *"error: VLGRPO_PYTHON: the sys.path entry $site can be written by every user"* ]] || fail "message: $stderr"
   assert_no_python
 }
+
+@test "in an image (lib/image-path written at build) the children get the image's PATH, never the environment's" {
+  tree
+  printf '%s\n' "$T/bin:/usr/bin:/bin" >"$T/tree/entrypoints/lib/image-path"
+  mkdir -p "$T/elsewhere"
+  # the environment's PATH names another folder first (and an empty entry, which alone would be refused)
+  PATH=$T/bin:$T/elsewhere:$PATH: run --separate-stderr "$HARNESS" "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+  assert_success
+  assert_line "# PATH: the image's (lib/image-path), not the environment's: $T/bin:/usr/bin:/bin"
+  call_environ 0 | grep -qx "PATH=$T/bin:/usr/bin:/bin" || fail "$(call_environ 0 | grep ^PATH=)"
+  # a checkout (no record): the environment's PATH, checked
+  rm -rf "${STUB_LOG:?}"/*
+  run --separate-stderr "$HARNESS" "$FA" --dry-run
+  assert_success
+  refute_line --partial "# PATH: the image's"
+  call_environ 0 | grep -qx "PATH=$PATH" || fail "$(call_environ 0 | grep ^PATH=)"
+}

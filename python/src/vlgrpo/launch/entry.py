@@ -281,6 +281,21 @@ def _route(env: dict[str, str], server: str) -> str:
     return out
 
 
+def image_record(lib: str, name: str) -> str:
+    """The one line the image build wrote to ``lib/name`` (``image-path``: the image's PATH, which the children get
+    in place of the environment's), or ``""`` when there is no such file (a checkout) or it is not one line of
+    text."""
+    if not lib:
+        return ""
+    try:
+        with open(os.path.join(lib, name), "rb") as fh:
+            data = fh.read(65536)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace").removesuffix("\n")
+    return "" if not text or "\n" in text or "\0" in text or "\ufffd" in text else text
+
+
 def default_signals() -> None:
     """Give the stop signals, SIGPIPE and SIGXFSZ (which Python ignores for itself) their default actions, for
     the program this process is about to become (``execve`` keeps ignored signals ignored)."""
@@ -321,6 +336,7 @@ class Launch:
         self.recipe_file = recipes.Recipe()
         self.node_kind = "node"
         self.preflight_result = "not run"
+        self.image_path = ""  # the image's PATH the children get in place of the environment's ("" outside an image)
 
     # ---- problems -----------------------------------------------------------------------------------------------
 
@@ -408,6 +424,9 @@ class Launch:
         for name, value in _set_rows(self.owner):
             if value:
                 self.env[name] = value
+        image_path = image_record(self.hooks.lib, "image-path")
+        if image_path:
+            self.env["PATH"] = self.image_path = image_path
         typed = [f"{n}={self.env.get(n, '')}" for n in self.cls.typed]
         if typed or self.cls.nonascii:
             protect = (
@@ -796,6 +815,8 @@ class Launch:
                 f"{p}built by the launch (fresh 0700 folders, relative ones in the working directory; the "
                 f"environment's values never used):{built}"
             )
+        if self.image_path:
+            out.append(f"{p}PATH: the image's (lib/image-path), not the environment's: {self.image_path}")
         if self.cls.requested:
             out.append(f"{p}passed because VLGRPO_PASS_ENV names them: {_sorted(self.cls.requested)}")
         if self.cls.unset_named:
