@@ -94,6 +94,10 @@ def test_ray_node_accepts_the_rayjob_node_settings(role, platform, tmp_path):
     key.write_text(WANDB_KEY + "\n")
     key.chmod(0o400)  # the secret volume's defaultMode
     for e in c["env"]:
+        if "valueFrom" in e:  # the downward API: the pod's own IP (the dashboard binds there)
+            assert e["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}, e
+            env[e["name"]] = "10.0.0.2"
+            continue
         env[e["name"]] = "lo" if e["name"].endswith("_SOCKET_IFNAME") else str(e["value"])
     assert env.get("WANDB_API_KEY_FILE") == "/run/secrets/wandb/api-key", "every node carries the W&B key"
     env["WANDB_API_KEY_FILE"] = str(key)
