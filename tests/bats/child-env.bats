@@ -113,7 +113,7 @@ assert_child_env() {
   unset VLGRPO_MODEL_PATH VLGRPO_TRAIN_FILE VLGRPO_VAL_FILE VLGRPO_CHECKPOINT_DIR
   export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 VLGRPO_DRY_RUN=1
   run --separate-stderr env __RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR=antigravity.geohash \
-    bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+    "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" head
   assert_failure 2
   [[ $stderr == *"error: __RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "* ]] || fail "$stderr"
   [[ $(calls) != *ray* ]] || fail "ray ran"
@@ -196,13 +196,13 @@ assert_child_env() {
   unset VLGRPO_MODEL_PATH VLGRPO_TRAIN_FILE VLGRPO_VAL_FILE VLGRPO_CHECKPOINT_DIR
   export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0
   export MY_SECRET=canary-secret TP_SOCKET_IFNAME=lo
-  run --separate-stderr env VLGRPO_DRY_RUN=1 bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+  run --separate-stderr env VLGRPO_DRY_RUN=1 "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" head
   assert_success
   assert_line --regexp '^ray-node: child environment \(ray start and the Ray processes it starts; [0-9]+ names, values not shown\):.* PYTHONSAFEPATH '
   assert_line --regexp '^ray-node: dropped from the environment .* MY_SECRET( |$)'
   [[ $output != *canary* ]] || fail "value shown"
   # a real start (the ray stub exits at once): ray start's environment
-  run --separate-stderr bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+  run --separate-stderr "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" head
   local i
   i=$(($(calls | wc -l) - 1))
   [[ $(calls | tail -n 1) == *.ray ]] || fail "ray did not start: $(calls) $stderr"

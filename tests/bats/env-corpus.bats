@@ -66,8 +66,7 @@ no_canary_in_children() {
     [[ $stderr == *"error: $name: "* ]] || rest+=("$e")
   done
   ! grep -v '^ERROR: ld.so: ' <<<"$stderr" | grep -q canary || fail "a value was shown"
-  run --separate-stderr env "${rest[@]}" bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' \
-    _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+  run --separate-stderr env "${rest[@]}" "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" head
   [[ $(calls | tail -n 1) == *.ray ]] || fail "ray start did not run: $(calls) $stderr"
   no_canary_in_children
 }

@@ -8,11 +8,11 @@ setup() {
   RN=$REPO_ROOT/entrypoints/ray-node.sh
 }
 
-# node [ROLE] — ray-node.sh's main in a dry run (no cards, loopback interfaces), as run
+# node [ROLE] — ray-node.sh (the hook harness) in a dry run (no cards, loopback interfaces), as run
 node() {
   unset VLGRPO_MODEL_PATH VLGRPO_TRAIN_FILE VLGRPO_VAL_FILE VLGRPO_CHECKPOINT_DIR
   export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 VLGRPO_DRY_RUN=1
-  run --separate-stderr bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$RN" "$T/dev" "${1:-head}"
+  run --separate-stderr "$HARNESS" "$RN" "${1:-head}"
 }
 
 # assert_config_error VAR TEXT — exit 2, an error line for VAR containing TEXT, exactly once, no internal error

@@ -109,9 +109,9 @@ setup() {
   [[ $(call_argv 1) == *cluster*wait* ]] || fail "no cluster wait: $(calls)"
 }
 
-# rnode ROLE — ray-node.sh's main in a plain bash with the /dev hook on an empty folder (as ray-node.bats)
+# rnode ROLE — ray-node.sh through the hook harness with the /dev hook on an empty folder (as ray-node.bats)
 rnode() {
-  run --separate-stderr bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev" "$1"
+  run --separate-stderr "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" "$1"
 }
 
 ray_node_env() {
@@ -124,8 +124,7 @@ ray_node_env() {
   rnode head
   assert_success
   # npu-smi is called to count the NPUs (no /dev/davinci here): an exported function would run instead
-  run --separate-stderr env "BASH_FUNC_npu-smi%%=() { touch $CANARY; }" bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' \
-    _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev"
+  run --separate-stderr env "BASH_FUNC_npu-smi%%=() { touch $CANARY; }" "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" head
   assert_failure 2
   [[ $stderr == *"error: BASH_FUNC_npu-smi%%: an exported shell function"* ]] || fail "$stderr"
   assert_file_not_exists "$CANARY"

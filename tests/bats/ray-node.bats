@@ -32,10 +32,10 @@ assert_ray_not_started() {
   [[ $c != *.ray* ]] || fail "expected no ray call, got: $c"
 }
 
-# node ROLE — run ray-node.sh's main with the /dev hook pointed at $T/dev (the script never reads the
-# hook from the environment; a real run scans /dev).
+# node ROLE — run ray-node.sh through the hook harness with the /dev hook at $T/dev (the shim never passes the
+# hook; a real run scans /dev).
 node() {
-  run --separate-stderr bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$RN" "$T/dev" "$1"
+  run --separate-stderr "$HARNESS" "$RN" "$1"
 }
 
 davinci() {
@@ -257,7 +257,7 @@ EOF
   export VLGRPO_RAY_HEAD=10.1.2.1:6379
   for var in VLGRPO_RAY_NODE_IP VLGRPO_RAY_PORT VLGRPO_RAY_NUM_CPUS VLGRPO_RAY_DASHBOARD_HOST VLGRPO_RAY_MEMORY_MB; do
     for v in "1.2.3.4 --num-gpus=8" "\$(touch $CANARY)" "1;touch $CANARY" "999.1.1.1" "-1" $'1\n2' "１２"; do
-      run --separate-stderr env "$var=$v" bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$RN" "$T/dev" worker
+      run --separate-stderr env "$var=$v" "$HARNESS" "$RN" worker
       [[ $status -eq 2 ]] || fail "$var=$(printf %q "$v") exit $status: $output"
       [[ $stderr == *"$var"* ]] || fail "$var not named for $(printf %q "$v")"
     done
@@ -382,7 +382,7 @@ EOF
   scripted_npu_smi
   long_running_ray
   export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt
-  bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' _ "$RN" "$T/dev" >"$T/out" 2>&1 &
+  "$HARNESS" "$RN" head >"$T/out" 2>&1 &
   local pid=$! i
   for ((i = 0; i < 50; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done
   assert_file_exists "$T/ray.pid"
@@ -402,7 +402,7 @@ EOF
   scripted_npu_smi
   long_running_ray
   export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt RAY_IGNORE_TERM=1 VLGRPO_RAY_STOP_GRACE=1
-  bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main head' _ "$RN" "$T/dev" >"$T/out" 2>&1 &
+  "$HARNESS" "$RN" head >"$T/out" 2>&1 &
   local pid=$! i start=$SECONDS
   for ((i = 0; i < 50; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done
   kill -TERM "$pid"
@@ -417,12 +417,12 @@ EOF
 }
 
 
-# signal_node SIGNAL ROLE — start `ray_node_main ROLE` as PID 1 of a container starts (own process group, every
+# signal_node SIGNAL ROLE — start `ray-node.sh ROLE` (the hook harness) as PID 1 of a container starts (own process group, every
 # disposition at its default), send SIGNAL to its pid alone once $T/ready exists; sets rc and elapsed (ms)
 signal_node() {
   local sig=$1 role=$2 pid i t0
   set -m
-  env --default-signal bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$RN" "$T/dev" "$role" >"$T/out" 2>&1 &
+  env --default-signal "$HARNESS" "$RN" "$role" >"$T/out" 2>&1 &
   pid=$!
   set +m
   for ((i = 0; i < 100; i++)); do [[ -e $T/ready ]] && break; sleep 0.1; done

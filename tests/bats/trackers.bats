@@ -76,10 +76,10 @@ setup() {
   [[ $output != *"MLFLOW_TRACKING_URI="* ]] || fail "$output"
 }
 
-# node ROLE — ray-node.sh's main with the /dev hook at $T/dev (the recording npu-smi counts 16 NPUs), dry run
+# node ROLE — ray-node.sh (the hook harness) with the /dev hook at $T/dev (the recording npu-smi counts 16 NPUs), dry run
 node() {
   run --separate-stderr env VLGRPO_DRY_RUN=1 HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 \
-    bash -c 'source "$1"; VG_DEV_DIR=$2; ray_node_main "$3"' _ "$REPO_ROOT/entrypoints/ray-node.sh" "$T/dev" "$1"
+    "$HARNESS" "$REPO_ROOT/entrypoints/ray-node.sh" "$1"
 }
 
 @test "ray-node.sh carries the W&B key file and the tracker settings into ray start's environment" {

@@ -44,8 +44,9 @@ from vlgrpo import environment
 from vlgrpo.launch import childenv, help as helptext, recipes, settings
 
 EXIT_CONFIG, EXIT_FAILURE = 2, 1
-#: the entrypoints this module launches: the shim's name -> registry owner (the two recipes, the doctor)
-RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo", "doctor": "doctor"}
+#: the entrypoints this module launches: the shim's name -> registry owner (the two recipes, the doctor, the Ray
+#: node: :mod:`vlgrpo.launch.raynode`)
+RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo", "doctor": "doctor", "ray-node": "node"}
 #: name and number of each signal that stops the launch during the checks (Linux x86-64 and arm64 numbers)
 STOP_SIGNALS = (("INT", 2), ("TERM", 15), ("HUP", 1), ("QUIT", 3), ("USR1", 10), ("USR2", 12), ("PIPE", 13))
 #: the image's own CANN environment file: sourced for the children when the image's BASH_ENV names it
@@ -158,10 +159,16 @@ class Children:
         os._exit(128 + signum)
 
     def run(
-        self, argv: list[str], env: dict[str, str], stdout: int | None = None, capture: bool = False
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdout: int | None = None,
+        capture: bool = False,
+        stderr: int | None = None,
     ) -> tuple[int, bytes]:
         """Run ``argv`` (its program found on ``env``'s PATH) as a child of the checks and wait for it. ``stdout``:
-        a file descriptor for its output (default: this process's stdout); ``capture``: return its output.
+        a file descriptor for its output (default: this process's stdout); ``capture``: return its output;
+        ``stderr``: where its errors go (default: this process's stderr; ``subprocess.STDOUT``: with its output).
         Returns (exit status, output; a signal ``n`` that ended the child gives 128+n)."""
         env = dict(env)
         env["PWD"] = self.pwd or os.getcwd()
@@ -171,6 +178,7 @@ class Children:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if capture else stdout,
+                stderr=stderr,
                 preexec_fn=os.setpgrp,  # a group of its own (Python 3.10 has no process_group)
             )
         except OSError as exc:
@@ -460,15 +468,15 @@ class Launch:
                 after.pop(n, None)
         self.env = after
 
-    def detect_node(self) -> None:
-        """The platform and this node's accelerators (the one device counter, a child), with the planning override
-        of a dry run; problems recorded."""
-        v, st = self.st.values, self.st
-        st.platform = v.get("PLATFORM", "")
+    def count_devices(self, platform: str, driver: bool) -> dict[str, str] | None:
+        """The one device counter's answer (``python3 -P -s -m vlgrpo devices --format shell``, a child in the built
+        environment; ``driver``: with the host driver check): its ``key=value`` lines, or None with the problem
+        recorded when it failed; a visibility list's problem (field cases C06, C12) is recorded too."""
         args = ["python3", "-P", "-s", "-m", "vlgrpo", "devices", "--format", "shell", "--dev-dir", self.hooks.dev_dir]
-        if st.platform:
-            args += ["--platform", st.platform]
-        args += ["--driver", "--root", self.hooks.driver_root]
+        if platform:
+            args += ["--platform", platform]
+        if driver:
+            args += ["--driver", "--root", self.hooks.driver_root]
         rc, out = self.children.run(args, self.env, capture=True)
         dev: dict[str, str] = {}
         for line in out.decode("utf-8", "surrogateescape").split("\n"):
@@ -483,11 +491,21 @@ class Launch:
                     "run it by hand to see why; python3 must have the vlgrpo package (the images install it)",
                 )
             )
-            return
+            return None
         if dev.get("list_problem"):  # field cases C06, C12
             self.problems.append(
                 settings.problem(dev.get("visibility_var", ""), dev["list_problem"], dev.get("list_fix", ""))
             )
+        return dev
+
+    def detect_node(self) -> None:
+        """The platform and this node's accelerators (the one device counter, a child), with the planning override
+        of a dry run; problems recorded."""
+        v, st = self.st.values, self.st
+        st.platform = v.get("PLATFORM", "")
+        dev = self.count_devices(st.platform, driver=True)
+        if dev is None:
+            return
         st.platform = dev.get("platform", "")
         cluster = bool(v.get("RAY_ADDRESS"))
         if not st.platform and cluster:
@@ -571,9 +589,10 @@ class Launch:
             raise self.internal(f"template placeholder {{{exc.args[0]}}} has no value") from None
         self.recipe_file = rec
 
-    def trackers(self) -> None:
-        """The trackers' settings and the W&B key by :func:`vlgrpo.trackers.plan`; what verl's loggers read is put
-        in the children's environment (a key is never printed)."""
+    def trackers(self, dry: bool | None = None) -> None:
+        """The trackers' settings and the W&B key by :func:`vlgrpo.trackers.plan` (``dry``: judged as a dry run;
+        default: whether this launch is one); what verl's loggers read is put in the children's environment (a key
+        is never printed)."""
         v = self.st.values
         loggers = v.get("LOGGER", "")
         sent = [r.name[len("VLGRPO_") :] for r in settings.owner_settings(self.owner) if "trackers" in r.owners]
@@ -590,7 +609,7 @@ class Launch:
             values["WANDB_API_KEY"] = "set"
         if self.env.get("WANDB_MODE"):
             values["WANDB_MODE"] = self.env["WANDB_MODE"]
-        result = trackers.plan(loggers, values, self.owner, self.dry_run)
+        result = trackers.plan(loggers, values, self.owner, self.dry_run if dry is None else dry)
         self.problems += [settings.problem(n, w, f) for n, w, f in result.problems]
         self.notes += list(result.notes)
         own = {n for n, _ in _set_rows(self.owner)}
@@ -924,7 +943,7 @@ def _sorted(words: list[str]) -> str:
 
 
 USAGE = (
-    "usage: python3 -I -m vlgrpo.launch entry fully-async-grpo|veomni-grpo|doctor "
+    "usage: python3 -I -m vlgrpo.launch entry fully-async-grpo|veomni-grpo|doctor|ray-node "
     "[--lib DIR] (--environ-fd N | --environ-file FILE | --environ-unreadable PATH) [test hooks] -- [WORD...]"
 )
 
@@ -982,7 +1001,13 @@ def main(args: list[str]) -> int:
     if not path:
         print(USAGE, file=sys.stderr)
         return 2
-    kind = DoctorLaunch if owner == "doctor" else Launch
+    kind: type[Launch] = Launch
+    if owner == "doctor":
+        kind = DoctorLaunch
+    elif owner == "node":
+        from vlgrpo.launch.raynode import RayNodeLaunch
+
+        kind = RayNodeLaunch
     launch = kind(owner, read_environ(data), path, readable, hooks)
     try:
         return launch.run(rest[1:])

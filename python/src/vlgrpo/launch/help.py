@@ -1,4 +1,4 @@
-"""``--help`` of the recipe entrypoints: the usage and the settings table, from the registry and the recipe file.
+"""``--help`` of the entrypoints: the usage and the settings table, from the registry (and a recipe's file).
 
 :func:`markdown` is the text a pipe or a file gets (docs/settings.md is made of it, by ``scripts/gen-docs``);
 :func:`plain` is what a terminal gets: the same text wrapped to the terminal's width, each table row a block.
@@ -116,6 +116,18 @@ def markdown(owner: str) -> str:
         "checks (`docker stop` sends SIGTERM to PID 1) stop the running check with everything it started and end the\n"
         "launch with exit 128+signal, nothing started; once verl runs (exec, same PID) the signals are verl's.\n"
     )
+    return "".join(out)
+
+
+def node_markdown() -> str:
+    """The usage and settings table of ``ray-node.sh`` (owner ``node``), Markdown."""
+    out = ["usage: ray-node.sh head|worker   (or --help)\n\n"]
+    out.append("Starts Ray on this node in the foreground with its accelerators declared. Settings come only from\n")
+    out.append("these environment variables (an empty value counts as unset); exit 2 on invalid configuration.\n\n")
+    out.append("| Variable | Allowed | Default | Meaning |\n|---|---|---|---|\n")
+    for row in settings.owner_settings("node"):
+        out.append(f"| `{row.name}` | {settings.allowed_text(row)} | {default_text(row)} | {row.meaning} |\n")
+    out.append("\nRequired: GLOO_SOCKET_IFNAME, and HCCL_SOCKET_IFNAME (Ascend) or NCCL_SOCKET_IFNAME (NVIDIA).\n")
     return "".join(out)
 
 
