@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The environment beyond VLGRPO_*: variables that make bash or Python run code chosen by whoever sets
-# the environment (lib/environment.sh), the entrypoints' privileged-mode shebang (`#!/bin/bash -p`),
+# the environment (vlgrpo.launch.childenv), the entrypoints' privileged-mode shebang (`#!/bin/bash -p`),
 # RAY_ADDRESS outside cluster mode, and ray-node.sh's interface and address values. Each attack here
 # ran before the fix: an exported function replaced a command, SHELLOPTS=xtrace printed the W&B key,
 # PYTHONWARNINGS reached the (stub) Python, and ray-node.sh took 010.0.0.1 and an unchecked

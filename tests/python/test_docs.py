@@ -270,13 +270,13 @@ def _broken_references(include) -> list[str]:
 def test_the_reference_search_finds_paths_and_skips_other_projects_and_patterns():
     md = Path("x.md")
     text = (
-        "see `tests/bats/helpers/with-hooks.sh`, entrypoints/lib/node.sh:8 and docs/settings.md.\n"
+        "see `tests/bats/helpers/with-hooks.sh`, entrypoints/lib/shim.sh:8 and docs/settings.md.\n"
         "verl's examples/data_preprocess/geo3k.py, /usr/lib/python3/x.py, tests/python/patches/test_<topic>.py,"
         " tests/bats/*.bats\n"
     )
     assert [r for _, r in file_references(md, text)] == [
         "tests/bats/helpers/with-hooks.sh",
-        "entrypoints/lib/node.sh",
+        "entrypoints/lib/shim.sh",
         "docs/settings.md",
     ]
     code = '"""bench/docstring.py"""\nx = "bench/not-a-comment.py"  # bench/in-a-comment.py\n'

@@ -1,7 +1,7 @@
 """--help in a terminal: plain text that fits 80 columns and says everything the Markdown says.
 
 Each entrypoint's --help is Markdown on a pipe (the source of docs/settings.md, checked by tests/bats/cli.bats) and,
-when stdout is a terminal, the same text wrapped for it (vlgrpo.launch.help for the recipes, lib/launch.sh vg_help_text for ray-node.sh). The terminal here is a real
+when stdout is a terminal, the same text wrapped for it (vlgrpo.launch.help plain). The terminal here is a real
 pseudo-terminal (Python's pty); the reference is the Markdown the same entrypoint prints on a pipe: every table row's
 first cell starts a line of its own, and every other cell and every paragraph appears word for word, only wrapped.
 """

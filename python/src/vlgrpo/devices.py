@@ -3,7 +3,8 @@
 ``python -m vlgrpo devices [--platform npu|gpu] [--dev-dir DIR] [--torch] [--format text|shell|json]``
 
 Every part of vlgrpo that needs a device count asks this module: the entrypoints' node check
-(the launcher, :mod:`vlgrpo.launch.entry`, and ``entrypoints/lib/node.sh`` run ``python3 -m vlgrpo devices --format shell``), ``entrypoints/ray-node.sh``
+(the launcher, :mod:`vlgrpo.launch.entry` and :mod:`vlgrpo.launch.raynode`, runs ``python3 -m vlgrpo devices --format
+shell``), ``entrypoints/ray-node.sh``
 (what a node declares to Ray), the preflight's topology check, the doctor and ``vlgrpo cluster probe``.
 Standard library only (the entrypoints call it before anything else; torch is imported only for
 :func:`torch_count`).

@@ -2,7 +2,7 @@
 
 The registry is ``environment.tsv`` next to this module (one row per variable or ``*`` pattern; its header
 describes the columns). It is the single source for the launcher (:mod:`vlgrpo.launch` validates settings and
-builds each child's environment from it; ``entrypoints/lib/registry.sh`` reads the bash entrypoints' settings) and for the Python side: this module reads
+builds each child's environment from it) and for the Python side: this module reads
 the same rows, validates a value by its type (:func:`validate`, the one definition: the entrypoints' settings
 step, :mod:`vlgrpo.launch`, calls it), and classifies a variable name by the registry's precedence (an exact row, else the matching
 pattern with the most characters, ties broken by reverse byte order).
@@ -169,7 +169,7 @@ _UPPER = _LOWER.upper()
 
 
 def _plain(raw: str) -> bool:
-    """Printable ASCII without spaces, at most MAX_LEN characters (settings.sh _vg_plain_ascii)."""
+    """Printable ASCII without spaces, at most MAX_LEN characters (no spaces, control or non-ASCII characters)."""
     return len(raw) <= MAX_LEN and all("!" <= c <= "~" for c in raw)
 
 
@@ -1201,7 +1201,7 @@ def main(argv: "list[str] | None" = None) -> int:
         sys.stdout.flush()
         return 2 if problems else 0
     if args[:1] == ["trackers"]:
-        # the experiment trackers' settings (lib/launch.sh vg_trackers): the rules are vlgrpo.trackers'
+        # the experiment trackers' settings: the rules are vlgrpo.trackers'
         from vlgrpo import trackers
 
         return trackers.main(["plan"] + args[1:])

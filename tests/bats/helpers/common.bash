@@ -22,7 +22,7 @@ common_setup() {
     case $v in VLGRPO_* | WANDB_* | STUB_* | TEST_*) unset "$v" ;; esac
   done < <(compgen -e)
   unset CUDA_VISIBLE_DEVICES ASCEND_RT_VISIBLE_DEVICES RAY_ADDRESS
-  # bats exports its own helper function; the entrypoints refuse exported functions (lib/environment.sh)
+  # bats exports its own helper function; the entrypoints refuse exported functions (vlgrpo.launch.childenv)
   while IFS= read -r v; do export -fn "${v##* }"; done < <(declare -Fx)
   T=$BATS_TEST_TMPDIR
   mkdir -p "$T/bin" "$T/model" "$T/data" "$T/ckpt" "$T/dev" "$T/calls"

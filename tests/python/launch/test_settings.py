@@ -1,4 +1,4 @@
-"""The settings step of the launch (vlgrpo.launch.settings, ``python3 -I -m vlgrpo.launch settings``), in process.
+"""The settings step of the launch (vlgrpo.launch.settings), in process.
 
 What a user sees when a setting is refused: one line per problem, naming the variable, what is wrong and the fix,
 worded from the setting's registry row (python/src/vlgrpo/environment.tsv: its allowed values and default are read
@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from vlgrpo import environment
-from vlgrpo.launch import __main__ as cli
 from vlgrpo.launch import settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -311,62 +310,15 @@ def test_unknown_names_case_and_siblings():
     assert settings.unknown_vars("doctor", [vo_only, fa_only, node_only]) == []
 
 
-# ---- the command line bash calls ------------------------------------------------------------------------------
+# ---- the command line --------------------------------------------------------------------------------------
 
 
-def _run_cli(args, data):
-    return subprocess.run(
-        [sys.executable, "-I", "-m", "vlgrpo.launch"] + args,
-        input=data,
-        capture_output=True,
-        env={"PATH": os.environ["PATH"]},
-    )
-
-
-def test_cli_records_are_nul_ended_and_end_with_end(tmp_path):
-    value = "a=b\nc\udcff"  # '=' and a line break in a value, and a byte that is not UTF-8
-    data = b"".join(
-        r.encode("utf-8", "surrogateescape") + b"\0"
-        for r in ["VLGRPO_PROJECT_NAME=" + value, "VLGRPO_LR=1e-6", "VLGRPO_NOPE=1"]
-    )
-    proc = _run_cli(["settings", "fa", "--cwd", str(tmp_path)], data)
-    assert proc.returncode == 0, proc.stderr
-    recs = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
-    assert recs[-2:] == ["end:", ""]
-    assert "v:LR=1e-6" in recs and "r:PROJECT_NAME=" + value in recs
-    assert [r for r in recs if r.startswith("p:")] == [
-        "p:" + line for line in _problems("fa", {"VLGRPO_PROJECT_NAME": value, "VLGRPO_LR": "1e-6"}, str(tmp_path))
-    ]
-    assert [r[2:] for r in recs if r.startswith("u:")] == settings.unknown_vars("fa", ["VLGRPO_NOPE"])
-    only = _run_cli(["settings", "doctor", "--cwd", "/", "--names-only"], b"VLGRPO_NOPE=1\0")
-    assert only.stdout.split(b"\0")[:-2] == [
-        b"u:" + l.encode() for l in settings.unknown_vars("doctor", ["VLGRPO_NOPE"])
-    ]
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        [],
-        ["settings"],
-        ["settings", "xx", "--cwd", "/"],
-        ["settings", "fa"],
-        ["settings", "fa", "--cwd", "rel"],
-        ["derived", "fa", "--cwd", "/", "--names-only"],
-    ],
-)
+@pytest.mark.parametrize("args", [[], ["settings", "fa", "--cwd", "/"], ["serve", "fa"], ["entry"], ["docs", "x"]])
 def test_cli_usage_errors_exit_2(args):
-    proc = _run_cli(args, b"")
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "vlgrpo.launch"] + args, capture_output=True, env={"PATH": os.environ["PATH"]}
+    )
     assert proc.returncode == 2 and b"usage:" in proc.stderr and proc.stdout == b""
-
-
-def test_cli_derived_triples(tmp_path):
-    proc = _run_cli(["derived", "fa", "--cwd", "/"], b"FSDP_SIZE\0" + b"0\0" + b"VLGRPO_TRAINER_NNODES=0\0")
-    recs = proc.stdout.decode().split("\0")
-    assert recs[0].startswith("p:VLGRPO_FSDP_SIZE: not set, so derived as") and recs[1] == "end:"
-    bad = _run_cli(["derived", "fa", "--cwd", "/"], b"FSDP_SIZE\0")
-    assert bad.returncode == 1 and b"triples" in bad.stderr
-    assert cli.run_derived("fa", ["FSDP_SIZE", "8", ""], "/") == ["v:FSDP_SIZE=8"]
 
 
 # ---- end to end: the entrypoint prints these lines, in this order, and exits 2 ---------------------------------
@@ -397,50 +349,6 @@ def test_the_entrypoint_prints_the_launchers_problems(tmp_path):
     want.append(f"fully-async-grpo.sh: {len(lines)} configuration problem(s); nothing was started (see --help)")
     assert proc.stderr.splitlines() == want
     assert proc.stdout == ""
-
-
-def test_cli_records_on_another_fd_keep_stdout_free():
-    r, w = os.pipe()
-    proc = subprocess.run(
-        [sys.executable, "-I", "-m", "vlgrpo.launch", "settings", "fa", "--fd", str(w), "--cwd", "/"],
-        input=b"VLGRPO_NOPE=1\0",
-        capture_output=True,
-        pass_fds=(w,),
-        env={"PATH": os.environ["PATH"]},
-    )
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        recs = fh.read().split(b"\0")
-    assert proc.returncode == 0 and proc.stdout == b""
-    assert recs[-2:] == [b"end:", b""] and any(x.startswith(b"u:VLGRPO_NOPE: ") for x in recs)
-
-
-def test_serve_answers_each_request_before_the_next_and_ends_at_eof(tmp_path):
-    # one interpreter for the settings and the derived step (the entrypoints' coprocess): a request is answered
-    # before the next one is written
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "vlgrpo.launch", "serve", "fa"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={"PATH": os.environ["PATH"]},
-    )
-
-    def ask(*fields):
-        proc.stdin.write(b"".join(f.encode() + b"\0" for f in fields))
-        proc.stdin.flush()
-        recs = []
-        while not recs or recs[-1] != "end:":
-            rec = b""
-            while not rec.endswith(b"\0"):
-                rec += proc.stdout.read(1)
-            recs.append(rec[:-1].decode())
-        return recs[:-1]
-
-    first = ask("settings", str(tmp_path), "", "1", "VLGRPO_NOPE=1")
-    assert [r[2:] for r in first if r.startswith("u:")] == settings.unknown_vars("fa", ["VLGRPO_NOPE"])
-    assert ask("derived", "/", "", "3", "FSDP_SIZE", "8", "") == ["v:FSDP_SIZE=8"]
-    proc.stdin.close()
-    assert proc.wait(timeout=10) == 0
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
-"""The launcher: what the entrypoints run before they exec verl, defined once, in Python.
+"""The launcher: what the entrypoints run before they exec verl or start Ray, defined once, in Python.
 
-The recipe entrypoints are bash shims (``entrypoints/lib/shim.sh``) over ``python3 -I -m vlgrpo.launch entry
-RECIPE``; the launch reads top to bottom in :mod:`vlgrpo.launch.entry` (:meth:`~vlgrpo.launch.entry.Launch.run`),
-which calls, in order:
+Every entrypoint is a bash shim (``entrypoints/lib/shim.sh``) over ``python3 -I -m vlgrpo.launch entry NAME``; a
+recipe's launch reads top to bottom in :mod:`vlgrpo.launch.entry` (:meth:`~vlgrpo.launch.entry.Launch.run`),
+``ray-node.sh``'s in :mod:`vlgrpo.launch.raynode`, the doctor's in :class:`~vlgrpo.launch.entry.DoctorLaunch`.
+They call, in order:
 
 - :mod:`vlgrpo.launch.settings`: the registry's rows (``vlgrpo/environment.tsv``, read by :mod:`vlgrpo.environment`,
   whose :func:`~vlgrpo.environment.validate` is the one value rule) applied to the ``VLGRPO_*`` variables of one
@@ -12,6 +13,5 @@ which calls, in order:
 - :mod:`vlgrpo.launch.recipes`: derived defaults, the recipe's cross-field rules, the topology and the argv, from
   the recipe file (``vlgrpo/recipes/*.argv``); :mod:`vlgrpo.launch.help` its ``--help``.
 
-``ray-node.sh`` and ``doctor.sh`` are still bash; they ask the same modules through one ``python3 -I -m
-vlgrpo.launch serve OWNER`` coprocess (:mod:`vlgrpo.launch.__main__`). Standard library only.
+Standard library only.
 """

@@ -1,7 +1,7 @@
 """The environment step of a launch: which inherited variables the children get, and why the others may not.
 
-Every variable of the entrypoint's environment as it was at exec (bash reads ``/proc/$$/environ``, names it cannot
-hold included, and sends each entry) is classified under the registry (``vlgrpo/environment.tsv``, the row :func:`vlgrpo.environment.
+Every variable of the entrypoint's environment as it was at exec (the shim reads ``/proc/$$/environ``, names bash
+cannot hold included, and hands each entry over) is classified under the registry (``vlgrpo/environment.tsv``, the row :func:`vlgrpo.environment.
 env_row` finds for the entrypoint), once, here:
 
 - a ``refused`` row with a value other than the row's own allowed words stops the launch (exit 2, value not
@@ -13,8 +13,8 @@ env_row` finds for the entrypoint), once, here:
   letter (:func:`vlgrpo.environment.skeleton`) is a problem;
 - every name ``VLGRPO_PASS_ENV`` lists must be one a launch may pass.
 
-The launcher then builds the children's environment from the passed set (:mod:`vlgrpo.launch.entry`; for
-ray-node.sh and the doctor, ``lib/environment.sh`` ``vg_environment_apply``; no other program runs in between) and asks for the value checks (the ``values`` step): this module decides, the shell only applies.
+The launcher then builds the children's environment from the passed set (:mod:`vlgrpo.launch.entry`; no other
+program runs in between) and checks the typed values in it (:func:`value_problems`).
 Problems are lines ``VAR: FAULT; fix: FIX`` in the order the entrypoints always reported them: the variables in
 environment order, then ``VLGRPO_PASS_ENV``'s names, then the typed values, then the look-alike names.
 
@@ -277,39 +277,6 @@ def _check_requested(owner: str, requested: list[str], held: dict[str, str], out
             out.unset_named.append(n)
 
 
-def run_environment(owner: str, records: list[str]) -> list[str]:
-    """The output records of the ``environment`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    got = settings.by_tag("environment", records, "fnxeAh")
-    path, pass_env, ray, held = (
-        settings.last(got, "f"),
-        settings.last(got, "e"),
-        settings.last(got, "A"),
-        settings.pairs(got["h"]),
-    )
-    readable = not got["n"]
-    entries: list[tuple[str, str]] = []
-    for rest in got["x"]:
-        if rest:
-            name, sep, value = rest.partition("=")
-            entries.append((name, value if sep else rest))
-    first = ray_address_problem(owner, held.get("RAY_ADDRESS", ""), ray)
-    lead = [] if first is None else ["p:" + first]
-    if not readable:
-        return lead + [
-            "p:"
-            + settings.problem(
-                "environment",
-                f"{path} is unreadable, so the inherited environment cannot be checked",
-                "run with /proc mounted (the default for docker and podman)",
-            )
-        ]
-    cls = classify(owner, entries, held, pass_env)
-    out = [f"P:{n}" for n in cls.passed] + [f"Q:{n}" for n in cls.requested] + [f"D:{n}" for n in cls.dropped]
-    out += [f"O:{n}" for n in cls.odd] + [f"T:{n}" for n in cls.typed] + [f"U:{n}" for n in cls.unset_named]
-    out += [f"N:{n}" for n in cls.nonascii]
-    return out + lead + ["p:" + line for line in cls.problems]
-
-
 def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[str, ...]:
     """The real paths typed folders may not lie in: the checkpoint folder and, in a container, the mount point of
     the volume it is on (none when the folder does not exist)."""
@@ -328,16 +295,3 @@ def protected(checkpoint_dir: str, markers: list[str], mountinfo: str) -> tuple[
         if m is not None and m.point != "/":
             out.append(m.point)
     return tuple(out)
-
-
-def run_values(owner: str, records: list[str]) -> list[str]:
-    """The output records of the ``values`` step of :mod:`vlgrpo.launch` (see its docstring)."""
-    got = settings.by_tag("values", records, "ecmMva")
-    pass_env, ckpt, mountinfo = (
-        settings.last(got, "e"),
-        settings.last(got, "c"),
-        settings.last(got, "M", mounts.MOUNTINFO),
-    )
-    markers, values, nonascii = got["m"], got["v"], got["a"]
-    protect = protected(ckpt, markers, mountinfo) if values else ()
-    return ["p:" + line for line in value_problems(owner, values, pass_env, protect, nonascii)]

@@ -224,33 +224,6 @@ def refusal(row: environment.Row, raw: str, exc: environment.Refused) -> tuple[s
     return texts[t]
 
 
-def by_tag(step: str, records: list[str], tags: str) -> dict[str, list[str]]:
-    """The records of a served step (``TAG:TEXT`` each) grouped by tag, in order: every tag of ``tags`` (one
-    character each) is a key, with ``[]`` when no record has it. Raises ValueError naming ``step`` for a record whose
-    tag is not one of ``tags`` (the entrypoint and the launcher disagree: a bug)."""
-    out: dict[str, list[str]] = {t: [] for t in tags}
-    for rec in records:
-        tag, _, rest = rec.partition(":")
-        if tag not in out:
-            raise ValueError(f"{step}: an unknown record {tag!r}")
-        out[tag].append(rest)
-    return out
-
-
-def last(got: dict[str, list[str]], tag: str, default: str = "") -> str:
-    """The text of the last record of ``tag`` in :func:`by_tag`'s answer, or ``default``."""
-    return got[tag][-1] if got[tag] else default
-
-
-def pairs(texts: list[str]) -> dict[str, str]:
-    """``NAME=VALUE`` texts as a mapping (a later name wins; a text without ``=`` has the value ``""``)."""
-    out: dict[str, str] = {}
-    for text in texts:
-        name, _, value = text.partition("=")
-        out[name] = value
-    return out
-
-
 def problem(var: str, fault: str, fix: str) -> str:
     """One problem line (the entrypoint prints ``PROG: error: `` before it)."""
     return f"{var}: {fault}; fix: {fix}"
