@@ -6,6 +6,8 @@
 # (python/src/vlgrpo/environment.tsv, rows owned by "node"; the recipes' settings are accepted and ignored); the
 # launch is python/src/vlgrpo/launch/raynode.py, started by lib/shim.sh. `ray-node.sh --help` prints the table.
 set -Eeuo pipefail
+[[ ! -L ${BASH_SOURCE[0]} ]] || { printf '%s: run the entrypoint by its own path, not a link\n' "${BASH_SOURCE[0]}" >&2; exit 2; }
+vg_src=${BASH_SOURCE[0]} && [[ $vg_src == */* ]] || vg_src=./$vg_src # no realpath, dirname: no program from PATH
 # shellcheck source=entrypoints/lib/shim.sh
-source "$(dirname -- "$(realpath -- "${BASH_SOURCE[0]}")")/lib/shim.sh"
+source "${vg_src%/*}/lib/shim.sh"
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then vg_shim ray-node "$@"; fi

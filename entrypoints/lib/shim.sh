@@ -16,7 +16,7 @@
 VG_SHIM_LIB=${BASH_SOURCE[0]%/*}
 readonly VG_SHIM_LIB
 
-# vg_shim NAME [WORD...] — exec the launcher for NAME (fully-async-grpo, veomni-grpo, doctor).
+# vg_shim NAME [WORD...] — exec the launcher for NAME (fully-async-grpo, veomni-grpo, doctor, ray-node).
 vg_shim() {
   local name=$1 py=${VLGRPO_PYTHON-}
   shift
