@@ -37,9 +37,9 @@ def _docs(args: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "entry":
-        from vlgrpo.launch import entry
+        from vlgrpo.launch import entry, raynode
 
-        return entry.main(args[1:])
+        return entry.main(args[1:], {"node": raynode.RayNodeLaunch})
     if args and args[0] == "docs":
         return _docs(args[1:])
     print(USAGE, file=sys.stderr)

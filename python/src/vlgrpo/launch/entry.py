@@ -948,8 +948,10 @@ USAGE = (
 )
 
 
-def main(args: list[str]) -> int:
-    """``entry RECIPE OPTIONS -- WORDS`` (see the module docstring)."""
+def main(args: list[str], kinds: "dict[str, type[Launch]] | None" = None) -> int:
+    """``entry RECIPE OPTIONS -- WORDS`` (see the module docstring). ``kinds``: the launch class of an owner that is
+    not defined here (``node``: :class:`vlgrpo.launch.raynode.RayNodeLaunch`, passed in by ``__main__`` so this
+    module does not import the one built on it)."""
     if not args or args[0] not in RECIPES:
         print(USAGE, file=sys.stderr)
         return 2
@@ -1004,10 +1006,11 @@ def main(args: list[str]) -> int:
     kind: type[Launch] = Launch
     if owner == "doctor":
         kind = DoctorLaunch
+    elif kinds and owner in kinds:
+        kind = kinds[owner]
     elif owner == "node":
-        from vlgrpo.launch.raynode import RayNodeLaunch
-
-        kind = RayNodeLaunch
+        print(f"{USAGE} (the ray-node launch is started by python3 -I -m vlgrpo.launch)", file=sys.stderr)
+        return 2
     launch = kind(owner, read_environ(data), path, readable, hooks)
     try:
         return launch.run(rest[1:])
