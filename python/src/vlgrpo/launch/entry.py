@@ -284,7 +284,7 @@ def _route(env: dict[str, str], server: str) -> str:
             break
     for name in _CA_NAMES:
         if env.get(name):
-            out += f", TLS trust anchors from {name}={settings.show(env[name])} (not the system's)"
+            out += f", TLS trust anchors from {name}={env[name]} (not the system's)"
             break
     return out
 
