@@ -839,6 +839,12 @@ def _path_entry_problem(entry: str, protect: "tuple[str, ...]") -> str:
     return _owner_rule_problem(entry)
 
 
+def _plain_name(value: str, first: str = "", more: str = "") -> bool:
+    """``value`` is 1-128 letters, digits, ``_ . -`` (and the characters of ``more``), the first a letter or digit
+    (or one of ``first``): the plain-name rule of ``plainname``, ``plugin`` and ``username``."""
+    return 0 < len(value) <= 128 and value[0] in _ALNUM + first and set(value) <= (_NAME_CHARS | frozenset(more))
+
+
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 
 
@@ -1109,7 +1115,7 @@ def check_value(
     if t == "plugin":
         if "/" in value:
             return _paths_problem(value, protect)
-        if value and len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS:
+        if _plain_name(value):
             return ""
         return (
             "is neither a plugin name (letters, digits, '_', '.', '-', the first a letter or digit: the library "
@@ -1124,14 +1130,14 @@ def check_value(
         )
     if t == "username":
         name = value[:-1] if value.endswith("$") else value
-        if name and len(name) <= 128 and name[0] in _ALNUM + "_" and set(name) <= _NAME_CHARS | {"@"}:
+        if _plain_name(name, first="_", more="@"):
             return ""
         return (
             "is not a user name (1-128 letters, digits, '_', '.', '-', '@', the first a letter, digit or '_'; no "
             "'/'): programs put it into paths (torch's /tmp/torchinductor_<user>, caches)"
         )
     if t == "plainname":
-        if not value or (len(value) <= 128 and value[0] in _ALNUM and set(value) <= _NAME_CHARS):
+        if not value or _plain_name(value):
             return ""
         return "is not a plain name (1-128 letters, digits, '_', '.', '-', the first a letter or digit)"
     if t == "dirs":

@@ -864,12 +864,15 @@ class Launch:
 
     # ---- the whole launch ---------------------------------------------------------------------------------------
 
+    def show_help(self, text: str) -> int:
+        """Print the --help ``text`` (Markdown; plain text on a terminal, ``COLUMNS`` wide); exit status 0."""
+        sys.stdout.write(helptext.plain(text, self.held.get("COLUMNS", "")) if os.isatty(1) else text)
+        sys.stdout.flush()
+        return 0
+
     def run(self, words: list[str]) -> int:
         if self.words(words):
-            text = helptext.markdown(self.owner)
-            sys.stdout.write(helptext.plain(text, self.held.get("COLUMNS", "")) if os.isatty(1) else text)
-            sys.stdout.flush()
-            return 0
+            return self.show_help(helptext.markdown(self.owner))
         self.children.install()
         self.read_settings()
         self.build_environment()

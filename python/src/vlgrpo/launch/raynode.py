@@ -532,10 +532,7 @@ class RayNodeLaunch(Launch):
     def run(self, words: list[str]) -> int:
         role = self.role(words)
         if role == "help":
-            text = helptext.node_markdown()
-            sys.stdout.write(helptext.plain(text, self.held.get("COLUMNS", "")) if os.isatty(1) else text)
-            sys.stdout.flush()
-            return 0
+            return self.show_help(helptext.node_markdown())
         self.children.install()
         self.read_settings()
         self.build_environment()
