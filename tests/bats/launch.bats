@@ -92,10 +92,18 @@ setup() {
   run call_argv 1
   assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster wait --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --timeout 120)"
   run call_argv 2
-  assert_output "$(printf '%s\n' -P -s -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --loggers console,wandb)"
+  assert_output --partial "$(printf '%s\n' -P -s -m vlgrpo cluster probe --address 10.0.0.1:6379 --resource NPU --nodes 3 --per-node 16 --loggers console,wandb --argv-file)"
   run call_argv 3
   assert_line --index 4 preflight
   assert_file_contains "$STUB_LOG/0004.python3.env" '^RAY_ADDRESS=10.0.0.1:6379$'
+  # the probe rehearses the worker groups of the argv verl gets (trainer pool, rollout replicas, weight sync):
+  # the file it was handed holds exactly the argv the preflight checked and verl was started with
+  cmp "$STUB_LOG/0002.python3.argv-file" "$STUB_LOG/0003.python3.argv-file"
+  # (the recorder writes the words after the program's name)
+  cmp <(tail -n +2 "$STUB_LOG/0002.python3.argv-file") "$STUB_LOG/0004.python3"
+  assert_file_contains "$STUB_LOG/0002.python3.argv-file" '^rollout.nnodes=1$'
+  # and it is gone: the launch removes its argv files once each reader is done
+  [[ -z $(find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'vlgrpo-argv.*' -newer "$STUB_LOG/0001.python3" 2>/dev/null) ]] || fail "argv file left"
 }
 
 @test "cluster mode (veomni, GPU): nodes = trainer nodes, resource GPU" {

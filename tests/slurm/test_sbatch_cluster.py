@@ -225,8 +225,12 @@ def test_dry_run_job_reaches_a_ready_plan_on_two_nodes(slurm):
     # the recipe's cluster check saw both nodes with their own addresses and 8 NPUs each, and the probe ran on both
     assert "cluster: ready" in log and f"{slurm.ip1}: 8 NPU, {slurm.ip2}: 8 NPU" in log, log
     assert "probe ok on 2 node(s), each sees >= 8 NPU" in log
-    # and the rehearsal of verl's worker group on both nodes (today's call: one group of 2 x 8, gloo on CPU torch)
-    assert "workers: process group ok (16 rank(s), all_reduce = 16" in log and "cluster: rehearsal ok in" in log
+    # and the rehearsal of the worker groups verl builds for this argv (the recipe hands the probe its argv): the
+    # trainer's 1 x 8, the rollout replicas' 8 devices, and the weight-sync rendezvous of trainer rank 0 + 8 rollout
+    # workers (gloo on CPU torch)
+    assert "trainer: process group ok (8 rank(s), all_reduce = 8" in log, log
+    assert "weight sync: rendezvous ok" in log and "+ 8 rollout worker(s), all_reduce = 9" in log, log
+    assert "cluster: rehearsal ok in" in log
     assert f"# cluster: {head} ready and probed" in log
     assert "# preflight: clean" in log
     assert "# topology: trainer 1 node(s) x 8 + rollout 1 node(s) x 8 = 16 npu devices" in log

@@ -27,7 +27,7 @@ entrypoint writes it for the preflight) -- ``verl.experimental.fully_async_polic
 pool ``[trainer.n_gpus_per_node] * trainer.nnodes`` and ``rollout.nnodes * rollout.n_gpus_per_node /
 (tp * dp * pp)`` rollout replicas; ``verl.trainer.main_ppo`` (hybrid engine): one pool
 ``[trainer.n_gpus_per_node] * trainer.nnodes``. Without an argv: one pool of ``--nodes`` x ``--per-node``
-(the call the entrypoint makes today).
+(the recipe entrypoints pass their argv).
 """
 
 from __future__ import annotations

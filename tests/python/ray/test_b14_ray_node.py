@@ -101,6 +101,8 @@ def test_the_entrypoint_as_a_submitted_job_passes_the_node_check_the_probe_and_t
     log = out.stdout
     assert out.returncode == 0, log[-6000:]
     assert "cluster: probe ok on 1 node(s)" in log
-    # today's call of the probe rehearses verl's worker group too (one group of 1 node x 4, gloo: a CPU torch)
-    assert "workers: process group ok (4 rank(s), all_reduce = 4" in log and "cluster: rehearsal ok in" in log
+    # the probe rehearses the worker group verl builds for the recipe's argv too (main_ppo: the trainer's 1 node x 4,
+    # no weight sync; gloo: a CPU torch)
+    assert "trainer: [4]" in log and "weight-sync" not in log, log[-6000:]
+    assert "trainer: process group ok (4 rank(s), all_reduce = 4" in log and "cluster: rehearsal ok in" in log
     assert "# preflight: clean" in log and "# cluster: " + node.address + " ready and probed" in log

@@ -19,8 +19,8 @@ runs it (:meth:`Launch.run`):
 6. the recipe (:mod:`.recipes`): derived defaults, cross-field rules, the checkpoint folder, the argv; the
    experiment trackers (:func:`vlgrpo.trackers.plan`); the overrides file (``python3 -m vlgrpo.preflight.overrides``,
    a child); the merged argv and its keys set twice;
-7. in cluster mode the node wait and the device probe
-   (``python3 -m vlgrpo cluster wait|probe``); the preflight (``python3 -m vlgrpo preflight``);
+7. in cluster mode the node wait and the device probe with the rehearsal of verl's worker groups of this argv
+   (``python3 -m vlgrpo cluster wait|probe --argv-file``); the preflight (``python3 -m vlgrpo preflight``);
 8. the dry-run plan, or ``execve`` of verl in the built environment (same PID: the signals are then verl's).
 
 Problems are collected and reported together, one ``PROG: error: VAR: FAULT; fix: FIX`` line each, then exit 2.
@@ -33,12 +33,14 @@ and container markers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Iterator
 
 from vlgrpo import environment
 from vlgrpo.launch import childenv, help as helptext, recipes, settings
@@ -726,12 +728,39 @@ class Launch:
                 EXIT_CONFIG if rc == 2 else EXIT_FAILURE,
             )
         loggers = v.get("LOGGER", "").removeprefix("[").removesuffix("]")
-        rc, _ = self.children.run(base + ["probe", *size, "--loggers", loggers], self.env, stdout=2)
+        with self.argv_file("device probe") as f:
+            probe = [*size, "--loggers", loggers, "--argv-file", f]
+            rc, _ = self.children.run(base + ["probe", *probe], self.env, stdout=2)
         if rc != 0:
             raise self.fail(
                 f"device probe on cluster {addr} failed (vlgrpo cluster probe exit {rc}); nothing was started",
                 EXIT_CONFIG if rc == 2 else EXIT_FAILURE,
             )
+
+    @contextlib.contextmanager
+    def argv_file(self, reader: str) -> Iterator[str]:
+        """A file of the launch in TMPDIR holding the final argv, one element per line (UTF-8, surrogateescape), as
+        ``vlgrpo preflight --argv-file`` and ``vlgrpo cluster probe --argv-file`` read it; removed when the block ends
+        (or at any end of the launch). Exit 1 naming TMPDIR when it cannot be made."""
+        tmp = self.env.get("TMPDIR") or "/tmp"
+        try:
+            fd, f = tempfile.mkstemp(prefix="vlgrpo-argv.", dir=tmp)
+        except OSError:
+            raise self.fail(
+                f"cannot create the {reader} argv file in {settings.show(tmp)} (set TMPDIR to a writable folder); "
+                "nothing was started"
+            ) from None
+        self.children.cleanups.append(f)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(b"".join(el.encode("utf-8", "surrogateescape") + b"\n" for el in self.argv))
+            yield f
+        finally:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+            self.children.cleanups.remove(f)
 
     def preflight(self) -> None:
         """``python3 -P -s -m vlgrpo preflight`` on the final argv (one element per line in a file of the launch):
@@ -739,27 +768,11 @@ class Launch:
         ``--waive``: exit 3 (findings, none about code the launch would run) goes on; a finding about code loading
         is never waived."""
         warn = self.st.values.get("PREFLIGHT") == "warn"
-        tmp = self.env.get("TMPDIR") or "/tmp"
-        try:
-            fd, f = tempfile.mkstemp(prefix="vlgrpo-argv.", dir=tmp)
-        except OSError:
-            raise self.fail(
-                f"cannot create the preflight argv file in {settings.show(tmp)} (set TMPDIR to a writable folder); "
-                "nothing was started"
-            ) from None
-        self.children.cleanups.append(f)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(b"".join(el.encode("utf-8", "surrogateescape") + b"\n" for el in self.argv))
         cmd = ["python3", "-P", "-s", "-m", "vlgrpo", "preflight", "--purpose", "plan" if self.dry_run else "launch"]
         if self.st.node > 0:
             cmd += ["--devices-per-node", str(self.st.node), "--devices-source", self.node_kind]
-        cmd += ["--argv-file", f] + (["--waive"] if warn else [])
-        rc, _ = self.children.run(cmd, self.env, stdout=2)
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
-        self.children.cleanups.remove(f)
+        with self.argv_file("preflight") as f:
+            rc, _ = self.children.run(cmd + ["--argv-file", f] + (["--waive"] if warn else []), self.env, stdout=2)
         if rc == 0:
             self.preflight_result = "clean"
         elif rc == 3 and warn:
