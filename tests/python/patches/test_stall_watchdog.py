@@ -129,3 +129,59 @@ def test_stage_names_need_step_and_version_only_where_the_object_has_them():
 
 def test_verify_passes():
     fix.verify()
+
+
+# ---- ppo.stall_watchdog: main_ppo's RayPPOTrainer (the VeOmni recipe) -------------------------------------------
+
+PPO_SCRIPT = SCENARIOS / "ppo_stall_watchdog.py"
+PPO_VERL = "verl/trainer/ppo/ray_trainer.py"
+
+
+def _run_ppo(tmp_path, shim_dir, case, check=True):
+    env = {"VLGRPO_TEST_TMP": str(tmp_path), "VLGRPO_TEST_CASE": case, "VLGRPO_STALL_TIMEOUT": str(BOUND)}
+    return run_py(PPO_SCRIPT, path=[shim_dir], env=env, check=check)
+
+
+def test_ppo_every_target_is_verls_own_method_and_wrapped(tmp_path, shim_dir):
+    from vlgrpo.patches.fixes import ppo_stall_watchdog as ppo
+
+    out = _run_ppo(tmp_path, shim_dir, "status").json
+    assert out is not None and "crash" not in out, out
+    assert set(out["targets"]) == {f"{t[0]}.{t[1]}" for t in ppo.RECORD["targets"]}
+    assert set(out["targets"].values()) == {"applied"}, out["reasons"]
+    assert all(out["wrapped_is_original"].values()), out
+    assert set(out["originals"].values()) == {
+        f"verl.trainer.ppo.ray_trainer.RayPPOTrainer.{n}" for n in out["originals"]
+    }
+    # the checkpoint save stays checkpoint.manifest's (a target holds one patch): a hang there is the open fit stage's
+    assert not any(t[1].endswith("_save_checkpoint") for t in ppo.RECORD["targets"])
+
+
+def test_ppo_a_worker_start_that_never_gets_its_placement_groups_ends_the_trainer_with_75(tmp_path, shim_dir):
+    start = time.monotonic()
+    proc = _run_ppo(tmp_path, shim_dir, "init_workers", check=False)
+    assert proc.returncode == watchdog.EXIT_CODE, proc.stderr[-3000:]
+    assert time.monotonic() - start < BOUND + watchdog.GRACE_S
+    (line,) = [ln for ln in proc.stderr.splitlines() if "vlgrpo watchdog: STALL" in ln]
+    assert "'RayPPOTrainer: worker start-up (init_workers: placement, model load, engines)'" in line, line
+    event, text = _event(tmp_path)
+    assert str(event) in line and "exit code 75" in line
+    assert re.search(rf'{re.escape(PPO_VERL)}", line \d+ in init_workers', text), text
+    assert "in create_resource_pool" in text  # the stand-in call verl's method is blocked in
+
+
+def test_ppo_a_slow_start_that_makes_progress_is_not_ended(tmp_path, shim_dir):
+    out = _run_ppo(tmp_path, shim_dir, "slow_pools").json
+    assert out is not None and "crash" not in out, out
+    assert out["seconds"] >= 1.5 * BOUND and "after" in out, out  # verl's init_workers went on past the stand-in
+    assert not (tmp_path / "ckpt" / "stalls").exists()
+
+
+def test_ppo_stage_names_carry_the_trainer_step_when_it_has_one():
+    class RayPPOTrainer:
+        global_steps = 12
+
+    assert (
+        fix.stage_name(RayPPOTrainer(), "_update_actor")
+        == "RayPPOTrainer: actor update (_update_actor) at trainer step 12"
+    )

@@ -24,6 +24,7 @@ IDS = (
     "fully_async.partial_rollout_budget",
     "fully_async.resume_pending_prompts",
     "fully_async.stall_watchdog",
+    "ppo.stall_watchdog",
 )
 
 TARGET_MODULES = {
@@ -91,6 +92,7 @@ TARGET_MODULES = {
     ),
     "verl.trainer.ppo.ray_trainer": (
         "checkpoint.manifest",
+        "ppo.stall_watchdog",
     ),
     "verl.experimental.fully_async_policy.fully_async_trainer": (
         "fully_async.resume_step_label",

@@ -54,6 +54,7 @@ from vlgrpo.patches.fixes import (
     fully_async_resume_step_label,
     fully_async_stall_watchdog,
     npu_qwen3_vl_moe_train_routing,
+    ppo_stall_watchdog,
     qwen3_vl_moe_grouped_experts,
     qwen3_vl_moe_router_dtype,
     qwen3_vl_text_rotary_device,
@@ -85,6 +86,7 @@ MODULES = (
     fully_async_partial_rollout_budget,
     fully_async_resume_pending_prompts,
     fully_async_stall_watchdog,
+    ppo_stall_watchdog,
 )
 
 #: Every record, validated into :class:`~vlgrpo.patches.contract.FixRecord` (a malformed ``RECORD`` raises

@@ -40,6 +40,11 @@ STAGES = {
     "_fit_update_weights": "weight sync (_fit_update_weights)",
     "_fit_validate": "validation (_fit_validate)",
     "_save_checkpoint": "checkpoint save (_save_checkpoint)",
+    # RayPPOTrainer's (patch ppo.stall_watchdog: main_ppo, the VeOmni recipe)
+    "_validate": "validation (_validate)",
+    "_compute_old_log_prob": "old log-prob (_compute_old_log_prob)",
+    "_compute_ref_log_prob": "reference log-prob (_compute_ref_log_prob)",
+    "_update_actor": "actor update (_update_actor)",
 }
 #: methods whose return is progress inside the open stage (no stage of their own)
 BEATS = ("get_sample",)
@@ -82,6 +87,10 @@ RECORD = {
 }
 
 _BOUNDED = ("timeout", "deadline", "heartbeat", "watchdog")
+#: names that bound one sub-wait of a stage, not the stage: verl v0.8.0's ``RayPPOTrainer.init_workers`` hands
+#: ``ray_wait_register_center_timeout`` to the worker group for its register-center lookup only, then waits on
+#: ``init_model`` (model load, NCCL/HCCL groups, engines) with no deadline
+_PARTIAL = frozenset({"ray_wait_register_center_timeout"})
 
 
 def _plain(func):
@@ -92,7 +101,8 @@ def _plain(func):
 
 def is_faulty(func):
     """``(faulty, reason)`` for one target: faulty when it is one of :data:`STAGES` / :data:`BEATS` and no name,
-    attribute or keyword of its source mentions a timeout, deadline, heartbeat or watchdog (its waits are unbounded).
+    attribute or keyword of its source mentions a timeout, deadline, heartbeat or watchdog (its waits are unbounded);
+    a name in :data:`_PARTIAL` bounds one sub-wait only and does not count.
     Parses the installed function's own source with :mod:`ast`."""
     import ast
 
@@ -109,7 +119,7 @@ def is_faulty(func):
             idents.add(node.id)
         elif isinstance(node, ast.keyword) and node.arg:
             idents.add(node.arg)
-    bounded = sorted(i for i in idents if any(w in i.lower() for w in _BOUNDED))
+    bounded = sorted(i for i in idents - _PARTIAL if any(w in i.lower() for w in _BOUNDED))
     if bounded:
         return False, f"{fn.name} already bounds its wait ({', '.join(bounded)})"
     what = STAGES.get(fn.name, "get_sample: the trainer's wait for one rollout sample")
@@ -118,11 +128,13 @@ def is_faulty(func):
 
 def stage_name(self, method):
     """The stage label of ``method`` run by ``self`` (the trainer or the rollouter): :data:`STAGES` plus the
-    trainer step and parameter version where the object has them."""
+    trainer step and parameter version where the object has them (``RayPPOTrainer``: the step only)."""
     label = f"{type(self).__name__}: {STAGES.get(method, method)}"
     step, version = getattr(self, "global_steps", None), getattr(self, "current_param_version", None)
-    if isinstance(step, int) and isinstance(version, int):
-        label += f" at trainer step {step}, param version {version}"
+    if isinstance(step, int):
+        label += f" at trainer step {step}"
+        if isinstance(version, int):
+            label += f", param version {version}"
     return label
 
 
