@@ -128,8 +128,14 @@ EOF
     assert_success
     [[ $output != *canary* ]] || fail "progress on stdout: $output"
     [[ $stderr == *stdout-canary* ]] || fail "the progress was lost, not sent to stderr: $stderr"
-    # every stdout line is a plan comment or an argv element, and the argv is the one the preflight checked
-    assert_equal "$(plan_argv)" "$(cat "$STUB_LOG"/*.python3.argv-file)"
+    # every stdout line is a plan comment or an argv element, and the argv is the one the preflight and the
+    # cluster probe (its rehearsal) were handed
+    local f n=0
+    for f in "$STUB_LOG"/*.python3.argv-file; do
+      assert_equal "$(plan_argv)" "$(cat "$f")"
+      n=$((n + 1))
+    done
+    [[ $n -ge 2 ]] || fail "expected the preflight's and the probe's argv files, got $n"
     [[ $(grep -c '^# ' <<<"$output") -gt 5 ]] || fail "no plan: $output"
     assert_line '# cluster: 10.0.0.1:6379 ready and probed'
   done
