@@ -143,3 +143,22 @@ setup() {
   assert_failure 2
   [[ $stderr == *"error: VLGRPO_NEW_KNOB: a setting of fully-async-grpo.sh, not of veomni-grpo.sh"* ]] || fail "$stderr"
 }
+
+@test "review A4: an entrypoint started by a relative path does what the same file by its absolute path does" {
+  local rel plan
+  entry fa --dry-run
+  assert_success
+  plan=$output
+  # the shim hands the launcher its own folder as the entrypoint was named: entrypoints/lib, ./lib
+  for rel in entrypoints/fully-async-grpo.sh ./entrypoints/fully-async-grpo.sh; do
+    run --separate-stderr bash -c 'cd "$1" && TEST_LIB_AS_GIVEN=1 exec "$2" "$3" --dry-run' _ "$REPO_ROOT" "$HARNESS" "$rel"
+    assert_success
+    [[ $stderr != *"internal error"* && $stderr != *Traceback* ]] || fail "$stderr"
+    # the same plan but for the private working folder's random name (and the harness's own TEST_ name dropped)
+    assert_equal "$(grep -v '^# dropped' <<<"$output" | sed 's/vlgrpo-run\.[A-Za-z0-9_]*/W/g')" \
+      "$(grep -v '^# dropped' <<<"$plan" | sed 's/vlgrpo-run\.[A-Za-z0-9_]*/W/g')"
+  done
+  run --separate-stderr bash -c 'cd "$1/entrypoints" && TEST_LIB_AS_GIVEN=1 exec "$2" ./veomni-grpo.sh --dry-run' _ "$REPO_ROOT" "$HARNESS"
+  assert_success
+  assert_line --partial 'verl.trainer.main_ppo'
+}

@@ -28,6 +28,14 @@ cwd_of() {
   cat "$STUB_LOG/$f.cwd"
 }
 
+# py_environ N — the environment of the N-th recorded python3 call (1: the preflight, 2: verl), one NAME=VALUE a line
+py_environ() {
+  local f
+  f=$(calls | grep 'python3$' | sed -n "$1p")
+  [[ -n $f ]] || fail "no python3 call $1: $(calls)"
+  tr '\0' '\n' <"$STUB_LOG/$f.environ"
+}
+
 # ---- finding 1: the children's working directory -------------------------------------------------------------
 
 @test "finding 1: the children run in a fresh private folder (0700, empty, this user's), never in the checkpoint folder" {
@@ -238,6 +246,58 @@ cwd_of() {
   MYTOOL_HOME=$T/mine entry fa --dry-run
   assert_success
   call_environ 0 | grep -qx "MYTOOL_HOME=$T/mine" || fail "$(call_environ 0)"
+}
+
+@test "review A1-A2: Ray's debugger, unlisted RAY_* names, compiler search paths and W&B's own proxies are never passed" {
+  local v
+  mkdir -m 700 "$T/inc"
+  # Ray's remote debugger: a TCP port any local user can connect to, running what they type in the worker
+  for v in RAY_DEBUG RAY_DEBUG_POST_MORTEM RAY_DEBUGGER_EXTERNAL; do
+    pass_env "$v"
+    run --separate-stderr env "$v=canary1" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "debugger"
+    pass_env
+    run --separate-stderr env "$v=canary1" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "debugger"
+  done
+  # names Ray, gcc or W&B act on: requesting one is refused; inherited, each is dropped
+  for v in RAY_grpc_keepalive_time_ms RAY_LOG_DIR CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH LIBRARY_PATH \
+    GCC_EXEC_PREFIX COMPILER_PATH CFLAGS LDFLAGS WANDB_HTTPS_PROXY WANDB_HTTP_PROXY; do
+    pass_env "$v"
+    run --separate-stderr env "$v=$T/inc" "$HARNESS" "$FA" --dry-run
+    ((status == 2)) || fail "$v requested: exit $status; $stderr"
+    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$stderr"
+    pass_env
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "$v=$T/inc" "$HARNESS" "$FA" --dry-run
+    assert_success
+    if py_environ 1 | grep -q "^$v=$T/inc\$"; then fail "$v reached a child"; fi
+  done
+}
+
+@test "review A3: verl's local Ray instance gets a temporary folder the launch made, never /tmp/ray" {
+  local long
+  rm -rf "${STUB_LOG:?}"/*
+  # requested, it is refused (the launch sets it); inherited, the launch's own replaces it
+  pass_env RAY_TMPDIR
+  run --separate-stderr env RAY_TMPDIR=/tmp "$HARNESS" "$FA" --dry-run
+  ((status == 2)) || fail "exit $status"
+  grep -qF "error: VLGRPO_PASS_ENV: names RAY_TMPDIR, which this entrypoint sets itself" <<<"$stderr" || fail "$stderr"
+  pass_env
+  rm -rf "${STUB_LOG:?}"/*
+  # a short TMPDIR (Ray's socket paths must fit in 107 bytes under the built folder)
+  RAY_TMPDIR=/tmp TMPDIR=/tmp entry fa --dry-run
+  assert_success
+  py_environ 1 | grep -q '^RAY_TMPDIR=.*/vlgrpo-run\.[^/]*/\.ray$' || fail "$(py_environ 1 | grep RAY_)"
+  assert_line --regexp "^# built by the launch .* RAY_TMPDIR=\.ray( |$)"
+  # a TMPDIR so long that Ray's socket paths would not fit under the built folder: Ray uses TMPDIR (this user's)
+  long=$T/$(printf 'd%.0s' {1..70})
+  mkdir -m 700 "$long"
+  rm -rf "${STUB_LOG:?}"/*
+  TMPDIR=$long entry fa --dry-run
+  assert_success
+  if py_environ 1 | grep -q '^RAY_TMPDIR='; then fail "RAY_TMPDIR set under a too-long TMPDIR"; fi
+  py_environ 1 | grep -qx "TMPDIR=$long" || fail "TMPDIR: $(py_environ 1 | grep TMPDIR)"
 }
 
 @test "VLGRPO_CACHE_DIR keeps the launch's caches across launches; a folder others can write is refused" {

@@ -71,7 +71,12 @@ PRIVATE = (
     ("HF_MODULES_CACHE", "cache", "huggingface/modules"),
     ("WANDB_CACHE_DIR", "cache", "wandb"),
     ("WANDB_DATA_DIR", "cache", "wandb-data"),
+    ("RAY_TMPDIR", "work", ".ray"),
 )
+#: the longest AF_UNIX path Ray 2.48.0 makes under RAY_TMPDIR, less the folder itself:
+#: ``/ray/session_<YYYY-MM-DD_HH-MM-SS_ffffff>_<pid, 7 digits>/sockets/plasma_store`` (68 bytes; sun_path holds 107)
+_RAY_SOCKET_TAIL = 68
+_SUN_PATH_MAX = 107
 #: names a shell sets for itself; the children get them only as inherited (PWD: the child's working folder)
 _SHELL_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
 
@@ -665,9 +670,10 @@ class Launch:
         self.children.workdir = self.children.pwd = d
 
     def build_private(self) -> None:
-        """The children's home, XDG folders and caches (:data:`PRIVATE`), made fresh (mode 0700) in the private
-        working folder, the caches in ``VLGRPO_CACHE_DIR`` when it is set (a folder of this user's that passed the
-        path rule); whatever the environment named for them is never used."""
+        """The children's home, XDG folders, caches and Ray's temporary folder (:data:`PRIVATE`), made fresh (mode
+        0700) in the private working folder, the caches in ``VLGRPO_CACHE_DIR`` when it is set (a folder of this
+        user's that passed the path rule); whatever the environment named for them is never used. ``RAY_TMPDIR`` is
+        left unset when Ray's socket paths under it would pass the 107-byte AF_UNIX limit (Ray then uses TMPDIR)."""
         wd = self.children.workdir
         home = os.path.join(wd, ".home")
         cache = self.st.values.get("CACHE_DIR") or os.path.join(wd, ".cache")
@@ -689,8 +695,11 @@ class Launch:
                     )
                     self.flush()
         for name, base, rel in PRIVATE:
-            root = home if base == "home" else cache
+            root = {"home": home, "cache": cache}.get(base, wd)
             path = os.path.join(root, rel) if rel else root
+            if name == "RAY_TMPDIR" and len(path.encode()) + _RAY_SOCKET_TAIL > _SUN_PATH_MAX:
+                # Ray's sockets would not fit: Ray then uses TMPDIR, which passed the tmpdir rule (this user's own)
+                continue
             try:
                 os.makedirs(path, mode=0o700, exist_ok=True)
             except OSError as exc:
@@ -995,10 +1004,11 @@ def main(args: list[str], kinds: "dict[str, type[Launch]] | None" = None) -> int
             # the entrypoints' lib/: the image's copy of the registry and the recipe files there, else the
             # checkout's (lib/../../python/src/vlgrpo), else this package's
             for cand in (
-                os.path.join(val, "environment.tsv"),
-                os.path.join(val, "../../python/src/vlgrpo/environment.tsv"),
+                os.path.join(hooks.lib, "environment.tsv"),
+                os.path.join(hooks.lib, "../../python/src/vlgrpo/environment.tsv"),
             ):
                 if os.path.isfile(cand):
+                    # absolute: the launch leaves the caller's folder for its private one before it reads recipes
                     environment.PATH = os.path.normpath(cand)
                     break
         elif opt == "--environ-unreadable":
