@@ -248,7 +248,7 @@ py_environ() {
   call_environ 0 | grep -qx "MYTOOL_HOME=$T/mine" || fail "$(call_environ 0)"
 }
 
-@test "review A1-A2: Ray's debugger, unlisted RAY_* names, compiler search paths and W&B's own proxies are never passed" {
+@test "review A1-A2: Ray's debugger, compiler search paths and W&B's own proxies are never passed; Ray's other names only as numeric core settings" {
   local v
   mkdir -m 700 "$T/inc"
   # Ray's remote debugger: a TCP port any local user can connect to, running what they type in the worker
@@ -260,8 +260,23 @@ py_environ() {
     run --separate-stderr env "$v=canary1" "$HARNESS" "$FA" --dry-run
     assert_refused "$v" "debugger"
   done
-  # names Ray, gcc or W&B act on: requesting one is refused; inherited, each is dropped
-  for v in RAY_grpc_keepalive_time_ms RAY_LOG_DIR CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH LIBRARY_PATH \
+  # Ray's other names: requested, a core setting (lower-case) passes with a number only, any other is refused
+  for v in RAY_grpc_keepalive_time_ms RAY_preload_python_modules RAY_LOG_DIR RAY_SESSION_DIR; do
+    pass_env "$v"
+    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
+    assert_refused "$v" "Ray"
+  done
+  pass_env RAY_raylet_start_wait_time_s
+  rm -rf "${STUB_LOG:?}"/*
+  run --separate-stderr env RAY_raylet_start_wait_time_s=120 "$HARNESS" "$FA" --dry-run
+  assert_success
+  py_environ 1 | grep -qx RAY_raylet_start_wait_time_s=120 || fail "a numeric Ray core setting did not pass"
+  pass_env
+  rm -rf "${STUB_LOG:?}"/*
+  run --separate-stderr env RAY_raylet_start_wait_time_s=120 "$HARNESS" "$FA" --dry-run
+  if py_environ 1 | grep -q '^RAY_raylet_start_wait_time_s='; then fail "an unrequested Ray setting passed"; fi
+  # names gcc or W&B act on: requesting one is refused; inherited, each is dropped
+  for v in CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH LIBRARY_PATH \
     GCC_EXEC_PREFIX COMPILER_PATH CFLAGS LDFLAGS WANDB_HTTPS_PROXY WANDB_HTTP_PROXY; do
     pass_env "$v"
     run --separate-stderr env "$v=$T/inc" "$HARNESS" "$FA" --dry-run

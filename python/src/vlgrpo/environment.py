@@ -705,6 +705,7 @@ PASS_TYPES = (
     "plugin",
     "username",
     "proxyurl",
+    "rayconfig",
 )
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
@@ -1051,7 +1052,9 @@ def check_value(
     (:func:`shape`), a library or a peer only when ``pass_env`` names it, a path as ``dirs`` entries are (a file
     entry: the file and its folder); ``httpurl`` (``WANDB_BASE_URL``): the ``uri`` setting type's http(s) form,
     ``http(s)://HOST[:PORT][/PATH]`` without credentials, query or fragment; ``plainname`` (``WANDB_ENTITY``): 1-128
-    letters, digits, ``_ . -``, the first a letter or digit. ``protect`` are real paths (the checkpoint folder and
+    letters, digits, ``_ . -``, the first a letter or digit; ``rayconfig`` (``RAY_*`` on request): a core setting of
+    Ray 2.48.0 (``RAY_<lower-case name>``, src/ray/common/ray_config_def.h) whose value is a number, ``true`` or
+    ``false``. ``protect`` are real paths (the checkpoint folder and
     its volume's mount point). The reasons never quote the value (the entrypoints add "value not shown")."""
     t = row.type
     if not t or (not value and t in ("tmpdir", "dir", "dirs", "paths", "plugin", "username")):
@@ -1136,6 +1139,21 @@ def check_value(
             "is not a user name (1-128 letters, digits, '_', '.', '-', '@', the first a letter, digit or '_'; no "
             "'/'): programs put it into paths (torch's /tmp/torchinductor_<user>, caches)"
         )
+    if t == "rayconfig":
+        key = name[len("RAY_") :] if name.startswith("RAY_") else ""
+        if not (0 < len(key) <= 128 and "a" <= key[0] <= "z" and all(c in _RAY_KEY for c in key)):
+            return (
+                "is not one of Ray's core settings by its form (RAY_<setting> with the lower-case name of "
+                "ray_config_def.h); Ray reads its other RAY_ names as folders, hosts or debugger switches"
+            )
+        whole, _, frac = value.removeprefix("-").partition(".")
+        number = 0 < len(whole) <= 20 and whole.isdigit() and whole.isascii() and (not frac or frac.isdigit())
+        if not (number and frac.isascii() and len(frac) <= 20) and value not in ("true", "false"):
+            return (
+                "is not a number, true or false; a core setting that takes a list or a text (modules Ray imports in "
+                "every worker, spilling targets) would reach code or storage"
+            )
+        return ""
     if t == "plainname":
         if not value or _plain_name(value):
             return ""
@@ -1149,6 +1167,10 @@ def check_value(
             "path, the dynamic loader's and the shell's search paths)",
         )
     raise ValueError(f"{row.name}: pass type {t!r} is not one the registry knows")
+
+
+#: the characters of a Ray core setting's name (ray_config_def.h: lower-case words joined by '_')
+_RAY_KEY = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def _checked_row(name: str, owner: str, pass_env: "tuple[str, ...]") -> "Row | None":

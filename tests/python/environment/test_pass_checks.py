@@ -192,6 +192,39 @@ def test_every_pass_type_in_the_registry_is_one_check_value_knows():
             environment.check_value(row, "")  # raises for an unknown type
 
 
+@pytest.mark.parametrize(
+    "name, value, ok",
+    [
+        # Ray 2.48.0's core settings (src/ray/common/ray_config_def.h) a slow or large cluster tunes: numbers, bools
+        ("RAY_raylet_start_wait_time_s", "120", True),
+        ("RAY_gcs_rpc_server_reconnect_timeout_s", "300", True),
+        ("RAY_grpc_keepalive_time_ms", "10000", True),
+        ("RAY_task_oom_retries", "3", True),
+        ("RAY_object_store_full_delay_ms", "0.5", True),
+        ("RAY_record_ref_creation_sites", "true", True),
+        ("RAY_worker_register_timeout_seconds", "-1", True),
+        # core settings whose text value reaches code or storage: modules imported in every worker, spilling
+        ("RAY_preload_python_modules", "antigravity", False),
+        ("RAY_object_spilling_config", '{"type":"smart_open","params":{"uri":"s3://x"}}', False),
+        ("RAY_raylet_start_wait_time_s", "120; touch /tmp/x", False),
+        ("RAY_raylet_start_wait_time_s", "1e9", False),
+        ("RAY_raylet_start_wait_time_s", "", False),
+        ("RAY_raylet_start_wait_time_s", "\u0663", False),  # ARABIC-INDIC DIGIT THREE: str.isdigit() is True
+        # Ray's upper-case names are read as folders, hosts and switches, never by ray_config_def.h
+        ("RAY_LOG_DIR", "5", False),
+        ("RAY_SESSION_DIR", "/tmp/x", False),
+        ("RAY_Debug", "1", False),
+    ],
+)
+def test_an_unlisted_ray_name_passes_on_request_only_as_a_numeric_core_setting(name, value, ok):
+    row = environment.env_row(name, "fa")
+    assert (row.name, row.kind, row.type) == ("RAY_*", "pass-on-request", "rayconfig")
+    why = environment.check_value(row, value, name=name)
+    assert (why == "") is ok, why
+    # inherited without VLGRPO_PASS_ENV it never reaches a child: the row is pass-on-request
+    assert environment.check_values([f"{name}={value}"], "fa", (name,)) == ([] if ok else [(name, why, row.fix)])
+
+
 def test_cpython_variables_that_move_the_import_system_are_refused_or_dropped():
     """CPython 3.11's documented PYTHON* variables (Doc/using/cmdline.rst) that point the import system, its .pyc
     files or its paths at a folder: refused; and any PYTHON* name without a row is dropped, not passable."""

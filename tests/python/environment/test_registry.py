@@ -33,6 +33,7 @@ CHECKS = {
     "torchlogs",
     "paths",
     "plugin",
+    "rayconfig",
     "username",
     "proxyurl",
 }
