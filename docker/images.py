@@ -8,7 +8,8 @@ typed by hand::
                                                      -> the exact `docker build` command (every pin a build arg)
     python3 docker/images.py base npu-a2             -> tag@digest once docker/base-digests.lock has it, else tag
     python3 docker/images.py sync                    -> rewrite README's versions block and compose.yaml's image
-                                                        defaults (docker/vlgrpo.env.example: scripts/gen-docs)
+                                                        defaults and build: sections (the env example:
+                                                        scripts/gen-docs)
     python3 docker/images.py check                   -> exit 2 if any of them is stale (lint runs it)
 
 Platforms: gpu, npu-a2, npu-a3. Tag = <project version>-<platform>-<cann|cuda><ver>-torch<ver>-vllm<ver>-verl<ver>.
@@ -17,6 +18,7 @@ Standard library only (runs before the venv exists).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -183,10 +185,40 @@ def replace_block(text: str, name: str, body: str) -> str:
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
+#: build args compose.yaml takes from the caller's environment (the Makefile computes them: git, SOURCE_URL)
+COMPOSE_ARG_VARS = {"VCS_REF": "${VCS_REF:-unknown}", "SOURCE_URL": "${SOURCE_URL:-unknown}"}
+
+
+def compose_build(platform: str, indent: str = "  ") -> str:
+    """compose.yaml's ``build:`` section of ``platform``'s services: the build :func:`build_cmd` gives ``make
+    image-*`` (Dockerfile, target, platform, the CA secret, every build arg), but for VCS_REF and SOURCE_URL, which
+    compose takes from the environment (``VCS_REF=$(git rev-parse HEAD) docker compose build ...``)."""
+    p = pins()
+    cmd = build_cmd(platform)
+    lines = [
+        "build:",
+        "  context: .",
+        f"  dockerfile: {cmd[cmd.index('-f') + 1]}",
+        f"  target: {cmd[cmd.index('--target') + 1]}",
+        f"  platforms: [{p['GPU_PLATFORM'] if platform == 'gpu' else p['NPU_PLATFORM']}]",
+        "  secrets: [ca]",
+        "  args:",
+    ]
+    for key, value in build_args(platform, "unknown", "unknown"):
+        lines.append(f"    {key}: {json.dumps(COMPOSE_ARG_VARS.get(key, value))}")
+    return "\n".join(indent + line for line in lines)
+
+
 def compose_text(text: str) -> str:
     p = pins()
     for platform, var in (("gpu", "GPU_IMAGE"), ("npu-a2", "NPU_A2_IMAGE"), ("npu-a3", "NPU_A3_IMAGE")):
         text = re.sub(r"\$\{%s:-[^}]*\}" % var, "${%s:-vlgrpo:%s}" % (var, tag(platform, p)), text)
+        begin = f"  # BEGIN GENERATED: build {platform} (docker/images.py sync: the build of `make image-*`)"
+        end = f"  # END GENERATED: build {platform}"
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            _, tail = rest.split(end, 1)
+            text = f"{head}{begin}\n{compose_build(platform)}\n{end}{tail}"
     return text
 
 

