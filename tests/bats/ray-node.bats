@@ -15,7 +15,7 @@ setup() {
   FIX=$REPO_ROOT/tests/bats/fixtures/ray-node
   export HCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo VLGRPO_RAY_CARDS_WAIT=0 VLGRPO_RAY_NODE_IP=10.1.2.3
   # the scripted stubs below read these; ray-node.sh passes them to its children only when named
-  pass_env T_DIR,NPU_SMI_INFO,NPU_SMI_INFO_LATER,NPU_SMI_RC,RAY_IGNORE_TERM
+  pass_env T_DIR,NPU_SMI_INFO,NPU_SMI_INFO_LATER,NPU_SMI_RC,STUB_RAY_IGNORE_TERM
   CANARY=$T/canary
 }
 
@@ -370,7 +370,7 @@ long_running_ray() {
   cat >"$T/bin/ray" <<'EOF'
 #!/usr/bin/env bash
 echo $$ >"$T_DIR/ray.pid"
-if [[ -n ${RAY_IGNORE_TERM-} ]]; then trap '' TERM; else trap 'echo term >"$T_DIR/ray.got-term"; exit 1' TERM; fi
+if [[ -n ${STUB_RAY_IGNORE_TERM-} ]]; then trap '' TERM; else trap 'echo term >"$T_DIR/ray.got-term"; exit 1' TERM; fi
 while :; do sleep 0.1; done
 EOF
   chmod +x "$T/bin/ray"
@@ -401,7 +401,7 @@ EOF
   davinci 8
   scripted_npu_smi
   long_running_ray
-  export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt RAY_IGNORE_TERM=1 VLGRPO_RAY_STOP_GRACE=1
+  export NPU_SMI_INFO=$FIX/npu-smi-info-idle.txt STUB_RAY_IGNORE_TERM=1 VLGRPO_RAY_STOP_GRACE=1
   "$HARNESS" "$RN" head >"$T/out" 2>&1 &
   local pid=$! i start=$SECONDS
   for ((i = 0; i < 50; i++)); do [[ -s $T/ray.pid ]] && break; sleep 0.1; done
