@@ -416,10 +416,18 @@ def _judge_devices(g: Group, infos: list[dict], platform: str, out: Result) -> b
     return bad
 
 
+#: the words of a collective's error that a healthy rank gets when another rank failed (gloo / torch.distributed)
+_CONSEQUENCES = ("imeout", "Connection was likely closed", "Connection reset by peer", "Broken pipe")
+
+
 def _judge_collective(stage: str, infos: list[dict], results: list[dict], world: int, out: Result) -> bool:
     """Problems of a collective stage, naming each rank's node; True when every rank reduced to ``world``."""
     ok = True
-    failed_fast = [r for r in results if r.get("error") and "imeout" not in r["error"] and not r.get("late")]
+    # a timeout, or a connection the other side closed (gloo's "Failed to recv, got 0 bytes ... Connection was likely
+    # closed" when the store's master gave up), is what a healthy rank sees of another rank's fault: not a cause
+    failed_fast = [
+        r for r in results if r.get("error") and not any(c in r["error"] for c in _CONSEQUENCES) and not r.get("late")
+    ]
     for info, r in zip(infos, results):
         if not r.get("error") and r.get("value") == float(world):
             continue
