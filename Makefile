@@ -137,19 +137,22 @@ SOURCE_URL ?= unknown
 DRY_RUN    ?=
 IMAGES     := python3 docker/images.py
 REVISION    = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-BUILD_OPTS  = --repo $(IMAGE_REPO) --revision $(REVISION) --source $(SOURCE_URL) --ca $(CA_BUNDLE)
-# docker >= 23 builds with BuildKit by default; older engines need DOCKER_BUILDKIT=1 (RUN --mount, secrets)
-BUILD_ENV  := DOCKER_BUILDKIT=1
+# the locks the build reads (another pair: a mirror's, or CI's loopback registry) and extra `docker build` options
+# (last, so a repeated --platform or --build-arg wins); images.py build sets DOCKER_BUILDKIT=1 (RUN --mount, secrets)
+BASE_DIGESTS ?= docker/base-digests.lock
+ARTIFACTS    ?= docker/artifacts.lock
+BUILD_FLAGS  ?=
+BUILD_OPTS  = --repo $(IMAGE_REPO) --revision $(REVISION) --source $(SOURCE_URL) --ca $(CA_BUNDLE) \
+              --base-lock $(BASE_DIGESTS) --artifacts-lock $(ARTIFACTS)
 
 .PHONY: image-gpu
-image-gpu: ## build the NVIDIA image (DRY_RUN=1 or make -n: print the exact command with the computed tag and every pin)
-	@$(if $(DRY_RUN),true,grep -qP '^flash-attn\t\S+\t[0-9a-f]{64}$$' docker/artifacts.lock) || { echo "image-gpu: flash-attn's sha256 is unresolved in docker/artifacts.lock: run make pin-digests where GitHub is reachable" >&2; exit 1; }
-	$(if $(DRY_RUN),@echo )$(BUILD_ENV) $(shell $(IMAGES) build-cmd gpu $(BUILD_OPTS))
+image-gpu: ## build the NVIDIA image; what the locks leave unresolved is read at build time (DRY_RUN=1: print the command)
+	$(IMAGES) build gpu $(BUILD_OPTS) $(if $(DRY_RUN),--dry-run) -- $(BUILD_FLAGS)
 
 .PHONY: image-npu
-image-npu: ## build the Ascend image, NPU=a2 (Atlas A2/910B, default) or NPU=a3 (DRY_RUN=1 or make -n: print the command)
+image-npu: ## build the Ascend image, NPU=a2 (Atlas A2/910B, default) or NPU=a3 (DRY_RUN=1: print the command)
 	@case "$(NPU)" in a2|a3) ;; *) echo "image-npu: NPU=$(NPU) is not a2 (Atlas A2, 910B) or a3 (Atlas A3); e.g. make image-npu NPU=a3" >&2; exit 2;; esac
-	$(if $(DRY_RUN),@echo )$(BUILD_ENV) $(if $(filter a2 a3,$(NPU)),$(shell $(IMAGES) build-cmd npu-$(NPU) $(BUILD_OPTS)))
+	$(IMAGES) build npu-$(NPU) $(BUILD_OPTS) $(if $(DRY_RUN),--dry-run) -- $(BUILD_FLAGS)
 
 .PHONY: push
 push: ## push built images to REGISTRY (e.g. REGISTRY=ghcr.io/acme; PLATFORMS="gpu npu-a2 npu-a3"); refuses unresolved base digests

@@ -90,6 +90,8 @@ ARG PLATFORM=npu-a2
 ARG STAND_IN=0
 ARG BASE_IMAGE
 ARG BASE_DIGEST=unresolved
+# what `make image-*` read from the network because the locks left it unresolved ("base", "flash-attn")
+ARG RESOLVED_AT_BUILD=""
 ARG VERL_SOURCE
 ARG VERL_FIX_COMMITS=c5a9ed569e7e3e705c134383086094ad38ff308d
 ARG VLGRPO_VERSION=0.1.0
@@ -98,6 +100,7 @@ ARG SOURCE_URL=unknown
 # No VLGRPO_* ENV here: the entrypoints refuse VLGRPO_* variables outside their allowlist. The image's
 # platform and pins live in the build manifest and the labels.
 RUN VLGRPO_PLATFORM="$PLATFORM" VLGRPO_STAND_IN="$STAND_IN" VLGRPO_BASE_IMAGE="$BASE_IMAGE" VLGRPO_BASE_DIGEST="$BASE_DIGEST" \
+    VLGRPO_RESOLVED_AT_BUILD="$RESOLVED_AT_BUILD" \
     VLGRPO_VERL_SOURCE="$VERL_SOURCE" VLGRPO_VERL_FIX_COMMITS="$VERL_FIX_COMMITS" VLGRPO_VERSION="$VLGRPO_VERSION" \
     VLGRPO_REVISION="$VCS_REF" VLGRPO_SOURCE_URL="$SOURCE_URL" \
     python3 /opt/vlgrpo/image/build_manifest.py /opt/vlgrpo/build-manifest.json --pins /opt/vlgrpo/pins.env \
@@ -109,6 +112,7 @@ LABEL org.opencontainers.image.title="vlgrpo-${PLATFORM}" \
       org.opencontainers.image.version="${VLGRPO_VERSION}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       org.opencontainers.image.base.digest="${BASE_DIGEST}" \
+      io.vlgrpo.resolved-at-build="${RESOLVED_AT_BUILD}" \
       io.vlgrpo.platform="${PLATFORM}" \
       io.vlgrpo.verl-source="${VERL_SOURCE}" \
       io.vlgrpo.build-manifest="/opt/vlgrpo/build-manifest.json"

@@ -7,6 +7,8 @@ Schema ``vlgrpo.build-manifest/1`` (all strings unless noted)::
     platform      "gpu" | "npu-a2" | "npu-a3"                  the image flavour (Makefile PLATFORM)
     stand_in      bool: built FROM the CI stand-in base (no accelerator stack; see README)
     base          {image, digest}                              digest "unresolved" until make pin-digests
+    resolved_at_build [..]                                     what make image-* read from the network because the
+                                                               locks left it unresolved: "base", "flash-attn"
     verl          {source: "git"|"pypi", version, tag, commit, applied_commits: [..], cherry_pick_exercised: bool}
     pins          {KEY: value}                                 docker/pins.env as built (every pinned version)
     locks         {path: "sha256:<hex>"}                       every lock/constraints file the build installed from
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": env("VLGRPO_PLATFORM", "unknown"),
         "stand_in": env("VLGRPO_STAND_IN", "0") == "1",
         "base": {"image": env("VLGRPO_BASE_IMAGE", "unknown"), "digest": env("VLGRPO_BASE_DIGEST") or "unresolved"},
+        "resolved_at_build": sorted(env("VLGRPO_RESOLVED_AT_BUILD").split()),
         "verl": {
             "source": verl_source,
             "version": pins.get("VERL_VERSION"),

@@ -2,7 +2,9 @@
 
 Environment: LABELS (``docker image inspect`` labels JSON), MANIFEST (/opt/vlgrpo/build-manifest.json),
 REV (the git commit built), BASE (the base image reference passed as BASE_IMAGE), BASE_DIGEST (its pinned
-digest, default "unresolved"). The expected values are
+digest, default "unresolved"), RESOLVED (what ``make image-*`` resolved at build time, space-separated, default
+none), FLASH_ATTN (``<wheel url> <sha256>`` the GPU image must record and have installed, default: none). The
+expected values are
 computed independently of the image: versions from docker/pins.env and python/pyproject.toml, lock hashes
 from the files in this checkout. Prints one line per check; exit 1 if any failed.
 """
@@ -53,7 +55,19 @@ checks = {
         )
     ),
     "manifest torch = stand-in torch": manifest["packages"].get("torch", "").startswith(pins["CI_TORCH"]),
+    "label and manifest resolved-at-build = RESOLVED": labels.get("io.vlgrpo.resolved-at-build")
+    == " ".join(sorted(os.environ.get("RESOLVED", "").split()))
+    and manifest.get("resolved_at_build") == sorted(os.environ.get("RESOLVED", "").split()),
 }
+if os.environ.get("FLASH_ATTN"):
+    wheel, sha = os.environ["FLASH_ATTN"].split()
+    checks["manifest flash_attn = the served wheel and its sha256"] = manifest.get("flash_attn") == {
+        "wheel": wheel,
+        "sha256": sha,
+    }
+    checks["flash-attn installed at the pinned version"] = (
+        manifest["packages"].get("flash-attn") == pins["GPU_FLASH_ATTN"]
+    )
 for name, good in checks.items():
     print(f"{'ok  ' if good else 'FAIL'} {name}")
 sys.exit(0 if all(checks.values()) else 1)

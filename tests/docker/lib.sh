@@ -181,6 +181,39 @@ stop_registry() {
   REG_PID=
 }
 
+# The CI stand-in of flash-attn's release wheel (tests/docker/ci_wheel.py) served over HTTP on loopback, for
+# `make image-gpu` to hash at build time. Port 38127 when free (the URL is a build arg of the deps stage: a fixed
+# one keeps the engine's build cache warm between runs), else any. Sets WHEEL_URL.
+start_wheel_server() {
+  local wheel
+  wheel=$(python3 "$REPO/tests/docker/ci_wheel.py" "$WORK/wheels") || return 1
+  WHEEL_PORT=$(python3 -c '
+import socket
+for port in (38127, 0):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    break')
+  python3 -m http.server --bind 127.0.0.1 --directory "$WORK/wheels" "$WHEEL_PORT" >"$WORK/wheel-server.log" 2>&1 &
+  WHEEL_PID=$!
+  WHEEL_URL=http://127.0.0.1:$WHEEL_PORT/${wheel##*/}
+  local i
+  for ((i = 0; i < 40; i++)); do
+    curl -fsS -o /dev/null "$WHEEL_URL" 2>/dev/null && return 0
+    kill -0 "$WHEEL_PID" 2>/dev/null || break
+    sleep 0.25
+  done
+  log "wheel server did not answer on $WHEEL_URL"; return 1
+}
+
+stop_wheel_server() {
+  if [[ -n ${WHEEL_PID:-} ]]; then kill "$WHEEL_PID" 2>/dev/null || true; wait "$WHEEL_PID" 2>/dev/null || true; fi
+  WHEEL_PID=
+}
+
 stop_git_daemon() {
   if [[ -n ${GIT_DAEMON_PID:-} ]]; then kill "$GIT_DAEMON_PID" 2>/dev/null || true; wait "$GIT_DAEMON_PID" 2>/dev/null || true; fi
   GIT_DAEMON_PID=

@@ -13,7 +13,11 @@
 #      cannot reach GitHub, so the cherry-pick of upstream commit c5a9ed569 is NOT exercised here)
 #   2b the verl-git stage (fetch by commit id, cherry-pick by id) against a local git daemon serving verl
 #      0.8.0's PyPI sdist + one CI-made commit: the mechanics, not upstream's commits
-#   3  docker/gpu.Dockerfile likewise (flash-attn not installed: its wheel is a GitHub release asset)
+#   2c `make image-npu` from a lock that leaves the loopback base "unresolved": the digest is read from the
+#      registry at build time (= the push's), recorded in the labels and manifest, and the pin hint printed
+#   3  `make image-gpu` likewise, also with flash-attn's sha256 unresolved: its release wheel is replaced by a
+#      CI-made metadata-only wheel served on loopback (tests/docker/ci_wheel.py), hashed at build time and
+#      installed with pip --require-hashes against that hash
 #   4  labels and build manifest of the image
 #   5  the smoke script again, in a container of the image, plus the sitecustomize check in a Ray worker
 #   6  `docker compose run --rm npu-async-grpo` in dry run through tests/docker/compose.ci.yaml (no device
@@ -42,6 +46,7 @@ cleanup() {
     stop_engine
   fi
   stop_registry
+  stop_wheel_server
   if [[ -n ${LOCK_FD:-} ]]; then exec {LOCK_FD}>&-; fi
   rm -rf "$WORK"
   exit "$rc"
@@ -106,9 +111,8 @@ common_args=(--build-arg BASE_IMAGE="$STANDIN_IMAGE" --build-arg BASE_DIGEST=unr
   --build-arg VLGRPO_VERSION="$(python3 "$REPO/docker/images.py" tag npu-a2 | cut -d- -f1)"
   --build-arg SOURCE_URL=local-ci)
 NPU_CI_IMAGE=localhost/vlgrpo:ci-npu-a2
-GPU_CI_IMAGE=localhost/vlgrpo:ci-gpu
 # the engine's store persists between runs: never let a failed build leave the previous run's image behind
-docker image rm -f "$NPU_CI_IMAGE" "$NPU_CI_IMAGE-git" "$GPU_CI_IMAGE" >/dev/null 2>&1 || true
+docker image rm -f "$NPU_CI_IMAGE" "$NPU_CI_IMAGE-git" >/dev/null 2>&1 || true
 
 # what compose.ci.yaml reads (its image, build and mounts; the folders are filled before step 6)
 mkdir -p "$WORK/data" "$WORK/checkpoints"
@@ -159,14 +163,69 @@ else
   fail "2b verl-git stage mechanics (log: npu-image-git)"
 fi
 
-# ---- 3 gpu.Dockerfile ---------------------------------------------------------------------------------------
+# ---- 2c, 3: make image-npu / make image-gpu, what the locks leave unresolved read at build time ----------
+# The Makefile's own targets, run as a user runs them, with the lock files pointed at the loopback registry (the base
+# line "unresolved") and BUILD_FLAGS swapping in what CI needs (this machine's architecture, the stand-in args).
+MAKE_REPO=localhost/vlgrpo-make
+make_flags=(--progress plain --network host --platform "$ci_platform" --build-arg STAND_IN=1 --build-arg VERL_SOURCE=pypi
+  --build-arg LOCK="$CI_LOCK" --build-arg BASE_CONSTRAINTS=ci-base.txt)
+make_image() { # make_image LOGNAME TARGET [VAR=VALUE...]: make TARGET with the CI locks and flags, log to $WORK
+  local name=$1; shift
+  # /usr/bin first: Debian's docker CLI, which has BuildKit built in (see lib.sh)
+  PATH=/usr/bin:$PATH make -C "$REPO" --no-print-directory "$@" IMAGE_REPO="$MAKE_REPO" SOURCE_URL=local-ci \
+    BUILD_FLAGS="${make_flags[*]} ${MAKE_EXTRA_FLAGS:-}" >"$WORK/$name.log" 2>&1
+}
+# check_made NAME PLATFORM RESOLVED [FLASH_ATTN]: the image make built carries the pushed digest and RESOLVED
+check_made() {
+  local name=$1 platform=$2 resolved=$3 flash=${4:-} image out
+  image=$MAKE_REPO:$(python3 "$REPO/docker/images.py" tag "$platform")
+  docker image inspect "$image" >/dev/null 2>&1 || { log "$name: make built no $image"; return 1; }
+  grep -F "resolved at build time: the base $reg_ref -> $pinned" "$WORK/$name.log" | grep -q 'make pin-digests' ||
+    { log "$name: no 'resolved at build time ... make pin-digests' line for the base"; return 1; }
+  if [[ -n $flash ]]; then
+    grep -F "resolved at build time: flash-attn ($WHEEL_URL) -> ${flash#* }" "$WORK/$name.log" | grep -q 'make pin-digests' ||
+      { log "$name: no 'resolved at build time' line for flash-attn"; return 1; }
+  fi
+  out=$(LABELS=$(docker image inspect -f '{{json .Config.Labels}}' "$image") \
+    MANIFEST=$(docker run --rm --network host --entrypoint cat "$image" /opt/vlgrpo/build-manifest.json) \
+    REV=$revision BASE=$reg_ref@$pinned BASE_DIGEST=$pinned RESOLVED=$resolved FLASH_ATTN=$flash \
+    "$PY" "$REPO/tests/docker/check_image.py") || { printf '%s\n' "$out" | grep FAIL | sed 's/^/    /'; return 1; }
+  printf '%s\n' "$out" | grep -E 'base|resolved|flash' | sed 's/^/    /'
+}
+docker image rm -f "$MAKE_REPO:$(python3 "$REPO/docker/images.py" tag npu-a2)" \
+  "$MAKE_REPO:$(python3 "$REPO/docker/images.py" tag gpu)" >/dev/null 2>&1 || true
+
 t=$SECONDS
-if build gpu-image -f "$REPO/docker/gpu.Dockerfile" --target smoke "${common_args[@]}" \
-    --build-arg PLATFORM=gpu --build-arg FLASH_ATTN_WHEEL= -t "$GPU_CI_IMAGE" "$REPO"; then
-  grep -E 'smoke: (ok|FAIL|n/a) |smoke: [0-9]+ checks' "$WORK/gpu-image.log" | sed -E 's/^#[0-9]+ [0-9.]+ /    /' || true
-  ok "3 docker/gpu.Dockerfile FROM the stand-in, through its smoke stage ($((SECONDS - t)) s; flash-attn not installed in CI)"
+if [[ $BUILD_BASE_DIGEST != unresolved ]]; then
+  printf '# platform\timage\tdigest\nnpu-a2\t%s\tunresolved\ngpu\t%s\tunresolved\n' "$reg_ref" "$reg_ref" >"$WORK/make-base.lock"
+  if MAKE_EXTRA_FLAGS="--build-arg CANN_SET_ENV=" make_image make-npu image-npu NPU=a2 BASE_DIGESTS="$WORK/make-base.lock" &&
+      check_made make-npu npu-a2 base; then
+    ok "2c make image-npu: base digest read from the loopback registry at build time = the push's, recorded, pin hint printed ($((SECONDS - t)) s)"
+  else
+    tail -40 "$WORK/make-npu.log" >&2
+    fail "2c make image-npu against the loopback registry (log above)"
+  fi
 else
-  fail "3 docker/gpu.Dockerfile build (log above)"
+  fail "2c make image-npu not run: no base in the loopback registry (1b)"
+fi
+
+t=$SECONDS
+if [[ $BUILD_BASE_DIGEST == unresolved ]]; then
+  fail "3 make image-gpu not run: no base in the loopback registry (1b)"
+elif ! start_wheel_server; then
+  fail "3 make image-gpu not run: the wheel server did not start"
+else
+  printf '# name\turl\tsha256\nflash-attn\t%s\tunresolved\n' "$WHEEL_URL" >"$WORK/artifacts.lock"
+  wheel_sha=$(sha256sum "$WORK/wheels/${WHEEL_URL##*/}" | cut -d' ' -f1)
+  if make_image gpu-image image-gpu BASE_DIGESTS="$WORK/make-base.lock" ARTIFACTS="$WORK/artifacts.lock" &&
+      check_made gpu-image gpu "base flash-attn" "$WHEEL_URL $wheel_sha"; then
+    grep -E 'smoke: (ok|FAIL|n/a) |smoke: [0-9]+ checks' "$WORK/gpu-image.log" | sed -E 's/^#[0-9]+ [0-9.]+ /    /' || true
+    ok "3 make image-gpu: docker/gpu.Dockerfile FROM the loopback base through its smoke stage; base digest and flash-attn's sha256 (CI wheel) read at build time ($((SECONDS - t)) s)"
+  else
+    tail -40 "$WORK/gpu-image.log" >&2
+    fail "3 make image-gpu against the loopback registry and wheel server (log above)"
+  fi
+  stop_wheel_server
 fi
 
 if ! docker image inspect "$NPU_CI_IMAGE" >/dev/null 2>&1; then
