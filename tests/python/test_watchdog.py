@@ -7,7 +7,11 @@
 - a stacks folder in a folder every user can write is refused: the stacks go to stderr, the line says why;
 - a hang that holds the GIL (the monitor thread cannot run) is ended by faulthandler's C-thread backstop at bound
   + grace, with every thread's stack on stderr and exit code 1;
-- ``VLGRPO_STALL_TIMEOUT`` values outside ``0..604800`` raise naming the variable.
+- ``VLGRPO_STALL_TIMEOUT`` values outside ``0..604800`` raise naming the variable;
+- a process forked while another thread holds the watchdog's lock (a DataLoader worker forked while the monitor
+  ticks) can still beat and open stages, and does not inherit the parent's open stages;
+- a child forked while the parent's faulthandler backstop is armed does not hang on it, and its own stall still
+  ends it with exit code 75.
 """
 
 from __future__ import annotations
@@ -175,3 +179,77 @@ def test_values_and_default():
     assert watchdog.timeout_s({}) == watchdog.DEFAULT_S == 1800
     assert watchdog.timeout_s({"VLGRPO_STALL_TIMEOUT": " 0 "}) == 0
     assert watchdog.timeout_s({"VLGRPO_STALL_TIMEOUT": "604800"}) == 604800
+
+
+def test_a_child_forked_while_the_lock_is_held_runs_on(folder):
+    done = run(
+        """
+        held, release = threading.Event(), threading.Event()
+
+        def holder():  # what the monitor thread does every tick: take the lock
+            with watchdog._LOCK:
+                held.set()
+                release.wait()
+
+        with watchdog.watch("rollout (parent)"):
+            threading.Thread(target=holder, daemon=True).start()
+            held.wait()
+            pid = os.fork()
+            if pid == 0:
+                inherited = watchdog.current_stage()
+                watchdog.beat()
+                with watchdog.watch("dataloader worker (child)"):
+                    mine = watchdog.current_stage()
+                print(f"child: inherited={inherited!r} mine={mine!r}", flush=True)
+                os._exit(0)
+            release.set()
+            for _ in range(100):
+                got, status = os.waitpid(pid, os.WNOHANG)
+                if got:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print("child: blocked on the lock for 10 s", flush=True)
+                sys.exit(3)
+            print("parent stage:", watchdog.current_stage(), "child exit:", os.waitstatus_to_exitcode(status), flush=True)
+        """,
+        folder,
+        bound="60",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "child: inherited=None mine='dataloader worker (child)'" in done.stdout
+    assert "parent stage: rollout (parent) child exit: 0" in done.stdout
+
+
+def test_a_child_forked_while_the_backstop_is_armed_is_still_ended_when_it_stalls(folder):
+    # the parent's faulthandler timer is armed (a stage is open) at the fork: the child must neither hang on it
+    # (CPython's cancel waits for the parent's timer thread) nor lose the watchdog: its monitor ends its stall
+    done = run(
+        """
+        with watchdog.watch("rollout (parent)"):
+            pid = os.fork()
+            if pid == 0:
+                with watchdog.watch("dataloader worker (child)"):
+                    stalled_on_purpose()
+                os._exit(0)
+            for _ in range(150):
+                watchdog.beat()  # the parent makes progress while it waits
+                got, status = os.waitpid(pid, os.WNOHANG)
+                if got:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                print("child: not ended within 15 s", flush=True)
+                sys.exit(3)
+            print("child exit:", os.waitstatus_to_exitcode(status), flush=True)
+        """,
+        folder,
+        bound="1",
+    )
+    assert done.returncode == 0 and "child exit: 75" in done.stdout, done.stdout + done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if "vlgrpo watchdog: STALL" in ln]
+    assert len(lines) == 1 and "'dataloader worker (child)'" in lines[0], done.stderr

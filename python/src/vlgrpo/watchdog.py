@@ -78,10 +78,35 @@ _STATE: dict[str, Any] = {
     "folder": None,
     "timeout": None,  # seconds, overrides the environment (tests, verify)
     "armed_at": 0.0,  # when the faulthandler backstop was last armed
+    "armed": False,  # faulthandler's timer is armed by this process now
+    "backstop": True,  # faulthandler may be used (False in a child forked while the parent's timer was armed)
     "exit": os._exit,
     "peers": True,  # ask Ray for the other actors' stacks (verify() turns it off)
     "loops": {},  # id -> weak reference of each asyncio event loop a stage was opened in
 }
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker, a ``multiprocessing`` fork) starts with a fresh lock and no open stage.
+
+    The child inherits ``_LOCK`` in whatever state the parent's threads left it at the fork: held by the monitor
+    thread (which does not exist in the child), every later ``beat()``/``watch()`` there would block forever. The
+    parent's open stages are the parent's: its own monitor keeps watching them; the child watches what it opens.
+
+    faulthandler's timer does not survive a fork either: in CPython (Modules/faulthandler.c, 3.11) a child forked
+    while the parent's ``dump_traceback_later`` was armed inherits the "running" lock of a thread it does not have,
+    so its first ``cancel_dump_traceback_later()`` (also called by every re-arm) waits forever. Such a child never
+    touches faulthandler again; its monitor thread still ends a stalled stage."""
+    global _LOCK
+    _LOCK = threading.RLock()
+    inherited = bool(_STATE.get("armed"))
+    _STATE.update(open={}, thread=None, loops={}, pid=None, armed_at=0.0, armed=False)
+    if inherited:
+        _STATE["backstop"] = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def timeout_s(environ: dict[str, str] | None = None) -> int:
@@ -147,7 +172,7 @@ def trial(folder: str, timeout: float) -> Iterator[list[int]]:
             if _STATE["open"]:
                 _arm_backstop(force=True)
             else:
-                faulthandler.cancel_dump_traceback_later()
+                _cancel_backstop()
 
 
 def current_stage() -> str | None:
@@ -189,7 +214,7 @@ def watch(stage: str) -> Iterator[None]:
             if _STATE["open"]:
                 _arm_backstop(force=True)
             else:
-                faulthandler.cancel_dump_traceback_later()
+                _cancel_backstop()
 
 
 def _remember_loop() -> None:
@@ -249,8 +274,18 @@ def _arm_backstop(force: bool) -> None:
     if not force and now - _STATE["armed_at"] < 1.0:
         return
     _STATE["armed_at"] = now
+    if not _STATE["backstop"]:
+        return
     with contextlib.suppress(Exception):  # no usable stderr (a daemon): the monitor thread still acts
         faulthandler.dump_traceback_later(_bound() + GRACE_S, exit=True, file=sys.stderr)
+        _STATE["armed"] = True
+
+
+def _cancel_backstop() -> None:
+    """Cancel faulthandler's backstop timer, where this process may touch it (see :func:`_after_fork_in_child`)."""
+    if _STATE["backstop"]:
+        faulthandler.cancel_dump_traceback_later()
+        _STATE["armed"] = False
 
 
 def _start_monitor() -> None:
