@@ -81,8 +81,9 @@ COPY entrypoints/ /opt/vlgrpo/entrypoints/
 COPY python/src/vlgrpo/environment.tsv /opt/vlgrpo/entrypoints/lib/environment.tsv
 COPY python/src/vlgrpo/recipes/ /opt/vlgrpo/entrypoints/lib/recipes/
 # the interpreter the entrypoints start, by absolute path (lib/shim.sh runs no program found on PATH), and the
-# image's PATH, which the launch gives its children in place of the environment's (exec form: no BASH_ENV)
-RUN ["/bin/sh", "-c", "python3 -c 'import sys; print(sys.executable)' >/opt/vlgrpo/entrypoints/lib/interpreter && printf '%s\\n' \"$PATH\" >/opt/vlgrpo/entrypoints/lib/image-path"]
+# image's PATH and code locations (LD_LIBRARY_PATH, PYTHONPATH, CUDA_HOME, CANN's folders), which the launch gives
+# its children in place of the environment's (exec form: no BASH_ENV)
+RUN ["/bin/sh", "-c", "python3 -c 'import sys; print(sys.executable)' >/opt/vlgrpo/entrypoints/lib/interpreter && printf '%s\\n' \"$PATH\" >/opt/vlgrpo/entrypoints/lib/image-path && python3 -I -m vlgrpo.launch image-record /opt/vlgrpo/entrypoints/lib/image-code-env"]
 COPY docker/pins.env /opt/vlgrpo/pins.env
 COPY docker/constraints/ /opt/vlgrpo/constraints/
 

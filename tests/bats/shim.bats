@@ -130,3 +130,58 @@ assert_no_canary() {
   refute_line --partial "# PATH: the image's"
   call_environ 0 | grep -qx "PATH=$PATH" || fail "$(call_environ 0 | grep ^PATH=)"
 }
+
+# image_code_env FILE-CONTENT... — the tree as an image: lib/image-code-env as the build writes it
+image_code_env() {
+  tree
+  printf '%s\n' "$@" >"$T/tree/entrypoints/lib/image-code-env"
+}
+
+@test "in an image (lib/image-code-env written at build) the children get the image's code locations, never the environment's" {
+  mkdir -p "$T/imglib" "$T/cuda"
+  image_code_env "LD_LIBRARY_PATH=$T/imglib" PYTHONPATH "CUDA_HOME=$T/cuda" ASCEND_TOOLKIT_HOME ASCEND_HOME_PATH \
+    ASCEND_OPP_PATH ASCEND_AICPU_PATH ASCEND_CUSTOM_OPP_PATH ATB_HOME_PATH
+  # the environment leaves LD_LIBRARY_PATH and CUDA_HOME unset: the children get the image's anyway
+  run --separate-stderr /usr/bin/env -u LD_LIBRARY_PATH -u CUDA_HOME "$HARNESS" "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+  assert_success
+  assert_line --partial "# code locations: the image's (lib/image-code-env), not the environment's: LD_LIBRARY_PATH PYTHONPATH(unset) CUDA_HOME"
+  call_environ 0 | grep -qx "LD_LIBRARY_PATH=$T/imglib" || fail "$(call_environ 0 | grep ^LD_LIBRARY_PATH=)"
+  call_environ 0 | grep -qx "CUDA_HOME=$T/cuda" || fail "$(call_environ 0 | grep ^CUDA_HOME=)"
+  ! call_environ 0 | grep -q "^PYTHONPATH=" || fail "PYTHONPATH reached a child"
+  # the image's own value in the environment (what `docker run` gives): the same
+  rm -rf "${STUB_LOG:?}"/*
+  run --separate-stderr /usr/bin/env LD_LIBRARY_PATH="$T/imglib" CUDA_HOME="$T/cuda" "$HARNESS" "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+  assert_success
+  call_environ 0 | grep -qx "LD_LIBRARY_PATH=$T/imglib" || fail "$(call_environ 0 | grep ^LD_LIBRARY_PATH=)"
+}
+
+@test "in an image, a code location the environment adds (a folder of yours that the path rule accepts): exit 2 naming it and the image's value" {
+  mkdir -p "$T/imglib" "$T/mine" "$T/cuda" "$T/mycuda" "$T/opp"
+  image_code_env "LD_LIBRARY_PATH=$T/imglib" PYTHONPATH "CUDA_HOME=$T/cuda"
+  local case name want
+  for case in "LD_LIBRARY_PATH=$T/mine:$T/imglib" "LD_LIBRARY_PATH=$T/imglib:$T/mine" "PYTHONPATH=$T/mine" \
+    "CUDA_HOME=$T/mycuda" "ASCEND_CUSTOM_OPP_PATH=$T/opp" "ATB_HOME_PATH=$T/mine"; do
+    name=${case%%=*}
+    run --separate-stderr /usr/bin/env "$case" VLGRPO_PASS_ENV="$name" "$HARNESS" "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+    ((status == 2)) || fail "$case: exit $status: $stderr"
+    case $name in
+      LD_LIBRARY_PATH) want="the image's is $T/imglib" ;;
+      CUDA_HOME) want="the image's is $T/cuda" ;;
+      *) want="the image sets none" ;;
+    esac
+    [[ $stderr == *"error: $name: names "*"which this image's code locations do not ($want; "*"unset $name (the children get the image's value)"* ]] ||
+      fail "$case: $stderr"
+  done
+  [[ $stderr == *"'$T/mine'"* ]] || fail "the foreign entry is not named: $stderr"
+}
+
+@test "in an image, a damaged lib/image-code-env: exit 2 saying to rebuild the image" {
+  local bad
+  for bad in "LD_PRELOAD=$T/x.so" "not a line" $'PYTHONPATH=\xff'; do
+    image_code_env "$bad"
+    run --separate-stderr "$HARNESS" "$T/tree/entrypoints/fully-async-grpo.sh" --dry-run
+    ((status == 2)) || fail "$bad: exit $status: $stderr"
+    [[ $stderr == *"error: image: $T/tree/entrypoints/lib/image-code-env "*"rebuild the image"* ]] || fail "$bad: $stderr"
+    rm -rf "$T/tree"
+  done
+}

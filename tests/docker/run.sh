@@ -269,8 +269,9 @@ else
   # the env_file's VLGRPO_LOGGER=console reached the entrypoint (its default is console,wandb), and the
   # checkpoint folder is the mounted one
   if ((rc == 0)) && grep -q 'fully_async' "$WORK/dry-run.log" && grep -qx 'trainer.logger=\[console\]' "$WORK/dry-run.log" \
-      && grep -qx 'trainer.default_local_dir=/checkpoints' "$WORK/dry-run.log"; then
-    ok "6 docker compose run --rm npu-async-grpo (dry run, validated command above; env_file and checkpoint mount seen)"
+      && grep -qx 'trainer.default_local_dir=/checkpoints' "$WORK/dry-run.log" \
+      && grep -q "^# code locations: the image's (lib/image-code-env), not the environment's: LD_LIBRARY_PATH" "$WORK/dry-run.log"; then
+    ok "6 docker compose run --rm npu-async-grpo (dry run, validated command above; env_file, checkpoint mount and the image's code locations seen)"
   else
     fail "6 docker compose run --rm npu-async-grpo exited $rc"
   fi

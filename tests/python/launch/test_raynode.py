@@ -104,6 +104,42 @@ def test_a_dropped_variable_does_not_come_back_through_the_images_cann_file(tmp_
         launch.build_environment()
         launch.image_env()
         env = launch.env
-        assert env["PYTHONPATH"] == "/usr/local/Ascend/python/site-packages:"
-        assert env["ASCEND_OPP_PATH"] == "/opp" and env["LD_LIBRARY_PATH"] == "/usr/local/Ascend/lib64:"
+        # no empty entry from CANN's `X=...:$X` where X was unset: Python and the loader read it as the working
+        # directory (PYTHONPATH="a:" puts the working directory on sys.path even under -P)
+        assert env["PYTHONPATH"] == "/usr/local/Ascend/python/site-packages"
+        assert env["ASCEND_OPP_PATH"] == "/opp" and env["LD_LIBRARY_PATH"] == "/usr/local/Ascend/lib64"
         assert not any("canary" in v for v in env.values()), env
+
+
+def test_no_working_directory_on_the_childrens_search_paths_after_cannfile(tmp_path, monkeypatch):
+    """Of the kind above: every `export X=...:$X` (empty middle and leading entries too) and a repeated entry."""
+    cann = tmp_path / "cann-env.sh"
+    cann.write_text(
+        "export PYTHONPATH=:/a::/b:$PYTHONPATH\nexport LD_LIBRARY_PATH=/l::$LD_LIBRARY_PATH\n"
+        "export ASCEND_CUSTOM_OPP_PATH=/opp:$ASCEND_CUSTOM_OPP_PATH\nexport PATH=/cann/bin:$PATH:\n"
+        "export ATB_HOME_PATH=:\n"
+    )
+    monkeypatch.setattr(entry, "IMAGE_BASH_ENV", str(cann))
+    entries = [("PATH", "/usr/bin:/bin"), ("BASH_ENV", str(cann)), ("LD_LIBRARY_PATH", "/usr/lib64")]
+    launch = entry.Launch("fa", entries, "/proc/self/environ", True, entry.Hooks())
+    launch.build_environment()
+    launch.image_env()
+    env = launch.env
+    assert env["PYTHONPATH"] == "/a:/b"
+    assert env["LD_LIBRARY_PATH"] == "/l:/usr/lib64"
+    assert env["ASCEND_CUSTOM_OPP_PATH"] == "/opp"
+    assert env["PATH"] == "/cann/bin:/usr/bin:/bin"
+    assert "ATB_HOME_PATH" not in env
+    # what a child's Python makes of it: no working directory on sys.path
+    import subprocess
+    import sys
+
+    got = subprocess.run(
+        [sys.executable, "-P", "-s", "-c", "import sys; print(repr(sys.path))"],
+        env={"PYTHONPATH": env["PYTHONPATH"]},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "''" not in got and repr(str(tmp_path)) not in got, got

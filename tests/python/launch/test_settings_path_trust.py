@@ -67,7 +67,7 @@ def _other_user_can_change(path: str) -> bool:
 def base(tmp_path_factory):
     """A root-owned 0755 folder the other user can reach (pytest's folders above it made 0755 as well)."""
     d = tmp_path_factory.mktemp("trust")
-    for p in (d, d.parent, d.parent.parent):
+    for p in (d, *d.parents):  # pytest-of-root, pytest-N and (under xdist) popen-gwN
         if str(p).startswith("/tmp/") and os.stat(p).st_uid == 0:
             os.chmod(p, 0o755)
     yield d

@@ -3,6 +3,8 @@
 ``entry fully-async-grpo|veomni-grpo|doctor|ray-node ...``: the whole launch of an entrypoint
 (:mod:`vlgrpo.launch.entry`, :mod:`vlgrpo.launch.raynode`; the bash shims of entrypoints/ start it).
 ``docs ...``: the registry's text for ``scripts/gen-docs``.
+``image-record FILE``: at image build, write the image's code locations to FILE
+(:func:`vlgrpo.launch.entry.write_image_code_env`; the Dockerfiles run it).
 
 Exit status 0 when the step ran, 2 for a usage error or a refusal, 1 for anything else.
 """
@@ -14,7 +16,7 @@ import sys
 from vlgrpo import environment
 from vlgrpo.launch import settings
 
-USAGE = "usage: python3 -I -m vlgrpo.launch entry ENTRYPOINT ... | docs ..."
+USAGE = "usage: python3 -I -m vlgrpo.launch entry ENTRYPOINT ... | docs ... | image-record FILE"
 
 
 def _docs(args: list[str]) -> int:
@@ -42,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         return entry.main(args[1:], {"node": raynode.RayNodeLaunch})
     if args and args[0] == "docs":
         return _docs(args[1:])
+    if len(args) == 2 and args[0] == "image-record":
+        import os
+
+        from vlgrpo.launch import entry
+
+        entry.write_image_code_env(args[1], dict(os.environ))
+        return 0
     print(USAGE, file=sys.stderr)
     return 2
 

@@ -311,6 +311,81 @@ def image_record(lib: str, name: str) -> str:
     return "" if not text or "\n" in text or "\0" in text or "\ufffd" in text else text
 
 
+#: the code locations an image fixes besides PATH: the children get the image's value of each (the build records
+#: them in ``lib/image-code-env``), never the environment's; CANN's own folders are added by its set_env file
+IMAGE_CODE_NAMES = (
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "CUDA_HOME",
+    "ASCEND_TOOLKIT_HOME",
+    "ASCEND_HOME_PATH",
+    "ASCEND_OPP_PATH",
+    "ASCEND_AICPU_PATH",
+    "ASCEND_CUSTOM_OPP_PATH",
+    "ATB_HOME_PATH",
+)
+IMAGE_CODE_FILE = "image-code-env"
+
+
+def write_image_code_env(path: str, environ: dict[str, str]) -> None:
+    """Write the image's code locations (:data:`IMAGE_CODE_NAMES`) from ``environ`` to ``path``, one line each:
+    ``NAME=VALUE``, or ``NAME`` alone where the image leaves it unset. Run at image build
+    (``python3 -I -m vlgrpo.launch image-record``), where the environment is the image's ``ENV``.
+
+    Raises:
+        ValueError: a value holds a newline or a NUL (it could not be read back as one line).
+    """
+    lines = []
+    for name in IMAGE_CODE_NAMES:
+        value = environ.get(name)
+        if value is not None and ("\n" in value or "\0" in value):
+            raise ValueError(f"{name}: the image's value holds a newline or a NUL")
+        lines.append(name if value is None else f"{name}={value}")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def image_code_env(lib: str) -> dict[str, str | None] | None:
+    """The image's code locations as the build recorded them (:func:`write_image_code_env`): name -> value, or
+    ``None`` for a name the image leaves unset (every name of :data:`IMAGE_CODE_NAMES` is in the result); ``None``
+    when there is no record (a checkout, bare metal).
+
+    Raises:
+        ValueError: the record exists but is not what the build writes (an unknown name, a line that is not
+            ``NAME`` or ``NAME=VALUE``, not UTF-8): the image is damaged.
+    """
+    if not lib:
+        return None
+    try:
+        with open(os.path.join(lib, IMAGE_CODE_FILE), "rb") as fh:
+            data = fh.read(1 << 20)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("is not UTF-8") from None
+    got: dict[str, str | None] = dict.fromkeys(IMAGE_CODE_NAMES)
+    for line in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+        name, sep, value = line.partition("=")
+        if name not in IMAGE_CODE_NAMES or "\0" in value:
+            raise ValueError(f"holds a line that is not NAME or NAME=VALUE of a code location: {line[:80]!r}")
+        got[name] = value if sep else None
+    return got
+
+
+def _set_search_path(env: dict[str, str], name: str, value: str | None) -> None:
+    """``env[name] = value`` without empty entries (the loader, Python and PATH read one as the working directory)
+    or repeated ones (the first is where a search stops); unset when nothing is left or ``value`` is None."""
+    kept = [e for e in (value or "").split(":") if e]
+    if kept:
+        env[name] = ":".join(dict.fromkeys(kept))
+    else:
+        env.pop(name, None)
+
+
 def default_signals() -> None:
     """Give the stop signals, SIGPIPE and SIGXFSZ (which Python ignores for itself) their default actions, for
     the program this process is about to become (``execve`` keeps ignored signals ignored)."""
@@ -352,6 +427,7 @@ class Launch:
         self.node_kind = "node"
         self.preflight_result = "not run"
         self.image_path = ""  # the image's PATH the children get in place of the environment's ("" outside an image)
+        self.code_env: dict[str, str | None] | None = None  # the image's code locations (None outside an image)
 
     # ---- problems -----------------------------------------------------------------------------------------------
 
@@ -442,7 +518,11 @@ class Launch:
         image_path = image_record(self.hooks.lib, "image-path")
         if image_path:
             self.env["PATH"] = self.image_path = image_path
-        typed = [f"{n}={self.env.get(n, '')}" for n in self.cls.typed]
+        self.code_locations()
+        # a code location the image leaves unset is not checked here: the children never get the environment's
+        # value of it (foreign_code_locations refuses that value)
+        image_unset = {n for n, val in (self.code_env or {}).items() if val is None}
+        typed = [f"{n}={self.env.get(n, '')}" for n in self.cls.typed if n not in image_unset]
         if typed or self.cls.nonascii:
             protect = (
                 childenv.protected(v.get("CHECKPOINT_DIR", ""), self.hooks.markers, self.hooks.mountinfo)
@@ -453,11 +533,65 @@ class Launch:
                 self.owner, typed, v.get("PASS_ENV", ""), protect, self.cls.nonascii
             )
 
+    def code_locations(self) -> None:
+        """In an image (``lib/image-code-env``): the children get the image's value of every code location
+        (:data:`IMAGE_CODE_NAMES`) in place of the environment's; whether the environment asked for more is
+        judged once CANN's file has run (:meth:`foreign_code_locations`)."""
+        try:
+            self.code_env = image_code_env(self.hooks.lib)
+        except ValueError as exc:
+            self.problems.append(
+                settings.problem(
+                    "image",
+                    f"{os.path.join(self.hooks.lib, IMAGE_CODE_FILE)} {exc}",
+                    "rebuild the image (make image-gpu / make image-npu); the build writes this file",
+                )
+            )
+            return
+        if self.code_env is None:
+            return
+        for name, value in self.code_env.items():
+            _set_search_path(self.env, name, value)
+
+    def foreign_code_locations(self) -> None:
+        """Refuse an environment value of a code location that names an entry the children's value (the image's,
+        CANN's set_env applied) does not have: in an image only the image's code is loaded. An interactive shell of
+        the image that sourced CANN's file itself names nothing foreign and passes."""
+        if self.code_env is None:
+            return
+        for name in IMAGE_CODE_NAMES:
+            held = self.held.get(name)
+            if held is None:
+                continue
+            have = self.env.get(name)
+            entries = [] if have is None else have.split(":")
+            # an empty entry (the working directory) is dropped from every child's value (cann_env), so it is no
+            # code location the children would get: an interactive shell that sourced CANN's file has one
+            foreign = [e for e in held.split(":") if e and e not in entries]
+            if not foreign:
+                continue
+            shown = ", ".join(repr(e) for e in foreign)
+            image = f"the image's is {have}" if have else "the image sets none"
+            self.problems.append(
+                settings.problem(
+                    name,
+                    f"names {shown}, which this image's code locations do not ({image}; "
+                    f"{os.path.join(self.hooks.lib, IMAGE_CODE_FILE)}): in the image the children load only the "
+                    "image's code",
+                    f"unset {name} (the children get the image's value); to add a library or a module, build an "
+                    "image FROM this one that installs it",
+                )
+            )
+
     def image_env(self) -> None:
         """What BASH_ENV did for the image: the image's CANN file, sourced by bash in the built environment when
         the image's BASH_ENV names it (its exports: ASCEND_*, LD_LIBRARY_PATH, PYTHONPATH, PATH)."""
-        if self.env.get("BASH_ENV") != IMAGE_BASH_ENV or not os.path.isfile(IMAGE_BASH_ENV):
-            return
+        if self.env.get("BASH_ENV") == IMAGE_BASH_ENV and os.path.isfile(IMAGE_BASH_ENV):
+            self.cann_env()
+        self.foreign_code_locations()
+
+    def cann_env(self) -> None:
+        """Source the image's CANN file in the built environment (bash ``-p``) and take what it exports."""
         script = 'source "$1" || true; for n in $(compgen -e); do printf "%s=%s\\0" "$n" "${!n}"; done'
         proc = subprocess.run(
             ["/bin/bash", "-p", "-c", script, "_", IMAGE_BASH_ENV],
@@ -473,6 +607,12 @@ class Launch:
                 after[n] = before[n]
             else:
                 after.pop(n, None)
+        # CANN's files prepend with `export X=...:$X`: where X was unset that leaves an empty entry, which the
+        # loader (LD_LIBRARY_PATH), Python (PYTHONPATH, even under -P) and PATH read as the working directory
+        # (a repeated entry adds nothing: the first one is where the search stops)
+        for n in ("PATH", *IMAGE_CODE_NAMES):
+            if n in after:
+                _set_search_path(after, n, after[n])
         self.env = after
 
     def count_devices(self, platform: str, driver: bool) -> dict[str, str] | None:
@@ -858,6 +998,9 @@ class Launch:
             )
         if self.image_path:
             out.append(f"{p}PATH: the image's (lib/image-path), not the environment's: {self.image_path}")
+        if self.code_env is not None:
+            names = " ".join(n if v is not None else f"{n}(unset)" for n, v in self.code_env.items())
+            out.append(f"{p}code locations: the image's (lib/{IMAGE_CODE_FILE}), not the environment's: {names}")
         if self.cls.requested:
             out.append(f"{p}passed because VLGRPO_PASS_ENV names them: {_sorted(self.cls.requested)}")
         if self.cls.unset_named:
@@ -949,6 +1092,7 @@ class DoctorLaunch(Launch):
         self.build_environment()
         self.flush()
         self.image_env()
+        self.flush()
         default_signals()
         argv = ["python3", "-P", "-s", "-m", "vlgrpo", "doctor", *words]
         try:
