@@ -99,8 +99,8 @@ XDIST_FILES = $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile
 
 .PHONY: test-python
 test-python: venv verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## pytest suites of the vlgrpo package (CPU, strict patch mode): the rest under xdist, then the real-Ray tests
-	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest $(XDIST) -m "not ray" tests/python
-	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest -m ray tests/python
+	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest $(XDIST) --durations=15 -m "not ray" tests/python
+	VLGRPO_PATCHES_STRICT=1 $(PY) -m pytest --durations=10 -m ray tests/python
 
 .PHONY: check
 check: venv tools verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## the fast tier (about 3 min): make lint, the package's tests not marked slow or ray, the fast bats files
@@ -110,7 +110,7 @@ check: venv tools verl-0.7.1 verl-0.9.1 veomni-0.1.9a5 vllm-0.13.0 ## the fast t
 
 .PHONY: test-slurm
 test-slurm: venv tools ## the Slurm example under a private two-node Slurm 22.05 on loopback (real Ray), and its srun lines
-	$(PY) -m pytest -q -p no:cacheprovider tests/slurm
+	$(PY) -m pytest -q -p no:cacheprovider --durations=10 tests/slurm
 
 .PHONY: test-bats
 test-bats: tools ## bats suites of the entrypoints
