@@ -185,3 +185,73 @@ def test_cli_prints_the_sweep(roots):
 
     out = json.loads(proc.stdout)
     assert [s["keyword"] for s in out["swallowed"]] == ["enable_mixed_precision"]
+
+
+# ---- the sweep across preflights: the verified cache beside the checkpoints ------------------------------------
+
+
+def _as_dicts(result):
+    return (
+        [s.as_dict() for s in result["swallowed"]],
+        [d.as_dict() for d in result["drops"]],
+        result["undecided"],
+        result["calls"],
+    )
+
+
+def test_a_stored_sweep_is_reused_and_equals_a_fresh_one(roots, pinned, tmp_path, monkeypatch):
+    from vlgrpo.preflight.count_cache import open_cache_dir
+
+    monkeypatch.setattr(audit, "_CACHE", {})
+    cache = open_cache_dir(str(tmp_path / "cache"))
+    first = audit.cached_sweep(*roots, cache=cache)
+    assert cache.hits == 0 and audit.SWEEP_NAMESPACE in os.listdir(cache.root)
+    monkeypatch.setattr(audit, "_CACHE", {})  # a second preflight process
+    again = audit.cached_sweep(*roots, cache=open_cache_dir(cache.root))
+    assert _as_dicts(again) == _as_dicts(first) == _as_dicts(pinned)
+    assert [s.keyword for s in again["swallowed"]] == ["enable_mixed_precision"]  # C08 survives the round trip
+
+
+@pytest.mark.parametrize("how", ["tampered body", "not a sweep (valid HMAC)", "truncated"])
+def test_a_bad_stored_sweep_is_swept_again_not_trusted(roots, pinned, tmp_path, monkeypatch, how):
+    from vlgrpo.preflight.count_cache import open_cache_dir
+
+    monkeypatch.setattr(audit, "_CACHE", {})
+    cache = open_cache_dir(str(tmp_path / "cache"))
+    audit.cached_sweep(*roots, cache=cache)
+    key = audit.sweep_cache_key(*roots)
+    entry = os.path.join(cache.root, audit.SWEEP_NAMESPACE, key + ".json")
+    data = open(entry, "rb").read()
+    if how == "tampered body":  # the finding removed: the HMAC no longer matches
+        data = data.replace(b'"enable_mixed_precision"', b'"enable_mixed_precisioN"')
+    elif how == "truncated":
+        data = data[: len(data) // 2]
+    if how == "not a sweep (valid HMAC)":
+        cache.put(audit.SWEEP_NAMESPACE, key, {"swallowed": "none", "drops": [], "undecided": 0, "calls": 0})
+    else:
+        with open(entry, "wb") as fh:
+            fh.write(data)
+    monkeypatch.setattr(audit, "_CACHE", {})
+    reader = open_cache_dir(cache.root)
+    got = audit.cached_sweep(*roots, cache=reader)
+    assert _as_dicts(got) == _as_dicts(pinned)
+    assert reader.hits == (1 if how == "not a sweep (valid HMAC)" else 0)
+
+
+def test_the_sweep_key_follows_every_source_file(tmp_path):
+    pkg = tmp_path / "root" / "verl"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    (pkg / "data.yaml").write_text("k: v\n")
+    root = str(tmp_path / "root")
+    base = audit.sweep_cache_key(root, {"vllm": None})
+    assert audit.sweep_cache_key(root, {"vllm": None}) == base
+    (pkg / "data.yaml").write_text("k: w\n")  # not Python: the sweep never reads it
+    assert audit.sweep_cache_key(root, {"vllm": None}) == base
+    st = os.stat(pkg / "sub" / "b.py")
+    os.utime(pkg / "sub" / "b.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # an edit in the same second
+    touched = audit.sweep_cache_key(root, {"vllm": None})
+    (pkg / "c.py").write_text("")  # a new module
+    added = audit.sweep_cache_key(root, {"vllm": None})
+    assert len({base, touched, added, audit.sweep_cache_key(root, {"vllm": root})}) == 4

@@ -401,7 +401,9 @@ def _veomni_install(ctx: Context) -> None:
 def _kwargs_audit(ctx: Context) -> None:
     from .kwargs_audit import check_swallowed_settings
 
-    ctx.summary["kwargs_audit"] = check_swallowed_settings(ctx["typed_work"], ctx.report, ctx["loc"])
+    ctx.summary["kwargs_audit"] = check_swallowed_settings(
+        ctx["typed_work"], ctx.report, ctx["loc"], cache=_compose_cache(ctx)
+    )
 
 
 def _env_values(ctx: Context) -> None:
