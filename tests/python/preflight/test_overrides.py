@@ -339,7 +339,7 @@ def test_cli_prints_nul_separated_overrides_or_exits_2_naming_file_and_key(tmp_p
     os.chmod(tmp_path, 0o700)
     assert overrides.main(args + ["--file", str(good), "--"] + r["template"]) == 0
     out = capsys.readouterr()
-    assert out.out == "trainer.total_epochs=3\0algorithm.kl_ctrl.kl_coef=0.001\0"
+    assert out.out == "trainer.total_epochs=3\0algorithm.kl_ctrl.kl_coef=0.001\0vlgrpo-overrides-accepted 2\0"
     bad = tmp_path / "bad.yaml"
     bad.write_text("trainer.total_epochs: 3\ncustom_reward_function.path: /x.py\n")
     assert overrides.main(args + ["--file", str(bad), "--"] + r["template"]) == 2

@@ -779,7 +779,19 @@ class Launch:
             if rc != 2:
                 self.children.say(f"the VLGRPO_OVERRIDES_FILE check could not run (exit {rc}); nothing was started")
             raise Exit(EXIT_CONFIG if rc == 2 else EXIT_FAILURE)
-        return [el.decode("utf-8", "surrogateescape") for el in out.split(b"\0") if el]
+        got = [el.decode("utf-8", "surrogateescape") for el in out.split(b"\0")]
+        if out.endswith(b"\0"):
+            got.pop()
+        # fail closed: the overrides count only behind the checker's own verdict line
+        from vlgrpo.preflight.overrides import END_MARK
+
+        if not got or got[-1] != f"{END_MARK} {len(got) - 1}" or not out.endswith(b"\0"):
+            self.children.say(
+                "the VLGRPO_OVERRIDES_FILE check exited 0 without its verdict (python3 -m vlgrpo.preflight.overrides: "
+                "is it the vlgrpo package's?); nothing was started"
+            )
+            raise Exit(EXIT_FAILURE)
+        return [el for el in got[:-1] if el]
 
     def check_argv(self, overrides: list[str]) -> None:
         """The overrides in place of the template's element of the same key or appended (a plan note each), and

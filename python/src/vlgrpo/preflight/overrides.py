@@ -627,6 +627,10 @@ def check(
     return Result(accepted, problems)
 
 
+#: the last NUL-terminated element of an accepting verdict on stdout, with the number of overrides before it
+END_MARK = "vlgrpo-overrides-accepted"
+
+
 def main(argv: list[str] | None = None) -> int:
     """The entrypoints' call (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="python3 -m vlgrpo.preflight.overrides")
@@ -657,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for text in result.accepted:
         out.write(text + "\0")
+    # the verdict's last element: the launch takes the overrides only behind it (a checker that stopped early, or a
+    # stand-in that printed nothing, is no "accepted, none")
+    out.write(f"{END_MARK} {len(result.accepted)}\0")
     out.flush()
     return 0
 
