@@ -130,7 +130,7 @@ refused() {
   d=$(mktemp -d /tmp/vlgrpo-bats-ro.XXXXXX)
   chmod 755 "$d"
   mkdir -p "$d/bin" "$d/model" "$d/data" "$d/ckpt" "$d/dev" "$d/calls"
-  chmod 777 "$d/calls"
+  chown 65534:65534 "$d/calls" && chmod 700 "$d/calls" # the stub log of uid 65534 (a folder every user can write fails the path rule)
   mkdir -p "$d/tmp" && chmod 1777 "$d/tmp" # a TMPDIR uid 65534 can write (the tests' own is root's)
   cp "$T/bin/python3" "$T/bin/npu-smi" "$d/bin/"
   : >"$d/data/train.parquet"

@@ -378,3 +378,68 @@ py_environ() {
     assert_refused VLGRPO_PASS_ENV "names $v, which is never passed"
   done
 }
+
+@test "review R1-R3, R5: W&B's other settings, proxies in any other case and the resolver's switches are never passed" {
+  local v
+  # R1/R2: wandb reads every WANDB_<x> (any case) as a setting: its service socket, server, proxies, TLS checks;
+  # R3: Python's HTTP clients read *_proxy in any case; R5: glibc's resolver search domain and options
+  for v in WANDB_SERVICE WANDB_base_url WANDB_INSECURE_DISABLE_SSL WANDB__PROXIES WANDB_https_proxy \
+    Https_Proxy All_Proxy grpc_proxy FTP_PROXY No_Proxy LOCALDOMAIN RES_OPTIONS RESOLV_HOST_CONF; do
+    pass_env "$v"
+    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
+    ((status == 2)) || fail "$v requested: exit $status; $stderr"
+    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$v: $stderr"
+    [[ $stderr != *canary* ]] || fail "a value was shown: $stderr"
+    pass_env
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
+    assert_success
+    if py_environ 1 | grep -q "^$v="; then fail "$v reached a child"; fi
+  done
+  # the typed doors still open
+  pass_env WANDB_BASE_URL,HTTPS_PROXY
+  run --separate-stderr env WANDB_BASE_URL=https://wandb.example.com HTTPS_PROXY=http://proxy.example:3128 "$HARNESS" "$FA" --dry-run
+  assert_success
+}
+
+@test "review R4: a debug or dump file NCCL would create or truncate must be new and no dotfile; NCCL values no shell syntax" {
+  local v
+  mkdir -m 700 "$T/logs" "$T/home"
+  : >"$T/logs/existing.log"
+  : >"$T/home/.bashrc"
+  for v in "NCCL_DEBUG_FILE=$T/home/.bashrc" "NCCL_DEBUG_FILE=$T/logs/.bash_profile" "NCCL_TOPO_DUMP_FILE=$T/logs/existing.log" \
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$T/logs/.profile" "NCCL_GRAPH_DUMP_FILE=relative.xml"; do
+    pass_env "${v%%=*}"
+    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
+    ((status == 2)) || fail "$v: exit $status; $stderr"
+    grep -F "error: ${v%%=*}: " <<<"$stderr" | grep -qF "; fix: name a file that does not exist yet" || fail "$v: $stderr"
+  done
+  pass_env NCCL_DEBUG_FILE
+  run --separate-stderr env "NCCL_DEBUG_FILE=$T/logs/nccl.%h.%p.log" "$HARNESS" "$FA" --dry-run
+  assert_success
+  # the payload half: shell syntax in the value of a variable under a pattern row (it lands in NCCL's log verbatim)
+  pass_env
+  rm -rf "${STUB_LOG:?}"/*
+  for v in 'NCCL_IB_HCA=mlx5_0;$(touch /tmp/canary)' 'NCCL_SOCKET_IFNAME=eth0`id`' 'HCCL_IF_IP=10.0.0.1|id' \
+    'NCCL_DEBUG_SUBSYS=INIT ENV'; do
+    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
+    assert_refused "${v%%=*}" "holds spaces or shell syntax"
+  done
+  run --separate-stderr env 'NCCL_IB_HCA==mlx5_0:1,^mlx5_1' "$HARNESS" "$FA" --dry-run
+  assert_success
+}
+
+@test "review R6-R7: TZ names no file (another user's FIFO hung every child); log levels the stack asserts on are typed" {
+  mkfifo "$T/tzfifo"
+  local v
+  for v in "TZ=$T/tzfifo" "TZ=:$T/tzfifo" "TZ=../../../$T/tzfifo" 'TZ=UTC;id'; do
+    run --separate-stderr timeout 60 env "$v" "$HARNESS" "$FA" --dry-run
+    assert_refused TZ "set a zone name"
+  done
+  for v in VERL_LOGGING_LEVEL=bogus VERL_LOGGING_LEVEL=info VLLM_LOGGING_LEVEL=verbose VLLM_LOGGING_LEVEL=10; do
+    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
+    assert_refused "${v%%=*}" "is not a log level name"
+  done
+  run --separate-stderr env TZ=Asia/Shanghai VERL_LOGGING_LEVEL=INFO VLLM_LOGGING_LEVEL=debug "$HARNESS" "$FA" --dry-run
+  assert_success
+}

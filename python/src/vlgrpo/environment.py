@@ -138,6 +138,8 @@ def env_row(name: str, owner: str = "fa") -> "Row | None":
                 exact = r
     if exact is not None:
         return exact
+    if name.lower().endswith("_proxy"):
+        return OTHER_PROXY
     patterns.sort(key=lambda r: (len(r.name), r.name.encode()), reverse=True)
     for r in patterns:
         if _fnmatch(name, r.name):
@@ -706,6 +708,9 @@ PASS_TYPES = (
     "username",
     "proxyurl",
     "rayconfig",
+    "tz",
+    "loglevel",
+    "outfile",
 )
 
 #: ``shaped`` (the pattern rows NCCL_*, HCCL_*, ASCEND_*, ...): what a name under the pattern does, read from its
@@ -801,6 +806,25 @@ def _tmpdir_owner_problem(path: str) -> str:
         return f"lies below {problem.text()}"
     return f"{problem.why}: its owner, or whoever else can write it, can replace the files the launch writes there"
 
+
+#: a proxy variable without an exact row (``Https_Proxy``, ``grpc_proxy``, ``FTP_PROXY``): Python's urllib, requests
+#: and httpx read every ``*_proxy`` name in any case (urllib.request.getproxies_environment), gRPC reads
+#: ``grpc_proxy``; only the typed upper- and lower-case rows pass, shown in the plan
+OTHER_PROXY = Row(
+    [
+        "*_proxy (any other case or scheme)",
+        "urllib",
+        "drop",
+        "-",
+        "-",
+        "-",
+        "-",
+        "a proxy in another case or for another scheme: Python's HTTP clients read *_proxy names in any case, so the "
+        "key and the run would go past the plan's proxy line; HTTPS_PROXY, https_proxy, HTTP_PROXY, http_proxy, "
+        "ALL_PROXY, all_proxy, NO_PROXY and no_proxy are the typed doors",
+        "-",
+    ]
+)
 
 #: the check of a variable without a registry row that VLGRPO_PASS_ENV names: ``shaped`` (its loads and peer
 #: shapes pass, being requested; a path-shaped name gets the ``dirs`` rule)
@@ -1083,6 +1107,18 @@ def check_value(
             _tmpdir_owner_problem(value) if t == "tmpdir" else ""
         )
     if t == "shaped":
+        # nothing says what the reader of an unlisted name or of a name under a pattern row does with its value:
+        # no URL, no spaces or shell syntax (NCCL_IB_HCA='x;$(cmd)' lands in NCCL's debug log verbatim)
+        why = _unlisted_value_problem(value)
+        if why:
+            return why
+    if t == "shaped" and row is UNLISTED:
+        if "/" in value and shape(name) != "path":
+            # a path by its value, whatever the name says (OMP_TOOL_LIBRARIES=/x/tool.so: no LIB word in it)
+            return _path_list_problem(
+                value, _path_entry_problem, protect, "has an empty entry, which is read as the working directory"
+            )
+    if t == "shaped":
         kind = shape(name)
         if kind in ("loads", "peer") and name not in pass_env:
             what = (
@@ -1154,6 +1190,15 @@ def check_value(
                 "every worker, spilling targets) would reach code or storage"
             )
         return ""
+    if t == "tz":
+        return _tz_problem(value)
+    if t == "loglevel":  # set but empty is no level either: verl's setLevel('') raises
+        names = ("CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET")
+        if (value.upper() if row.allowed == "any-case" else value) in names:
+            return ""
+        return "is not a log level name" + (" (any case)" if row.allowed == "any-case" else " (upper-case)")
+    if t == "outfile":
+        return _outfile_problem(value, protect) if value else ""
     if t == "plainname":
         if not value or _plain_name(value):
             return ""
@@ -1182,6 +1227,61 @@ def _checked_row(name: str, owner: str, pass_env: "tuple[str, ...]") -> "Row | N
     return row
 
 
+def _tz_problem(value: str) -> str:
+    """``TZ``: a zone name (``Europe/Berlin``, read below the system's zoneinfo folder) or a POSIX TZ string
+    (``CST-8``, ``EST5EDT,M3.2.0,M11.1.0``), never a file: glibc (time/tzfile.c) opens ``TZ=/path`` and
+    ``TZ=:/path`` as given, and a relative name with ``..`` leaves the zoneinfo folder."""
+    name = value[1:] if value.startswith(":") else value
+    if name.startswith("/") or ".." in name.split("/"):
+        return "names a file (an absolute path, or '..' out of the zoneinfo folder), which every child's C library would open"
+    if any(not (c.isascii() and (c.isalnum() or c in "_+-/:.,<>")) for c in name):
+        return "is not a zone name or a POSIX TZ string"
+    return ""
+
+
+def _outfile_problem(value: str, protect: "tuple[str, ...]") -> str:
+    """A file a library creates or truncates (``NCCL_DEBUG_FILE``, dump files, torch's flight-recorder prefix):
+    absolute, not there yet (NCCL opens it with ``fopen(..., "w")``: an existing file, a login script or a
+    checkpoint, would be overwritten with text of the library's choosing), not a dotfile (``~/.bash_profile`` need
+    not exist to be run at the next login), in a folder the path rule accepts, off the checkpoint volume."""
+    if not os.path.isabs(value):
+        return "is not an absolute path"
+    base = os.path.basename(value)
+    if not base or base.startswith("."):
+        return "names a dotfile or a folder (a shell or tool reads dotfiles at start-up); name a plain file"
+    if os.path.lexists(value):
+        return "names a file that exists already, which the library would overwrite"
+    why = _dir_problem(os.path.dirname(value), protect, must_exist=True)
+    return (
+        f"has a folder that {why[len('is a folder ') :]}"
+        if why.startswith("is a folder ")
+        else (f"its folder {why}" if why else "")
+    )
+
+
+#: characters of a command line or of shell syntax, refused in the value of a variable without a row
+_COMMANDLIKE = frozenset(" \t|;&$`<>(){}[]!*?'\"\\~#")
+
+
+def _unlisted_value_problem(value: str) -> str:
+    """Why the value of a requested variable without a registry row (:data:`UNLISTED`) is not a plain one, or ''.
+
+    Nothing says what an unknown reader does with it, so the value is judged by its shape: a URL (``scheme://``)
+    could send the job somewhere (a redirect the launch cannot judge), spaces or shell syntax could be a command a
+    reader runs; a path by its value goes through the path rule (the caller). Plain words, numbers and lists
+    (``1``, ``true``, ``eth0,eth1``, ``expandable_segments:True``, ``a=1,b=2``) pass."""
+    if "://" in value:
+        return (
+            "holds a URL: a variable without a registry row may not name a server (a redirect the launch cannot judge)"
+        )
+    if any(c in _COMMANDLIKE for c in value):
+        return (
+            "holds spaces or shell syntax: a variable the registry does not type passes only as a plain word, number "
+            "or list, never as something a reader could run"
+        )
+    return ""
+
+
 def check_values(
     records: "list[str]", owner: str = "fa", pass_env: "tuple[str, ...]" = (), protect: "tuple[str, ...]" = ()
 ) -> "list[tuple[str, str, str]]":
@@ -1199,6 +1299,10 @@ def check_values(
             fix = row.fix or "unset it for the launch"
             if row.type == "shaped" and shape(name) in ("loads", "peer"):
                 fix = f"unset it, or name it in VLGRPO_PASS_ENV when the launch needs {name}"
+            elif row is UNLISTED and why.startswith("holds "):
+                fix = "remove it from VLGRPO_PASS_ENV and unset it (a setting of a known reader gets a typed row)"
+            elif row.type == "shaped" and why.startswith("holds "):
+                fix = "give it a plain value (a word, a number, a list: NCCL_IB_HCA=mlx5_0,mlx5_1), or unset it"
             elif row.type == "shaped":
                 fix = "point it at absolute paths off the checkpoint volume that not every user can write, or " + (
                     "remove it from VLGRPO_PASS_ENV" if row is UNLISTED else "unset it"

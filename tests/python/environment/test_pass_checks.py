@@ -365,6 +365,49 @@ def test_a_requested_name_without_a_row_gets_the_path_rule(tmp_path):
     assert environment.check_values([f"MYTOOL_HOME={tmp_path / 'open'}"]) == []
 
 
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        # a URL: some reader may send the job (or its key) there
+        ("http://attacker.example:8080", "holds a URL"),
+        ("s3://bucket/prefix", "holds a URL"),
+        ("file:///etc/passwd", "holds a URL"),
+        ("redis://10.0.0.9:6379", "holds a URL"),
+        # a command line or shell syntax: some reader may run it
+        ("|id >/tmp/x %s", "holds spaces or shell syntax"),
+        ("a;touch /tmp/x", "holds spaces or shell syntax"),
+        ("$(id)", "holds spaces or shell syntax"),
+        ("`id`", "holds spaces or shell syntax"),
+        ("python3 -c pass", "holds spaces or shell syntax"),
+        # a path by its value, also in a name whose words say nothing (OMPI_MCA_plm_rsh_agent: a program)
+        ("relative/tool.so", "not an absolute path"),
+        ("{open}/tool.so", "every user"),
+        ("/usr/lib:{open}", "every user"),
+    ],
+)
+def test_a_requested_name_without_a_row_passes_only_a_plain_value(value, says, tmp_path):
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)
+    value = value.format(open=tmp_path / "open")
+    for name in ("OMPI_MCA_plm_rsh_agent", "MY_READER_SETTING", "KINETO_CONFIG"):
+        assert environment.env_row(name, "fa") is None, name
+        why = environment.check_values([f"{name}={value}"], pass_env=(name,))
+        assert len(why) == 1 and why[0][0] == name and says in why[0][1], (name, value, why)
+        assert "VLGRPO_PASS_ENV" in why[0][2], why
+        # a Ray job's runtime_env env_vars get the same rule
+        job = json.dumps({"runtime_env": {"env_vars": {name: value}}})
+        got = environment.check_ray_job_config(job, "fa", pass_env=(name,))
+        # (a '$' is refused there before the value rule: Ray expands $NAME in env_vars)
+        assert any(says in why or ("'$'" in why and "$" in value) for _, why, _ in got), (name, value, got)
+
+
+@pytest.mark.parametrize(
+    "value", ["1", "true", "eth0,eth1", "expandable_segments:True", "a=1,b=2", "-3.5e-2", "/usr/lib", "x.y-z_1"]
+)
+def test_a_requested_name_without_a_row_keeps_its_plain_values(value):
+    assert environment.check_values([f"MY_READER_SETTING={value}"], pass_env=("MY_READER_SETTING",)) == []
+
+
 # ---- the W&B server and entity (WANDB_BASE_URL, WANDB_ENTITY) -------------------------------------------------
 
 
@@ -479,3 +522,41 @@ def test_tls_key_log_and_coverage_hook_are_refused_for_every_entrypoint(name):
     for owner in ("fa", "vo", "node", "doctor"):
         row = environment.env_row(name, owner)
         assert row is not None and row.kind == "refused", (name, owner)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "DEBUG",
+        "INFO",
+        "WARN",
+        "WARNING",
+        "ERROR",
+        "CRITICAL",
+        "FATAL",
+        "NOTSET",
+        "info",
+        "Debug",
+        "bogus",
+        "10",
+        "",
+        " INFO",
+        "TRACE",
+    ],
+)
+def test_log_levels_are_what_the_readers_logging_accepts(value):
+    """The reference is Python's own logging: verl calls ``logger.setLevel(VERL_LOGGING_LEVEL)`` (exact case),
+    vLLM 0.13.0 upper-cases ``VLLM_LOGGING_LEVEL`` for ``logging.config`` (vllm/envs.py, vllm/logger.py)."""
+    import logging
+
+    def accepts(level):
+        try:
+            logging.getLogger("vlgrpo-test-level").setLevel(level)
+        except (ValueError, TypeError):
+            return False
+        return True
+
+    verl = environment.check_value(_row("VERL_LOGGING_LEVEL"), value)
+    vllm = environment.check_value(_row("VLLM_LOGGING_LEVEL"), value)
+    assert (verl == "") == accepts(value), verl
+    assert (vllm == "") == accepts(value.upper()), vllm

@@ -48,10 +48,6 @@ LIBRARY_AND_FILE_VARS = [
     "NCCL_CONF_FILE",
     "NCCL_TOPO_FILE",
     "NCCL_GRAPH_FILE",
-    "NCCL_DEBUG_FILE",
-    "NCCL_TOPO_DUMP_FILE",
-    "NCCL_GRAPH_DUMP_FILE",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
@@ -59,6 +55,24 @@ LIBRARY_AND_FILE_VARS = [
     "HOSTALIASES",
 ]
 FOLDER_VARS = ["SSL_CERT_DIR", "TRITON_LIBCUDA_PATH", "ASCEND_CUSTOM_OPP_PATH"]
+# files the library creates or truncates (NCCL's fopen(..., "w"), torch's flight recorder): attacker review R4
+OUTFILE_VARS = ["NCCL_DEBUG_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+
+
+@pytest.mark.parametrize("name", OUTFILE_VARS)
+def test_a_file_the_library_writes_must_be_new_no_dotfile_in_a_folder_of_yours(name: str, tmp_path: Path) -> None:
+    mine = tmp_path / "logs"
+    mine.mkdir(mode=0o700)
+    assert check(name, str(mine / "nccl.%h.%p.log")) == ""
+    (mine / "there.log").write_text("x")
+    assert "exists already" in check(name, str(mine / "there.log"))  # a login script, a checkpoint: truncated
+    assert "dotfile" in check(name, str(mine / ".bash_profile"))  # need not exist to run at the next login
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    assert "every user" in check(name, str(shared / "new.log"))
+    assert check(name, "/tmp/vlgrpo-test-not-there-%d.log" % os.getpid())  # anyone may plant a link there first
+    assert "absolute path" in check(name, "nccl.log")
 
 
 @pytest.mark.parametrize("name", LIBRARY_AND_FILE_VARS + ["NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN"])

@@ -36,6 +36,9 @@ CHECKS = {
     "rayconfig",
     "username",
     "proxyurl",
+    "tz",
+    "loglevel",
+    "outfile",
 }
 
 
