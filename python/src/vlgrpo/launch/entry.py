@@ -46,6 +46,10 @@ from vlgrpo import environment
 from vlgrpo.launch import childenv, help as helptext, recipes, settings
 
 EXIT_CONFIG, EXIT_FAILURE = 2, 1
+#: seconds the device counter (a sysfs and /dev walk, the driver's tool) and the overrides check (imports verl, composes
+#: its config) may take before they count as hung: a few seconds each on the 2-core machine
+DEVICE_COUNT_LIMIT_S = 120.0
+OVERRIDES_LIMIT_S = 600.0
 #: the entrypoints this module launches: the shim's name -> registry owner (the two recipes, the doctor, the Ray
 #: node: :mod:`vlgrpo.launch.raynode`)
 RECIPES = {"fully-async-grpo": "fa", "veomni-grpo": "vo", "doctor": "doctor", "ray-node": "node"}
@@ -172,10 +176,13 @@ class Children:
         stdout: int | None = None,
         capture: bool = False,
         stderr: int | None = None,
+        limit: float | None = None,
     ) -> tuple[int, bytes]:
         """Run ``argv`` (its program found on ``env``'s PATH) as a child of the checks and wait for it. ``stdout``:
         a file descriptor for its output (default: this process's stdout); ``capture``: return its output;
-        ``stderr``: where its errors go (default: this process's stderr; ``subprocess.STDOUT``: with its output).
+        ``stderr``: where its errors go (default: this process's stderr; ``subprocess.STDOUT``: with its output);
+        ``limit``: seconds after which the child's process group is killed and said so (exit status 124, as
+        timeout(1) gives), so that no check hangs silently.
         Returns (exit status, output; a signal ``n`` that ended the child gives 128+n)."""
         env = dict(env)
         env["PWD"] = self.pwd or os.getcwd()
@@ -194,10 +201,19 @@ class Children:
         self.pid = proc.pid
         out = b""
         try:
-            if capture:
-                assert proc.stdout is not None
-                out = proc.stdout.read()
-            rc = proc.wait()
+            try:
+                if capture:
+                    out, _ = proc.communicate(timeout=limit)
+                    rc = proc.returncode
+                else:
+                    rc = proc.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                shown = " ".join(argv[:6]) + (" ..." if len(argv) > 6 else "")
+                self.say(f"{shown} did not finish within {limit:g} s (a hang?) and was stopped")
+                return 124, b""
         finally:
             self.pid = 0
         return (128 - rc if rc < 0 else rc), out
@@ -624,7 +640,7 @@ class Launch:
             args += ["--platform", platform]
         if driver:
             args += ["--driver", "--root", self.hooks.driver_root]
-        rc, out = self.children.run(args, self.env, capture=True)
+        rc, out = self.children.run(args, self.env, capture=True, limit=DEVICE_COUNT_LIMIT_S)
         dev: dict[str, str] = {}
         for line in out.decode("utf-8", "surrogateescape").split("\n"):
             key, sep, value = line.partition("=")
@@ -774,7 +790,7 @@ class Launch:
         rec = self.recipe_file
         cmd = ["python3", "-P", "-s", "-m", "vlgrpo.preflight.overrides", "--owner", self.owner, "--module"]
         cmd += [rec.program[2], "--prog", self.prog, "--file", path, "--fixed", rec.fixed, "--", *rec.template]
-        rc, out = self.children.run(cmd, self.env, capture=True)
+        rc, out = self.children.run(cmd, self.env, capture=True, limit=OVERRIDES_LIMIT_S)
         if rc != 0:
             if rc != 2:
                 self.children.say(f"the VLGRPO_OVERRIDES_FILE check could not run (exit {rc}); nothing was started")
