@@ -443,3 +443,35 @@ py_environ() {
   run --separate-stderr env TZ=Asia/Shanghai VERL_LOGGING_LEVEL=INFO VLLM_LOGGING_LEVEL=debug "$HARNESS" "$FA" --dry-run
   assert_success
 }
+
+@test "review S4-S6: TLS-off switches, the Go and OpenTelemetry and pip and loader switches, more files a library writes, a number JSON cannot hold" {
+  local v big
+  for v in MLFLOW_TRACKING_INSECURE_TLS HF_HUB_INSECURE GODEBUG OTEL_EXPORTER_OTLP_ENDPOINT PIP_TRUSTED_HOST PIP_INDEX_URL \
+    LD_DEBUG LD_DEBUG_OUTPUT LD_BIND_NOW LD_BIND_NOT; do
+    pass_env "$v"
+    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
+    ((status == 2)) || fail "$v requested: exit $status; $stderr"
+    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$v: $stderr"
+  done
+  mkdir -m 700 "$T/logs" "$T/home"
+  : >"$T/logs/existing.dump"
+  : >"$T/home/.bashrc"
+  for v in "TORCH_FR_DUMP_TEMP_FILE=$T/home/.bashrc" "CUDA_COREDUMP_FILE=$T/logs/existing.dump" \
+    "CUDA_COREDUMP_FILE=$T/home/.profile" "TORCH_FR_DUMP_TEMP_FILE=fr_"; do
+    pass_env "${v%%=*}"
+    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
+    ((status == 2)) || fail "$v: exit $status; $stderr"
+    grep -F "error: ${v%%=*}: " <<<"$stderr" | grep -qF "; fix: name a file that does not exist yet" || fail "$v: $stderr"
+  done
+  pass_env CUDA_COREDUMP_FILE
+  run --separate-stderr env "CUDA_COREDUMP_FILE=$T/logs/core.%h.%p" "$HARNESS" "$FA" --dry-run
+  assert_success
+  # S6: JSON whose number int() will not convert (over 4,300 digits): exit 2 naming the variable, no traceback
+  pass_env
+  big=$(printf '9%.0s' {1..5000})
+  for v in "{\"metadata\":{\"a\":$big}}" "[$big]" "{\"runtime_env\":{\"env_vars\":{\"X\":$big}}}" "$big"; do
+    rm -rf "${STUB_LOG:?}"/*
+    run --separate-stderr env "RAY_JOB_CONFIG_JSON_ENV_VAR=$v" "$HARNESS" "$FA" --dry-run
+    assert_refused RAY_JOB_CONFIG_JSON_ENV_VAR "is JSON this check cannot read"
+  done
+}

@@ -473,3 +473,22 @@ signal_node() {
     assert_failure
   done
 }
+
+@test "review S3: the head's VLGRPO_RAY_TEMP_DIR goes through the path rule; one another user could make or swap is refused" {
+  davinci 8
+  mkdir -p "$T/open" "$T/mine"
+  chmod 777 "$T/open"
+  chmod 700 "$T/mine"
+  export VLGRPO_DRY_RUN=1
+  local d
+  for d in "$T/open" "$T/open/ray" "/tmp/vlgrpo-bats-ray-$$-not-there"; do
+    VLGRPO_RAY_TEMP_DIR=$d node head
+    assert_failure 2
+    [[ $stderr == *"error: VLGRPO_RAY_TEMP_DIR: "* ]] || fail "$d: $stderr"
+  done
+  for d in "$T/mine" "$T/mine/ray"; do
+    VLGRPO_RAY_TEMP_DIR=$d node head
+    assert_success
+    assert_line -- "--temp-dir=$d"
+  done
+}

@@ -650,7 +650,9 @@ def check_ports(ctx: Context) -> Result:
     ports = (
         "Ray GCS (VLGRPO_RAY_PORT, 6379) and Ray's node-manager, object-manager and worker ports (random) on "
         "every node's IP; the Ray dashboard/job API (VLGRPO_RAY_DASHBOARD_PORT, 8265) on "
-        "VLGRPO_RAY_DASHBOARD_HOST (127.0.0.1 by default; job submission runs code); per vLLM replica its "
+        "VLGRPO_RAY_DASHBOARD_HOST (127.0.0.1 by default; job submission runs code); Ray's dashboard agent "
+        "(VLGRPO_RAY_AGENT_PORT, 52365, its own job API) and the head's Ray client server (VLGRPO_RAY_CLIENT_PORT, "
+        "10001) on every interface, both running code for whoever reaches them; per vLLM replica its "
         "OpenAI HTTP server on a random port of "
         + ("127.0.0.1 only (patch rollout.server_loopback)" if loopback else "the node IP, unauthenticated")
         + ", and torch.distributed / vLLM data-parallel ports on the node IP for multi-node or DP > 1 "

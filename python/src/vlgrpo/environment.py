@@ -404,12 +404,25 @@ def _validate_re(t: str, a: str, raw: str, cwd: "str | None") -> object:
             raise Refused(f"{path} is not a readable file", "path-file", path)
         if a in ("dir", "dirw") and not (os.path.isdir(path) and os.access(path, os.R_OK)):
             raise Refused(f"{path} is not a readable directory", "path-dir", path)
-        if a in ("file", "dir", "dirw"):
+        if a in ("file", "dir", "dirw") or (a == "dirnew" and os.path.lexists(path)):
             from . import pathrule
 
+            if a == "dirnew" and not os.path.isdir(path):
+                raise Refused(f"{path} is not a directory", "path-dir", path)
             problem = pathrule.check_path(path, kind="file" if a == "file" else "dir")
             if problem is not None:
                 raise Refused(problem.text(), "path-trust", path, problem.fix)
+        elif a == "dirnew":
+            # not there yet (the program makes it): the folder that will hold it must not let another user make it
+            # first, or swap it (/tmp itself does)
+            why = _owner_rule_problem(path)
+            if why:
+                raise Refused(
+                    f"{path} {why}",
+                    "path-trust",
+                    path,
+                    "name a folder of yours (or one to be made inside a folder only you and root can write)",
+                )
         return path
     raise ValueError(f"setting {t!r} is not a type the registry knows")
 
@@ -521,9 +534,10 @@ def check_ray_job_config(
     fix = "submit the Ray job with runtime_env env_vars only (the image holds the code)"
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        # json.loads raises its ValueError subclass JSONDecodeError, which has msg and pos
-        return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]  # type: ignore[attr-defined]
+    except json.JSONDecodeError as exc:
+        return [(var, f"is not JSON ({exc.msg} at character {exc.pos})", fix)]
+    except ValueError as exc:  # not a syntax error: a number past int()'s 4,300-digit limit, ...
+        return [(var, f"is JSON this check cannot read ({str(exc)[:120]})", fix)]
     except RecursionError:
         return [(var, "is JSON nested too deeply to check", fix)]
     if not isinstance(doc, dict):

@@ -114,7 +114,12 @@ def allowed_text(row: environment.Row) -> str:
         "uri": "http(s) URL or file: path",
     }
     if t == "path":
-        return {"file": "existing file", "dir": "existing directory", "dirw": "writable directory"}.get(a, "path")
+        return {
+            "file": "existing file",
+            "dir": "existing directory",
+            "dirw": "writable directory",
+            "dirnew": "directory of yours (may be made)",
+        }.get(a, "path")
     return words.get(t, "")
 
 
