@@ -20,6 +20,24 @@ assert_refused() {
   assert_no_python
 }
 
+# assert_never_passed NAME VALUE — NAME=VALUE requested in VLGRPO_PASS_ENV: exit 2, "names NAME, which is never
+# passed"
+assert_never_passed() {
+  pass_env "$1"
+  run --separate-stderr env "$1=$2" "$HARNESS" "$FA" --dry-run
+  ((status == 2)) || fail "$1 requested: exit $status; $stderr"
+  grep -qF "error: VLGRPO_PASS_ENV: names $1, which is never passed" <<<"$stderr" || fail "$1: $stderr"
+}
+
+# assert_outfile_refused NAME=PATH — a file a library would create or truncate, requested: exit 2 naming NAME with
+# the outfile rule's fix
+assert_outfile_refused() {
+  pass_env "${1%%=*}"
+  run --separate-stderr env "$1" "$HARNESS" "$FA" --dry-run
+  ((status == 2)) || fail "$1: exit $status; $stderr"
+  grep -F "error: ${1%%=*}: " <<<"$stderr" | grep -qF "; fix: name a file that does not exist yet" || fail "$1: $stderr"
+}
+
 # cwd_of N — the working directory of the N-th recorded python3 call (1: the preflight, 2: verl)
 cwd_of() {
   local f
@@ -278,10 +296,7 @@ py_environ() {
   # names gcc or W&B act on: requesting one is refused; inherited, each is dropped
   for v in CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH LIBRARY_PATH \
     GCC_EXEC_PREFIX COMPILER_PATH CFLAGS LDFLAGS WANDB_HTTPS_PROXY WANDB_HTTP_PROXY; do
-    pass_env "$v"
-    run --separate-stderr env "$v=$T/inc" "$HARNESS" "$FA" --dry-run
-    ((status == 2)) || fail "$v requested: exit $status; $stderr"
-    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$stderr"
+    assert_never_passed "$v" "$T/inc"
     pass_env
     rm -rf "${STUB_LOG:?}"/*
     run --separate-stderr env "$v=$T/inc" "$HARNESS" "$FA" --dry-run
@@ -385,10 +400,7 @@ py_environ() {
   # R3: Python's HTTP clients read *_proxy in any case; R5: glibc's resolver search domain and options
   for v in WANDB_SERVICE WANDB_base_url WANDB_INSECURE_DISABLE_SSL WANDB__PROXIES WANDB_https_proxy \
     Https_Proxy All_Proxy grpc_proxy FTP_PROXY No_Proxy LOCALDOMAIN RES_OPTIONS RESOLV_HOST_CONF; do
-    pass_env "$v"
-    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
-    ((status == 2)) || fail "$v requested: exit $status; $stderr"
-    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$v: $stderr"
+    assert_never_passed "$v" canary
     [[ $stderr != *canary* ]] || fail "a value was shown: $stderr"
     pass_env
     rm -rf "${STUB_LOG:?}"/*
@@ -409,10 +421,7 @@ py_environ() {
   : >"$T/home/.bashrc"
   for v in "NCCL_DEBUG_FILE=$T/home/.bashrc" "NCCL_DEBUG_FILE=$T/logs/.bash_profile" "NCCL_TOPO_DUMP_FILE=$T/logs/existing.log" \
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$T/logs/.profile" "NCCL_GRAPH_DUMP_FILE=relative.xml"; do
-    pass_env "${v%%=*}"
-    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
-    ((status == 2)) || fail "$v: exit $status; $stderr"
-    grep -F "error: ${v%%=*}: " <<<"$stderr" | grep -qF "; fix: name a file that does not exist yet" || fail "$v: $stderr"
+    assert_outfile_refused "$v"
   done
   pass_env NCCL_DEBUG_FILE
   run --separate-stderr env "NCCL_DEBUG_FILE=$T/logs/nccl.%h.%p.log" "$HARNESS" "$FA" --dry-run
@@ -448,20 +457,14 @@ py_environ() {
   local v big
   for v in MLFLOW_TRACKING_INSECURE_TLS HF_HUB_INSECURE GODEBUG OTEL_EXPORTER_OTLP_ENDPOINT PIP_TRUSTED_HOST PIP_INDEX_URL \
     LD_DEBUG LD_DEBUG_OUTPUT LD_BIND_NOW LD_BIND_NOT; do
-    pass_env "$v"
-    run --separate-stderr env "$v=canary" "$HARNESS" "$FA" --dry-run
-    ((status == 2)) || fail "$v requested: exit $status; $stderr"
-    grep -qF "error: VLGRPO_PASS_ENV: names $v, which is never passed" <<<"$stderr" || fail "$v: $stderr"
+    assert_never_passed "$v" canary
   done
   mkdir -m 700 "$T/logs" "$T/home"
   : >"$T/logs/existing.dump"
   : >"$T/home/.bashrc"
   for v in "TORCH_FR_DUMP_TEMP_FILE=$T/home/.bashrc" "CUDA_COREDUMP_FILE=$T/logs/existing.dump" \
     "CUDA_COREDUMP_FILE=$T/home/.profile" "TORCH_FR_DUMP_TEMP_FILE=fr_"; do
-    pass_env "${v%%=*}"
-    run --separate-stderr env "$v" "$HARNESS" "$FA" --dry-run
-    ((status == 2)) || fail "$v: exit $status; $stderr"
-    grep -F "error: ${v%%=*}: " <<<"$stderr" | grep -qF "; fix: name a file that does not exist yet" || fail "$v: $stderr"
+    assert_outfile_refused "$v"
   done
   pass_env CUDA_COREDUMP_FILE
   run --separate-stderr env "CUDA_COREDUMP_FILE=$T/logs/core.%h.%p" "$HARNESS" "$FA" --dry-run

@@ -33,6 +33,19 @@ PRELUDE = textwrap.dedent("""
 
     def stalled_on_purpose():
         threading.Event().wait()
+
+    def wait_child(pid, seconds, beat=False):
+        # the forked child's exit code; None after killing it when it has not ended within `seconds`
+        for _ in range(int(seconds * 10)):
+            if beat:
+                watchdog.beat()  # the parent makes progress while it waits
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.1)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        return None
 """)
 
 
@@ -203,17 +216,11 @@ def test_a_child_forked_while_the_lock_is_held_runs_on(folder):
                 print(f"child: inherited={inherited!r} mine={mine!r}", flush=True)
                 os._exit(0)
             release.set()
-            for _ in range(100):
-                got, status = os.waitpid(pid, os.WNOHANG)
-                if got:
-                    break
-                time.sleep(0.1)
-            else:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
+            code = wait_child(pid, 10)
+            if code is None:
                 print("child: blocked on the lock for 10 s", flush=True)
                 sys.exit(3)
-            print("parent stage:", watchdog.current_stage(), "child exit:", os.waitstatus_to_exitcode(status), flush=True)
+            print("parent stage:", watchdog.current_stage(), "child exit:", code, flush=True)
         """,
         folder,
         bound="60",
@@ -234,18 +241,11 @@ def test_a_child_forked_while_the_backstop_is_armed_is_still_ended_when_it_stall
                 with watchdog.watch("dataloader worker (child)"):
                     stalled_on_purpose()
                 os._exit(0)
-            for _ in range(150):
-                watchdog.beat()  # the parent makes progress while it waits
-                got, status = os.waitpid(pid, os.WNOHANG)
-                if got:
-                    break
-                time.sleep(0.1)
-            else:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
+            code = wait_child(pid, 15, beat=True)
+            if code is None:
                 print("child: not ended within 15 s", flush=True)
                 sys.exit(3)
-            print("child exit:", os.waitstatus_to_exitcode(status), flush=True)
+            print("child exit:", code, flush=True)
         """,
         folder,
         bound="1",

@@ -1123,17 +1123,16 @@ def check_value(
     if t == "shaped":
         # nothing says what the reader of an unlisted name or of a name under a pattern row does with its value:
         # no URL, no spaces or shell syntax (NCCL_IB_HCA='x;$(cmd)' lands in NCCL's debug log verbatim)
-        why = _unlisted_value_problem(value)
+        why = _plain_value_problem(value)
         if why:
             return why
-    if t == "shaped" and row is UNLISTED:
-        if "/" in value and shape(name) != "path":
-            # a path by its value, whatever the name says (OMP_TOOL_LIBRARIES=/x/tool.so: no LIB word in it)
+        kind = shape(name)
+        # a path by its name, or for a name without a row also by its value, whatever the name says
+        # (OMP_TOOL_LIBRARIES=/x/tool.so: no LIB word in it)
+        if kind == "path" or (row is UNLISTED and "/" in value):
             return _path_list_problem(
                 value, _path_entry_problem, protect, "has an empty entry, which is read as the working directory"
             )
-    if t == "shaped":
-        kind = shape(name)
         if kind in ("loads", "peer") and name not in pass_env:
             what = (
                 "a library or plugin every child would load"
@@ -1143,10 +1142,6 @@ def check_value(
             return (
                 f"names {what} (read from its name under the {row.name} row); it passes only when "
                 "VLGRPO_PASS_ENV names it"
-            )
-        if kind == "path":
-            return _path_list_problem(
-                value, _path_entry_problem, protect, "has an empty entry, which is read as the working directory"
             )
         return ""
     if t == "httpurl":
@@ -1273,12 +1268,13 @@ def _outfile_problem(value: str, protect: "tuple[str, ...]") -> str:
     )
 
 
-#: characters of a command line or of shell syntax, refused in the value of a variable without a row
+#: characters of a command line or of shell syntax, refused in a value the registry does not type
 _COMMANDLIKE = frozenset(" \t|;&$`<>(){}[]!*?'\"\\~#")
 
 
-def _unlisted_value_problem(value: str) -> str:
-    """Why the value of a requested variable without a registry row (:data:`UNLISTED`) is not a plain one, or ''.
+def _plain_value_problem(value: str) -> str:
+    """Why a value the registry does not type (a requested variable without a row, :data:`UNLISTED`, or a name
+    under a pattern row such as ``NCCL_*``) is not a plain one, or ''.
 
     Nothing says what an unknown reader does with it, so the value is judged by its shape: a URL (``scheme://``)
     could send the job somewhere (a redirect the launch cannot judge), spaces or shell syntax could be a command a
@@ -1286,7 +1282,8 @@ def _unlisted_value_problem(value: str) -> str:
     (``1``, ``true``, ``eth0,eth1``, ``expandable_segments:True``, ``a=1,b=2``) pass."""
     if "://" in value:
         return (
-            "holds a URL: a variable without a registry row may not name a server (a redirect the launch cannot judge)"
+            "holds a URL: a variable the registry does not type may not name a server (a redirect the launch cannot "
+            "judge)"
         )
     if any(c in _COMMANDLIKE for c in value):
         return (

@@ -384,7 +384,7 @@ def image_code_env(lib: str) -> dict[str, str | None] | None:
     except UnicodeDecodeError:
         raise ValueError("is not UTF-8") from None
     got: dict[str, str | None] = dict.fromkeys(IMAGE_CODE_NAMES)
-    for line in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+    for line in text.removesuffix("\n").split("\n"):
         name, sep, value = line.partition("=")
         if name not in IMAGE_CODE_NAMES or "\0" in value:
             raise ValueError(f"holds a line that is not NAME or NAME=VALUE of a code location: {line[:80]!r}")
@@ -795,13 +795,11 @@ class Launch:
             if rc != 2:
                 self.children.say(f"the VLGRPO_OVERRIDES_FILE check could not run (exit {rc}); nothing was started")
             raise Exit(EXIT_CONFIG if rc == 2 else EXIT_FAILURE)
-        got = [el.decode("utf-8", "surrogateescape") for el in out.split(b"\0")]
-        if out.endswith(b"\0"):
-            got.pop()
-        # fail closed: the overrides count only behind the checker's own verdict line
+        # fail closed: the overrides count only behind the checker's own verdict, its last NUL-ended element
         from vlgrpo.preflight.overrides import END_MARK
 
-        if not got or got[-1] != f"{END_MARK} {len(got) - 1}" or not out.endswith(b"\0"):
+        got = [el.decode("utf-8", "surrogateescape") for el in out[:-1].split(b"\0")]
+        if not out.endswith(b"\0") or got[-1] != f"{END_MARK} {len(got) - 1}":
             self.children.say(
                 "the VLGRPO_OVERRIDES_FILE check exited 0 without its verdict (python3 -m vlgrpo.preflight.overrides: "
                 "is it the vlgrpo package's?); nothing was started"

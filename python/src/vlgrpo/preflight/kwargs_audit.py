@@ -514,6 +514,11 @@ SWEEP_CACHE_VERSION = 1
 SWEEP_NAMESPACE = "kwargs-sweep"
 
 
+def _process_key(verl_root: str, callee_roots: dict[str, str | None]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The in-process cache's key of a sweep: the verl folder and the sorted ``(callee, folder or "")`` pairs."""
+    return verl_root, tuple(sorted((k, v or "") for k, v in callee_roots.items()))
+
+
 def sweep_cache_key(verl_root: str, callee_roots: dict[str, str | None]) -> str:
     """Hex SHA-256 of everything :func:`sweep`'s result depends on: the folders, this module's source, the Python
     version, and the relative path, size and mtime (ns) of every ``.py`` file of verl and of each callee package
@@ -523,7 +528,7 @@ def sweep_cache_key(verl_root: str, callee_roots: dict[str, str | None]) -> str:
     import sys
 
     h = hashlib.sha256()
-    callees = sorted((k, v or "") for k, v in callee_roots.items())
+    callees = list(_process_key(verl_root, callee_roots)[1])
     h.update(json.dumps([SWEEP_CACHE_VERSION, verl_root, callees, sys.version]).encode())
     with open(os.path.abspath(__file__), "rb") as fh:
         h.update(hashlib.sha256(fh.read()).digest())
@@ -571,7 +576,7 @@ def cached_sweep(verl_root: str, callee_roots: dict[str, str | None], cache: Any
     """:func:`sweep`, once per process for the same folders, and across processes through ``cache`` (the
     preflight's verified cache, :class:`vlgrpo.preflight.count_cache.CountCache`, or None) under
     :func:`sweep_cache_key`: an entry that is absent, fails the cache's HMAC or is not a sweep's is swept again."""
-    key = (verl_root, tuple(sorted((k, v or "") for k, v in callee_roots.items())))
+    key = _process_key(verl_root, callee_roots)
     if key not in _CACHE:
         digest = sweep_cache_key(verl_root, callee_roots) if cache is not None else ""
         entry = cache.get(SWEEP_NAMESPACE, digest) if cache is not None else None
@@ -654,7 +659,7 @@ def check_swallowed_settings(
     if not verl_root:
         return {"skipped": "verl is not installed here"}
     hits = cache.hits if cache is not None else 0
-    known = (verl_root, tuple(sorted((k, v or "") for k, v in callee_roots.items()))) in _CACHE
+    known = _process_key(verl_root, callee_roots) in _CACHE
     result = cached_sweep(verl_root, callee_roots, cache)
     reached: dict[str, str] = {}
     summary: dict[str, Any] = {
